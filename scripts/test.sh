@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds and runs every test: a release build with warnings as errors (g++), then the same
+# tests under AddressSanitizer + UndefinedBehaviorSanitizer (clang, so both compilers'
+# warnings are checked). Usage: scripts/test.sh [extra ctest arguments, e.g. -L unit]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install_deps.sh
+jobs=$(nproc)
+
+echo "== release build (g++, -Werror)"
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRPA_WERROR=ON \
+  -DCMAKE_CXX_COMPILER=g++ >/dev/null
+cmake --build build/release -j "$jobs"
+ctest --test-dir build/release --output-on-failure -j "$jobs" "$@"
+
+echo "== ASan + UBSan build (clang, -Werror)"
+cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DRPA_WERROR=ON -DRPA_SANITIZE=ON \
+  -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+cmake --build build/asan -j "$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build/asan --output-on-failure -j "$jobs" "$@"
