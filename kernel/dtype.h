@@ -1,0 +1,62 @@
+// Element types of RPA arrays and exact conversions between them and float.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace rpa {
+
+// The logical element type of an array. The float types are the ones the kernel computes
+// with; the integer and wide float types exist so that a case file holding, say, int64
+// kv_lens can be read and then rejected by validation with JAX's message.
+enum class DType : uint8_t {
+  kFloat32,
+  kBFloat16,
+  kFloat8E4M3FN,
+  kFloat8E5M2,
+  kInt32,
+  kInt64,
+  kInt16,
+  kInt8,
+  kUInt8,
+  kUInt16,
+  kUInt32,
+  kUInt64,
+  kFloat16,
+  kFloat64,
+  kBool,
+};
+
+// numpy's name: "float32", "bfloat16", "float8_e4m3fn", "int64", "bool", ...
+std::string_view dtype_name(DType t);
+std::optional<DType> dtype_from_name(std::string_view name);
+// Bytes per element.
+int dtype_size(DType t);
+int dtype_bits(DType t);
+bool dtype_is_integer(DType t);  // bool excluded
+bool dtype_is_float(DType t);    // every floating type, fp8 included
+// How numpy prints the dtype inside a message: dtype('int32'); ml_dtypes types print
+// without quotes, e.g. dtype(bfloat16).
+std::string dtype_repr(DType t);
+
+// Exact conversions. Narrowing rounds to nearest, ties to even. NaN stays NaN (with its
+// sign). bfloat16 and float8_e5m2 overflow to infinity; float8_e4m3fn has no infinity, so
+// overflow (|x| > 464, the midpoint above its max 448, or exactly 464 rounding to odd) and
+// infinities become NaN, as in ml_dtypes.
+uint16_t float_to_bf16(float x);
+float bf16_to_float(uint16_t bits);
+uint8_t float_to_e4m3fn(float x);
+float e4m3fn_to_float(uint8_t bits);
+uint8_t float_to_e5m2(float x);
+float e5m2_to_float(uint8_t bits);
+
+// Reads element i of a buffer of type t as float (the float types only).
+float load_float(DType t, const void* data, int64_t i);
+// Rounds x to type t and stores it as element i (the float types only).
+void store_float(DType t, void* data, int64_t i, float x);
+// Rounds x to the nearest value representable in t (the float types only).
+float round_to(DType t, float x);
+
+}  // namespace rpa

@@ -1,0 +1,51 @@
+#include "kernel/python_repr.h"
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <stdexcept>
+#include <string_view>
+#include <system_error>
+
+namespace rpa {
+
+std::string py_float_repr(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+
+  // Shortest round-trip scientific form, "d[.ddd]e[+-]XX": the same digits CPython's repr
+  // picks, which are then laid out by CPython's rules below.
+  char buf[32];
+  const auto [end, ec] =
+      std::to_chars(buf, buf + sizeof(buf), std::fabs(x), std::chars_format::scientific);
+  if (ec != std::errc()) throw std::logic_error("py_float_repr: to_chars failed");
+  const std::string_view sci(buf, static_cast<size_t>(end - buf));
+  const size_t e_pos = sci.find('e');
+  std::string digits(sci.substr(0, e_pos));
+  if (digits.size() > 1) digits.erase(1, 1);  // the '.'
+  const std::string exp_text(sci.substr(e_pos + 1));
+  const int exp10 = std::atoi(exp_text.c_str());
+
+  std::string out = std::signbit(x) ? "-" : "";
+  const auto n = static_cast<int>(digits.size());
+  if (exp10 < -4 || exp10 >= 16) {
+    out += digits[0];
+    if (n > 1) out += "." + digits.substr(1);
+    out += exp10 < 0 ? "e-" : "e+";
+    const int mag = std::abs(exp10);
+    if (mag < 10) out += '0';
+    out += std::to_string(mag);
+  } else if (exp10 < 0) {
+    out += "0." + std::string(static_cast<size_t>(-exp10 - 1), '0') + digits;
+  } else if (n <= exp10 + 1) {
+    out += digits + std::string(static_cast<size_t>(exp10 + 1 - n), '0') + ".0";
+  } else {
+    const auto int_len = static_cast<size_t>(exp10 + 1);
+    out += digits.substr(0, int_len) + "." + digits.substr(int_len);
+  }
+  return out;
+}
+
+std::string py_int_repr(int64_t x) { return std::to_string(x); }
+
+}  // namespace rpa

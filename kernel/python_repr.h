@@ -1,0 +1,18 @@
+// Renders values the way Python prints them inside an f-string, so that validation
+// messages match JAX's text byte for byte.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace rpa {
+
+// repr() of a Python float: shortest round-trip digits; scientific when the decimal
+// exponent is < -4 or >= 16 ("1e-05", "1e+16", "1.5e-07"), otherwise positional with at
+// least one fractional digit ("0.0", "-0.0", "50.0", "0.0001", "1234567890123456.0");
+// "inf", "-inf", "nan" (Python prints every NaN as "nan").
+std::string py_float_repr(double x);
+// repr() of a Python int.
+std::string py_int_repr(int64_t x);
+
+}  // namespace rpa
