@@ -1,0 +1,23 @@
+#include "kernel/rule.h"
+
+#include <array>
+
+namespace rpa {
+namespace {
+
+constexpr std::array kRules = {
+#define RPA_RULE_INFO(id, jax, strict, crash, reason) \
+  RuleInfo{RuleId::id, #id, jax, strict, crash, reason},
+    RPA_RULES(RPA_RULE_INFO)
+#undef RPA_RULE_INFO
+};
+
+}  // namespace
+
+std::string_view mode_name(Mode m) { return m == Mode::kJax ? "jax" : "strict"; }
+
+std::span<const RuleInfo> rule_table() { return kRules; }
+
+const RuleInfo& rule_info(RuleId id) { return kRules[static_cast<size_t>(id)]; }
+
+}  // namespace rpa

@@ -1,0 +1,501 @@
+#include "kernel/validate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "kernel/heads_per_block.h"
+#include "kernel/python_repr.h"
+#include "kernel/vmem_budget.h"
+
+namespace rpa {
+namespace {
+
+std::string I(int64_t v) { return py_int_repr(v); }
+std::string F(double v) { return py_float_repr(v); }
+std::string opt_int(const std::optional<int64_t>& v) { return v ? I(*v) : "None"; }
+
+// JAX's dynamic checks run on int32 jax arrays: sums and differences wrap.
+int32_t wrap32(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); }
+
+bool finite_as_float32(double v) {
+  return std::isfinite(v) && std::fabs(v) <= double{std::numeric_limits<float>::max()};
+}
+
+bool is_kernel_float(DType t) {
+  return t == DType::kFloat32 || t == DType::kBFloat16 || t == DType::kFloat8E4M3FN ||
+         t == DType::kFloat8E5M2;
+}
+
+bool is_float8(DType t) { return t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2; }
+
+// Collects failures of the rules the mode enforces; in first-only mode it tells the walk
+// to stop at the first one.
+class Checker {
+ public:
+  Checker(Mode mode, bool first_only) : mode_(mode), first_only_(first_only) {}
+
+  bool enforces(RuleId id) const { return rule_info(id).in(mode_); }
+  Mode mode() const { return mode_; }
+  bool strict() const { return mode_ == Mode::kStrict; }
+
+  // Records a failure when the mode enforces the rule. Returns whether it was recorded.
+  bool reject(RuleId id, std::string message) {
+    if (!enforces(id)) return false;
+    failures_.push_back(Failure{id, std::move(message)});
+    return true;
+  }
+  bool done() const { return first_only_ && !failures_.empty(); }
+  std::vector<Failure> take() { return std::move(failures_); }
+
+ private:
+  Mode mode_;
+  bool first_only_;
+  std::vector<Failure> failures_;
+};
+
+// Walks the rule table in order. Returns early when the checker is done, or when a failed
+// rule leaves the later rules without the dimensions or values they read.
+class Walk {
+ public:
+  Walk(const Inputs& in, const Params& p, const ValidateOptions& o, Checker& c)
+      : in_(in), p_(p), opt_(o), c_(c) {}
+
+  void run() {
+    if (!shapes()) return;
+    if (!static_rules() || c_.done()) return;
+    if (dynamic_ok_) dynamic_rules();
+    if (c_.done()) return;
+    kernel_entry_rules();
+  }
+
+ private:
+  // q_rank .. page_indices_rank: without these no dimension can be named.
+  bool shapes() {
+    const bool q_ok = in_.q.rank() == 3;
+    if (!q_ok && reject(RuleId::q_rank, "q.shape=" + shape_repr(in_.q.shape()) +
+                                             " must have rank 3: [max_num_batched_tokens, "
+                                             "num_q_heads, head_dim].")) {
+      if (c_.done()) return false;
+    }
+    const bool kv_ok = in_.kv_pages.rank() == 4;
+    if (!kv_ok) {
+      reject(RuleId::kv_pages_rank, "kv_pages.shape=" + shape_repr(in_.kv_pages.shape()) +
+                                        " must have rank 4: [total_num_pages, page_size, "
+                                        "num_combined_kv_heads, head_dim].");
+    }
+    if (!q_ok || !kv_ok) return false;
+    T_ = in_.q.dim(0);
+    Hq_ = in_.q.dim(1);
+    D_ = in_.q.dim(2);
+    P_ = in_.kv_pages.dim(0);
+    S_ = in_.kv_pages.dim(1);
+    Hc_ = in_.kv_pages.dim(2);
+    Dk_ = in_.kv_pages.dim(3);
+    Hkv_ = Hc_ / 2;
+    if (Hc_ % 2 != 0) {
+      heads_ok_ = false;
+      reject(RuleId::combined_heads_odd,
+             "num_combined_kv_heads=" + I(Hc_) + " must be even.");
+      if (c_.done()) return false;
+    }
+    if (in_.page_indices.rank() != 2) {
+      reject(RuleId::page_indices_rank, "page_indices.shape=" +
+                                            shape_repr(in_.page_indices.shape()) +
+                                            " must have rank 2: [max_num_seqs, pages_per_seq].");
+      return false;
+    }
+    N_ = in_.page_indices.dim(0);
+    pps_ = in_.page_indices.dim(1);
+    return true;
+  }
+
+  bool static_rules() {
+    const Shape one{1};
+    if (in_.num_seqs.shape() != one) {
+      dynamic_ok_ = false;
+      if (reject(RuleId::num_seqs_shape,
+                 "num_seqs.shape=" + shape_repr(in_.num_seqs.shape()) + " must be (1,)") &&
+          c_.done())
+        return false;
+    }
+    if (Dk_ != D_ &&
+        reject(RuleId::head_dim_mismatch, "Q head_dim " + I(D_) +
+                                              " must be the same as that of K/V " + I(Dk_) +
+                                              ".") &&
+        c_.done())
+      return false;
+    if (in_.kv_lens.shape() != Shape{N_}) {
+      dynamic_ok_ = false;
+      if (reject(RuleId::kv_lens_shape,
+                 "Expected kv_lens.shape=" + shape_repr(in_.kv_lens.shape()) + " to be (" +
+                     I(N_) + ",) where `max_num_seqs` is `page_indices.shape[0]`.") &&
+          c_.done())
+        return false;
+    }
+    if (in_.cu_q_lens.shape() != Shape{N_ + 1}) {
+      dynamic_ok_ = false;
+      if (reject(RuleId::cu_q_lens_shape,
+                 "Expected cu_q_lens.shape=" + shape_repr(in_.cu_q_lens.shape()) + " to be (" +
+                     I(N_ + 1) + ",)  where `max_num_seqs` is `page_indices.shape[0]`.") &&
+          c_.done())
+        return false;
+    }
+    if (in_.kv_lens.dtype() != DType::kInt32 || in_.page_indices.dtype() != DType::kInt32 ||
+        in_.cu_q_lens.dtype() != DType::kInt32) {
+      dynamic_ok_ = false;
+      if (reject(RuleId::index_dtype,
+                 "The dtype of `kv_lens`, `page_indices`, and `cu_q_lens` must be int32. Got "
+                 "kv_lens.dtype=" +
+                     dtype_repr(in_.kv_lens.dtype()) +
+                     ", page_indices.dtype=" + dtype_repr(in_.page_indices.dtype()) +
+                     ", cu_q_lens.dtype=" + dtype_repr(in_.cu_q_lens.dtype()) + ".") &&
+          c_.done())
+        return false;
+    }
+    const DType ns = in_.num_seqs.dtype();
+    // JAX indexes cu_q_lens with num_seqs[0], which any integer (or bool) can do.
+    const bool ns_bad = c_.strict() ? ns != DType::kInt32
+                                    : !(dtype_is_integer(ns) || ns == DType::kBool);
+    if (ns_bad) {
+      dynamic_ok_ = false;
+      if (reject(RuleId::num_seqs_dtype,
+                 "num_seqs.dtype=" + dtype_repr(ns) + " must be int32.") &&
+          c_.done())
+        return false;
+    }
+    const DType qt = in_.q.dtype();
+    const DType kt = in_.kv_pages.dtype();
+    if (qt != DType::kFloat32 && qt != DType::kBFloat16) {
+      dtypes_ok_ = false;
+      if (reject(RuleId::q_dtype_unsupported,
+                 "q.dtype=" + dtype_repr(qt) + " must be float32 or bfloat16.") &&
+          c_.done())
+        return false;
+    }
+    if (!is_kernel_float(kt)) {
+      dtypes_ok_ = false;
+      if (reject(RuleId::kv_dtype_unsupported,
+                 "kv_pages.dtype=" + dtype_repr(kt) +
+                     " must be float32, bfloat16, float8_e4m3fn or float8_e5m2.") &&
+          c_.done())
+        return false;
+    }
+    if (dtypes_ok_ && qt != kt && !is_float8(kt) &&
+        reject(RuleId::dtype_mismatch, "q.dtype=" + dtype_repr(qt) + " and kv_pages.dtype=" +
+                                           dtype_repr(kt) +
+                                           " must be equal unless kv_pages is float8.") &&
+        c_.done())
+      return false;
+    if (heads_ok_ && Hkv_ == 0) {
+      heads_ok_ = false;
+      if (reject(RuleId::kv_heads_zero, "num_kv_heads=0 must be positive.") && c_.done())
+        return false;
+    }
+    if (heads_ok_ && Hq_ % Hkv_ != 0) {
+      heads_ok_ = false;
+      if (reject(RuleId::heads_not_divisible, "num_q_heads=" + I(Hq_) +
+                                                  " must be divisible by num_kv_heads=" +
+                                                  I(Hkv_)) &&
+          c_.done())
+        return false;
+    }
+    if (Hq_ == 0) {
+      dims_ok_ = false;
+      if (reject(RuleId::q_heads_zero, "num_q_heads=0 must be positive.") && c_.done())
+        return false;
+    }
+    if (D_ == 0) {
+      dims_ok_ = false;
+      if (reject(RuleId::head_dim_zero, "head_dim=0 must be positive.") && c_.done())
+        return false;
+    }
+    return param_rules();
+  }
+
+  bool param_rules() {
+    if (p_.sliding_window && *p_.sliding_window <= 0 &&
+        reject(RuleId::sliding_window_nonpositive,
+               "sliding_window=" + I(*p_.sliding_window) + " must be positive.") &&
+        c_.done())
+      return false;
+    if (p_.soft_cap && *p_.soft_cap == 0.0 &&
+        reject(RuleId::soft_cap_zero, "soft_cap=" + F(*p_.soft_cap) + " must not be 0.0.") &&
+        c_.done())
+      return false;
+    if (!finite_scalar(RuleId::soft_cap_nonfinite, "soft_cap", p_.soft_cap)) return false;
+    if (!finite_scalar(RuleId::sm_scale_nonfinite, "sm_scale", p_.sm_scale)) return false;
+    if (p_.mask_value && !finite_as_float32(*p_.mask_value) &&
+        reject(RuleId::mask_value_nonfinite,
+               "mask_value=" + F(*p_.mask_value) + " must be finite as a float32.") &&
+        c_.done())
+      return false;
+    if (!finite_scalar(RuleId::k_scale_nonfinite, "k_scale", p_.k_scale)) return false;
+    if (!finite_scalar(RuleId::v_scale_nonfinite, "v_scale", p_.v_scale)) return false;
+
+    const auto& bkv = p_.num_kv_pages_per_block;
+    const auto& bq = p_.num_queries_per_block;
+    const auto& vmem = p_.vmem_limit_bytes;
+    if (bkv && !(0 < *bkv && *bkv <= pps_) &&
+        reject(RuleId::kv_pages_per_block_range, "num_kv_pages_per_block=" + I(*bkv) +
+                                                     " must be in range (0, " + I(pps_) +
+                                                     "].") &&
+        c_.done())
+      return false;
+    if (bkv && *bkv <= 0) {
+      blocks_ok_ = false;
+      if (reject(RuleId::kv_pages_per_block_nonpositive,
+                 "num_kv_pages_per_block=" + I(*bkv) + " must be positive.") &&
+          c_.done())
+        return false;
+    }
+    if (bq && *bq <= 0) {
+      blocks_ok_ = false;
+      if (reject(RuleId::queries_per_block_nonpositive,
+                 "num_queries_per_block=" + I(*bq) + " must be positive.") &&
+          c_.done())
+        return false;
+    }
+    if (vmem && *vmem <= 0) {
+      blocks_ok_ = false;
+      if (reject(RuleId::vmem_limit_nonpositive,
+                 "vmem_limit_bytes=" + I(*vmem) + " must be positive.") &&
+          c_.done())
+        return false;
+    }
+    if (bkv.has_value() != bq.has_value()) {
+      blocks_ok_ = false;
+      if (reject(RuleId::block_sizes_partial, "num_kv_pages_per_block=" + opt_int(bkv) +
+                                                  " and num_queries_per_block=" + opt_int(bq) +
+                                                  " must be given together.") &&
+          c_.done())
+        return false;
+    }
+    if (vmem && *vmem > opt_.target.vmem_capacity_bytes) {
+      blocks_ok_ = false;
+      if (reject(RuleId::vmem_limit_over_capacity,
+                 "vmem_limit_bytes=" + I(*vmem) + " must not exceed the " +
+                     std::string(opt_.target.name) + " VMEM capacity of " +
+                     I(opt_.target.vmem_capacity_bytes) + " bytes.") &&
+          c_.done())
+        return false;
+    }
+    return true;
+  }
+
+  bool finite_scalar(RuleId id, const char* name, const std::optional<double>& v) {
+    return !(v && !std::isfinite(*v) &&
+             reject(id, std::string(name) + "=" + F(*v) + " must be finite.") && c_.done());
+  }
+
+  int64_t num_seqs() const { return in_.num_seqs.int_at(0); }
+  int64_t kv_len(int64_t i) const { return in_.kv_lens.int_at(i); }
+  int64_t cu(int64_t i) const { return in_.cu_q_lens.int_at(i); }
+
+  // Sequence-level rules; each return leaves the rest unevaluable.
+  void dynamic_rules() {
+    const int64_t ns = num_seqs();
+    if (ns > N_) {
+      // Nothing below may index kv_lens or cu_q_lens with it.
+      reject(RuleId::num_seqs_too_large,
+             "num_seqs[0]=" + I(ns) + " must be less or equal to max_num_seqs=" + I(N_));
+      return;
+    }
+    if (N_ == 0 && reject(RuleId::max_num_seqs_zero,
+                          "max_num_seqs=0: jnp.max over the empty kv_lens raises ValueError."))
+      return;
+    if (S_ == 0) {
+      reject(RuleId::page_size_zero, "page_size=0 must be positive.");
+      return;
+    }
+    if (!pages_per_seq_rule(ns)) return;
+    if (ns < 0) {
+      reject(RuleId::num_seqs_negative, "num_seqs[0]=" + I(ns) + " must be non-negative.");
+      return;
+    }
+    if (c_.strict() && !strict_sequence_rules(ns)) return;
+    const int64_t total = cu(ns);
+    if (total > T_ && reject(RuleId::total_q_tokens_too_large,
+                             "Total q tokens " + I(total) +
+                                 " must be less or equal to max_num_batched_tokens=" + I(T_) +
+                                 ".") &&
+        c_.done())
+      return;
+    for (int64_t i = 0; i < ns; ++i) {
+      const int64_t q_len = c_.strict() ? cu(i + 1) - cu(i) : wrap32(cu(i + 1) - cu(i));
+      if (q_len > kv_len(i) &&
+          reject(RuleId::q_len_exceeds_kv_len, "q_len=" + I(q_len) +
+                                                   " must be less or equal to kv_len=" +
+                                                   I(kv_len(i)) + " at sequence " + I(i) +
+                                                   ".")) {
+        if (c_.done()) return;
+        break;  // JAX raises at the first such sequence
+      }
+    }
+    if (c_.strict()) page_index_rule(ns);
+  }
+
+  // JAX takes the max over all N kv_lens (padding included) and divides in int32; strict
+  // looks only at the sequences in use.
+  bool pages_per_seq_rule(int64_t ns) {
+    const int64_t used = c_.strict() ? std::max<int64_t>(ns, 0) : N_;
+    if (used == 0) return true;
+    int64_t max_kv_len = kv_len(0);
+    for (int64_t i = 1; i < used; ++i) max_kv_len = std::max(max_kv_len, kv_len(i));
+    const int64_t min_pages = c_.strict() ? ceil_div(std::max<int64_t>(max_kv_len, 0), S_)
+                                          : wrap32(max_kv_len + (S_ - 1)) / S_;
+    if (pps_ < min_pages) {
+      reject(RuleId::pages_per_seq_too_small,
+             "pages_per_seq=" + I(pps_) + " must be greater or equal to min_pages_per_seq=" +
+                 I(min_pages) + " given max_kv_len=" + I(max_kv_len) + " and page_size=" +
+                 I(S_) + ".");
+      return false;
+    }
+    return true;
+  }
+
+  static int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0 ? 1 : 0); }
+
+  bool strict_sequence_rules(int64_t ns) {
+    if (cu(0) != 0 &&
+        reject(RuleId::cu_q_lens_first_nonzero, "cu_q_lens[0]=" + I(cu(0)) + " must be 0.") &&
+        c_.done())
+      return false;
+    bool ok = cu(0) == 0;
+    for (int64_t i = 0; i < ns; ++i) {
+      if (cu(i + 1) < cu(i)) {
+        ok = false;
+        if (reject(RuleId::cu_q_lens_decreasing,
+                   "cu_q_lens[" + I(i + 1) + "]=" + I(cu(i + 1)) +
+                       " must be greater or equal to cu_q_lens[" + I(i) + "]=" + I(cu(i)) +
+                       " (q_len=" + I(cu(i + 1) - cu(i)) + " at sequence " + I(i) + ").") &&
+            c_.done())
+          return false;
+        break;
+      }
+    }
+    for (int64_t i = 0; i < ns; ++i) {
+      if (kv_len(i) < 0) {
+        ok = false;
+        if (reject(RuleId::kv_len_negative, "kv_len=" + I(kv_len(i)) +
+                                                " must be non-negative at sequence " + I(i) +
+                                                ".") &&
+            c_.done())
+          return false;
+        break;
+      }
+    }
+    return ok;
+  }
+
+  void page_index_rule(int64_t ns) {
+    for (int64_t i = 0; i < ns; ++i) {
+      const int64_t used_pages = ceil_div(kv_len(i), S_);
+      for (int64_t j = 0; j < used_pages; ++j) {
+        const int64_t page = in_.page_indices.int_at(i * pps_ + j);
+        if (page < 0 || page >= P_) {
+          reject(RuleId::page_index_out_of_range,
+                 "page_indices[" + I(i) + ", " + I(j) + "]=" + I(page) + " must be in range [0, " +
+                     I(P_) + ") (sequence " + I(i) + " reads " + I(used_pages) + " pages).");
+          return;  // one report is enough: the same row usually holds more
+        }
+      }
+    }
+  }
+
+  void kernel_entry_rules() {
+    if (!heads_ok_) return;
+    const DType qt = in_.q.dtype();
+    const DType kt = in_.kv_pages.dtype();
+    if (dtype_packing(kt) == 0 || dtype_packing(qt) == 0) {
+      reject(RuleId::dtype_packing_zero,
+             "get_dtype_packing is 0 for q.dtype=" + dtype_repr(qt) +
+                 " or kv_pages.dtype=" + dtype_repr(kt) +
+                 ": can_be_xla_fully_tiled raises ZeroDivisionError.");
+      return;
+    }
+    const auto heads = min_heads_per_block(Hq_, Hc_, qt, kt);
+    if (!heads) {
+      reject(RuleId::heads_not_tileable, "Not implemented: num_combined_kv_heads=" + I(Hc_) +
+                                             " can not be XLA fully tiled.");
+      return;
+    }
+    if (c_.done() || !c_.strict()) return;
+    if (dtypes_ok_ && dims_ok_ && blocks_ok_ && S_ > 0 && !vmem_rule(*heads) && c_.done()) return;
+    const int64_t smem = smem_need_bytes(N_, pps_);
+    if (smem > opt_.target.smem_capacity_bytes) {
+      reject(RuleId::smem_budget_exceeded,
+             "the prefetched index arrays need " + I(smem) + " bytes of SMEM, more than the " +
+                 std::string(opt_.target.name) + " capacity of " +
+                 I(opt_.target.smem_capacity_bytes) + " bytes.");
+    }
+  }
+
+  bool vmem_rule(const HeadsPerBlock& heads) {
+    const VmemShape shape{.page_size = S_,
+                          .head_dim = D_,
+                          .q_heads_per_kv = Hq_ / Hkv_,
+                          .heads = heads,
+                          .q_dtype = in_.q.dtype(),
+                          .kv_dtype = in_.kv_pages.dtype()};
+    const int64_t limit =
+        p_.vmem_limit_bytes.value_or(default_scoped_vmem_limit(opt_.target));
+    const std::string limit_text =
+        p_.vmem_limit_bytes ? "vmem_limit_bytes=" + I(limit)
+                            : "the default scoped limit of " + I(limit) + " bytes";
+    if (p_.num_kv_pages_per_block && p_.num_queries_per_block) {
+      const BlockSizes b{*p_.num_kv_pages_per_block, *p_.num_queries_per_block};
+      const int64_t need = vmem_need_bytes(shape, b);
+      if (need <= limit) return true;
+      reject(RuleId::vmem_budget_exceeded,
+             "num_kv_pages_per_block=" + I(b.kv_pages_per_block) + " and num_queries_per_block=" +
+                 I(b.queries_per_block) + " need " + I(need) + " bytes of VMEM, more than " +
+                 limit_text + ".");
+      return false;
+    }
+    if (default_block_sizes(shape, pps_, T_, limit)) return true;
+    reject(RuleId::vmem_budget_exceeded,
+           "no block sizes fit: num_kv_pages_per_block=1 and num_queries_per_block=1 need " +
+               I(vmem_need_bytes(shape, BlockSizes{1, 1})) + " bytes of VMEM, more than " +
+               limit_text + ".");
+    return false;
+  }
+
+  bool reject(RuleId id, std::string message) { return c_.reject(id, std::move(message)); }
+
+  const Inputs& in_;
+  const Params& p_;
+  const ValidateOptions& opt_;
+  Checker& c_;
+  int64_t T_ = 0, Hq_ = 0, D_ = 0, P_ = 0, S_ = 0, Hc_ = 0, Dk_ = 0, Hkv_ = 0, N_ = 0, pps_ = 0;
+  bool heads_ok_ = true;         // Hc even, Hkv > 0, Hq divisible by Hkv
+  bool dynamic_ok_ = true;       // index arrays have the shapes and dtypes dynamic rules read
+  bool dtypes_ok_ = true;        // q and kv dtypes are ones the kernel computes with
+  bool dims_ok_ = true;          // Hq, D >= 1
+  bool blocks_ok_ = true;        // block sizes and vmem limit usable for the budget
+};
+
+std::vector<Failure> run(const Inputs& in, const Params& params, const ValidateOptions& options,
+                         bool first_only) {
+  Checker checker(options.mode, first_only);
+  Walk(in, params, options, checker).run();
+  return checker.take();
+}
+
+}  // namespace
+
+std::optional<Failure> validate(const Inputs& in, const Params& params,
+                                const ValidateOptions& options) {
+  std::vector<Failure> failures = run(in, params, options, /*first_only=*/true);
+  if (failures.empty()) return std::nullopt;
+  return std::move(failures.front());
+}
+
+std::vector<Failure> validate_all(const Inputs& in, const Params& params,
+                                  const ValidateOptions& options) {
+  return run(in, params, options, /*first_only=*/false);
+}
+
+}  // namespace rpa

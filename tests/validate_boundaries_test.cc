@@ -1,0 +1,278 @@
+// Every validation rule at its boundary, on both sides, in both modes, with the exact
+// message. The expected verdicts and messages are written by hand from JAX's kernel.py
+// (jax mode) and DESIGN.md section 3 (strict mode), never computed by the validator.
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "kernel/validate.h"
+#include "tests/inputs_builder.h"
+
+namespace rpa {
+namespace {
+
+using testing::InputsSpec;
+using testing::zeros;
+
+struct Expect {
+  std::optional<RuleId> rule;  // nullopt: accepted
+  std::string message;
+};
+
+const Expect kValid{};
+Expect rejects(RuleId id, std::string message) { return Expect{id, std::move(message)}; }
+
+struct BoundaryCase {
+  std::string name;
+  std::function<void(InputsSpec&)> spec;              // applied before building
+  std::function<void(Inputs&, Params&)> mutate;       // applied after
+  Expect jax;
+  Expect strict;
+  TargetProfile target = default_target_profile();
+};
+
+// The base case is valid in both modes: three sequences (q_len, kv_len) = (1, 5), (3, 7),
+// (2, 2) in 4 slots of 4 pages of 4 tokens, 4 query heads over 2 kv heads, head_dim 8.
+InputsSpec base_spec() {
+  InputsSpec s;
+  s.seqs = {{1, 5}, {3, 7}, {2, 2}};
+  return s;
+}
+
+void set_ints(Tensor& t, std::initializer_list<int64_t> values) {
+  int64_t i = 0;
+  for (int64_t v : values) t.set_int(i++, v);
+}
+
+class ValidateBoundary : public ::testing::TestWithParam<BoundaryCase> {
+ protected:
+  void check(Mode mode, const Expect& expect) {
+    const BoundaryCase& c = GetParam();
+    InputsSpec spec = base_spec();
+    if (c.spec) c.spec(spec);
+    Inputs in = testing::build_inputs(spec);
+    Params params;
+    if (c.mutate) c.mutate(in, params);
+    const auto got = validate(in, params, ValidateOptions{.mode = mode, .target = c.target});
+    if (!expect.rule) {
+      EXPECT_FALSE(got.has_value()) << "rejected by " << rule_info(got->rule).name << ": "
+                                    << got->message;
+      return;
+    }
+    ASSERT_TRUE(got.has_value()) << "accepted; expected " << rule_info(*expect.rule).name;
+    EXPECT_EQ(rule_info(got->rule).name, rule_info(*expect.rule).name);
+    EXPECT_EQ(got->message, expect.message);
+  }
+};
+
+TEST_P(ValidateBoundary, Jax) { check(Mode::kJax, GetParam().jax); }
+TEST_P(ValidateBoundary, Strict) { check(Mode::kStrict, GetParam().strict); }
+
+const auto kCases = ::testing::Values(
+    BoundaryCase{"base", {}, {}, kValid, kValid},
+    // --- shapes -------------------------------------------------------------------------
+    BoundaryCase{"q_rank_4", {}, [](Inputs& in, Params&) { in.q = zeros(DType::kFloat32, {16, 4, 8, 1}); },
+                 rejects(RuleId::q_rank, "q.shape=(16, 4, 8, 1) must have rank 3: "
+                                         "[max_num_batched_tokens, num_q_heads, head_dim]."),
+                 rejects(RuleId::q_rank, "q.shape=(16, 4, 8, 1) must have rank 3: "
+                                         "[max_num_batched_tokens, num_q_heads, head_dim].")},
+    BoundaryCase{"kv_pages_rank_3", {}, [](Inputs& in, Params&) { in.kv_pages = zeros(DType::kFloat32, {16, 4, 32}); },
+                 rejects(RuleId::kv_pages_rank, "kv_pages.shape=(16, 4, 32) must have rank 4: "
+                         "[total_num_pages, page_size, num_combined_kv_heads, head_dim]."),
+                 rejects(RuleId::kv_pages_rank, "kv_pages.shape=(16, 4, 32) must have rank 4: "
+                         "[total_num_pages, page_size, num_combined_kv_heads, head_dim].")},
+    BoundaryCase{"combined_heads_2", [](InputsSpec& s) { s.num_kv_heads = 1; }, {}, kValid, kValid},
+    BoundaryCase{"combined_heads_3", {}, [](Inputs& in, Params&) { in.kv_pages = zeros(DType::kFloat32, {16, 4, 3, 8}); },
+                 rejects(RuleId::combined_heads_odd, "num_combined_kv_heads=3 must be even."),
+                 rejects(RuleId::combined_heads_odd, "num_combined_kv_heads=3 must be even.")},
+    BoundaryCase{"page_indices_rank_1", {}, [](Inputs& in, Params&) { in.page_indices = zeros(DType::kInt32, {16}); },
+                 rejects(RuleId::page_indices_rank, "page_indices.shape=(16,) must have rank 2: [max_num_seqs, pages_per_seq]."),
+                 rejects(RuleId::page_indices_rank, "page_indices.shape=(16,) must have rank 2: [max_num_seqs, pages_per_seq].")},
+    BoundaryCase{"num_seqs_shape_2", {}, [](Inputs& in, Params&) { in.num_seqs = zeros(DType::kInt32, {2}); },
+                 rejects(RuleId::num_seqs_shape, "num_seqs.shape=(2,) must be (1,)"),
+                 rejects(RuleId::num_seqs_shape, "num_seqs.shape=(2,) must be (1,)")},
+    BoundaryCase{"num_seqs_shape_scalar", {}, [](Inputs& in, Params&) { in.num_seqs = zeros(DType::kInt32, {}); },
+                 rejects(RuleId::num_seqs_shape, "num_seqs.shape=() must be (1,)"),
+                 rejects(RuleId::num_seqs_shape, "num_seqs.shape=() must be (1,)")},
+    BoundaryCase{"head_dim_mismatch", {}, [](Inputs& in, Params&) { in.kv_pages = zeros(DType::kFloat32, {16, 4, 4, 16}); },
+                 rejects(RuleId::head_dim_mismatch, "Q head_dim 8 must be the same as that of K/V 16."),
+                 rejects(RuleId::head_dim_mismatch, "Q head_dim 8 must be the same as that of K/V 16.")},
+    BoundaryCase{"kv_lens_shape_5", {}, [](Inputs& in, Params&) { in.kv_lens = zeros(DType::kInt32, {5}); },
+                 rejects(RuleId::kv_lens_shape, "Expected kv_lens.shape=(5,) to be (4,) where `max_num_seqs` is `page_indices.shape[0]`."),
+                 rejects(RuleId::kv_lens_shape, "Expected kv_lens.shape=(5,) to be (4,) where `max_num_seqs` is `page_indices.shape[0]`.")},
+    BoundaryCase{"cu_q_lens_shape_4", {}, [](Inputs& in, Params&) { in.cu_q_lens = zeros(DType::kInt32, {4}); },
+                 rejects(RuleId::cu_q_lens_shape, "Expected cu_q_lens.shape=(4,) to be (5,)  where `max_num_seqs` is `page_indices.shape[0]`."),
+                 rejects(RuleId::cu_q_lens_shape, "Expected cu_q_lens.shape=(4,) to be (5,)  where `max_num_seqs` is `page_indices.shape[0]`.")},
+    BoundaryCase{"index_dtype_int64", {}, [](Inputs& in, Params&) { in.page_indices = zeros(DType::kInt64, {4, 4}); },
+                 rejects(RuleId::index_dtype, "The dtype of `kv_lens`, `page_indices`, and `cu_q_lens` must be int32. Got kv_lens.dtype=dtype('int32'), page_indices.dtype=dtype('int64'), cu_q_lens.dtype=dtype('int32')."),
+                 rejects(RuleId::index_dtype, "The dtype of `kv_lens`, `page_indices`, and `cu_q_lens` must be int32. Got kv_lens.dtype=dtype('int32'), page_indices.dtype=dtype('int64'), cu_q_lens.dtype=dtype('int32').")},
+    BoundaryCase{"num_seqs_int64", {}, [](Inputs& in, Params&) { in.num_seqs = zeros(DType::kInt64, {1}); in.num_seqs.set_int(0, 3); },
+                 kValid, rejects(RuleId::num_seqs_dtype, "num_seqs.dtype=dtype('int64') must be int32.")},
+    BoundaryCase{"num_seqs_float32", {}, [](Inputs& in, Params&) { in.num_seqs = zeros(DType::kFloat32, {1}); },
+                 rejects(RuleId::num_seqs_dtype, "num_seqs.dtype=dtype('float32') must be int32."),
+                 rejects(RuleId::num_seqs_dtype, "num_seqs.dtype=dtype('float32') must be int32.")},
+    // --- dtypes -------------------------------------------------------------------------
+    BoundaryCase{"q_uint16", [](InputsSpec& s) { s.q_dtype = DType::kUInt16; }, {},
+                 kValid, rejects(RuleId::q_dtype_unsupported, "q.dtype=dtype('uint16') must be float32 or bfloat16.")},
+    BoundaryCase{"kv_float64", [](InputsSpec& s) { s.kv_dtype = DType::kFloat64; }, {},
+                 rejects(RuleId::dtype_packing_zero, "get_dtype_packing is 0 for q.dtype=dtype('float32') or kv_pages.dtype=dtype('float64'): can_be_xla_fully_tiled raises ZeroDivisionError."),
+                 rejects(RuleId::kv_dtype_unsupported, "kv_pages.dtype=dtype('float64') must be float32, bfloat16, float8_e4m3fn or float8_e5m2.")},
+    BoundaryCase{"q_bf16_kv_f32", [](InputsSpec& s) { s.q_dtype = DType::kBFloat16; }, {},
+                 kValid, rejects(RuleId::dtype_mismatch, "q.dtype=dtype(bfloat16) and kv_pages.dtype=dtype('float32') must be equal unless kv_pages is float8.")},
+    BoundaryCase{"q_bf16_kv_e4m3fn", [](InputsSpec& s) { s.q_dtype = DType::kBFloat16; s.kv_dtype = DType::kFloat8E4M3FN; }, {},
+                 kValid, kValid},
+    // --- heads --------------------------------------------------------------------------
+    BoundaryCase{"kv_heads_0", {}, [](Inputs& in, Params&) { in.kv_pages = zeros(DType::kFloat32, {16, 4, 0, 8}); },
+                 rejects(RuleId::kv_heads_zero, "num_kv_heads=0 must be positive."),
+                 rejects(RuleId::kv_heads_zero, "num_kv_heads=0 must be positive.")},
+    BoundaryCase{"q_heads_3_over_2", [](InputsSpec& s) { s.num_q_heads = 3; }, {},
+                 rejects(RuleId::heads_not_divisible, "num_q_heads=3 must be divisible by num_kv_heads=2"),
+                 rejects(RuleId::heads_not_divisible, "num_q_heads=3 must be divisible by num_kv_heads=2")},
+    BoundaryCase{"q_heads_0", [](InputsSpec& s) { s.num_q_heads = 0; }, {},
+                 kValid, rejects(RuleId::q_heads_zero, "num_q_heads=0 must be positive.")},
+    BoundaryCase{"head_dim_0", [](InputsSpec& s) { s.head_dim = 0; }, {},
+                 kValid, rejects(RuleId::head_dim_zero, "head_dim=0 must be positive.")},
+    BoundaryCase{"head_dim_1", [](InputsSpec& s) { s.head_dim = 1; }, {}, kValid, kValid},
+    BoundaryCase{"kv_heads_3_not_tileable", [](InputsSpec& s) { s.num_kv_heads = 3; s.num_q_heads = 6; }, {},
+                 rejects(RuleId::heads_not_tileable, "Not implemented: num_combined_kv_heads=6 can not be XLA fully tiled."),
+                 rejects(RuleId::heads_not_tileable, "Not implemented: num_combined_kv_heads=6 can not be XLA fully tiled.")},
+    BoundaryCase{"mqa_fp8_not_tileable", [](InputsSpec& s) { s.num_kv_heads = 1; s.q_dtype = DType::kBFloat16; s.kv_dtype = DType::kFloat8E5M2; }, {},
+                 rejects(RuleId::heads_not_tileable, "Not implemented: num_combined_kv_heads=2 can not be XLA fully tiled."),
+                 rejects(RuleId::heads_not_tileable, "Not implemented: num_combined_kv_heads=2 can not be XLA fully tiled.")},
+    // --- parameters ---------------------------------------------------------------------
+    BoundaryCase{"sliding_window_1", {}, [](Inputs&, Params& p) { p.sliding_window = 1; }, kValid, kValid},
+    BoundaryCase{"sliding_window_0", {}, [](Inputs&, Params& p) { p.sliding_window = 0; },
+                 rejects(RuleId::sliding_window_nonpositive, "sliding_window=0 must be positive."),
+                 rejects(RuleId::sliding_window_nonpositive, "sliding_window=0 must be positive.")},
+    BoundaryCase{"sliding_window_neg1", {}, [](Inputs&, Params& p) { p.sliding_window = -1; },
+                 rejects(RuleId::sliding_window_nonpositive, "sliding_window=-1 must be positive."),
+                 rejects(RuleId::sliding_window_nonpositive, "sliding_window=-1 must be positive.")},
+    BoundaryCase{"soft_cap_0", {}, [](Inputs&, Params& p) { p.soft_cap = 0.0; },
+                 rejects(RuleId::soft_cap_zero, "soft_cap=0.0 must not be 0.0."),
+                 rejects(RuleId::soft_cap_zero, "soft_cap=0.0 must not be 0.0.")},
+    BoundaryCase{"soft_cap_neg0", {}, [](Inputs&, Params& p) { p.soft_cap = -0.0; },
+                 rejects(RuleId::soft_cap_zero, "soft_cap=-0.0 must not be 0.0."),
+                 rejects(RuleId::soft_cap_zero, "soft_cap=-0.0 must not be 0.0.")},
+    BoundaryCase{"soft_cap_min_subnormal", {}, [](Inputs&, Params& p) { p.soft_cap = 5e-324; }, kValid, kValid},
+    BoundaryCase{"soft_cap_50", {}, [](Inputs&, Params& p) { p.soft_cap = 50.0; }, kValid, kValid},
+    BoundaryCase{"soft_cap_nan", {}, [](Inputs&, Params& p) { p.soft_cap = std::nan(""); },
+                 kValid, rejects(RuleId::soft_cap_nonfinite, "soft_cap=nan must be finite.")},
+    BoundaryCase{"soft_cap_inf", {}, [](Inputs&, Params& p) { p.soft_cap = INFINITY; },
+                 kValid, rejects(RuleId::soft_cap_nonfinite, "soft_cap=inf must be finite.")},
+    BoundaryCase{"sm_scale_tiny", {}, [](Inputs&, Params& p) { p.sm_scale = 1e-05; }, kValid, kValid},
+    BoundaryCase{"sm_scale_neg_inf", {}, [](Inputs&, Params& p) { p.sm_scale = -INFINITY; },
+                 kValid, rejects(RuleId::sm_scale_nonfinite, "sm_scale=-inf must be finite.")},
+    BoundaryCase{"mask_value_0", {}, [](Inputs&, Params& p) { p.mask_value = 0.0; }, kValid, kValid},
+    BoundaryCase{"mask_value_neg_flt_max", {}, [](Inputs&, Params& p) { p.mask_value = -double{FLT_MAX}; }, kValid, kValid},
+    BoundaryCase{"mask_value_neg_inf", {}, [](Inputs&, Params& p) { p.mask_value = -INFINITY; },
+                 kValid, rejects(RuleId::mask_value_nonfinite, "mask_value=-inf must be finite as a float32.")},
+    BoundaryCase{"mask_value_past_float32", {}, [](Inputs&, Params& p) { p.mask_value = -3.5e38; },
+                 kValid, rejects(RuleId::mask_value_nonfinite, "mask_value=-3.5e+38 must be finite as a float32.")},
+    BoundaryCase{"k_scale_nan", {}, [](Inputs&, Params& p) { p.k_scale = std::nan(""); },
+                 kValid, rejects(RuleId::k_scale_nonfinite, "k_scale=nan must be finite.")},
+    BoundaryCase{"v_scale_inf", {}, [](Inputs&, Params& p) { p.v_scale = INFINITY; },
+                 kValid, rejects(RuleId::v_scale_nonfinite, "v_scale=inf must be finite.")},
+    BoundaryCase{"v_scale_0", {}, [](Inputs&, Params& p) { p.v_scale = 0.0; }, kValid, kValid},
+    // --- block sizes and VMEM -----------------------------------------------------------
+    BoundaryCase{"kv_block_eq_pages_per_seq", {}, [](Inputs&, Params& p) { p.num_kv_pages_per_block = 4; p.num_queries_per_block = 16; }, kValid, kValid},
+    BoundaryCase{"kv_block_pages_per_seq_plus_1", {}, [](Inputs&, Params& p) { p.num_kv_pages_per_block = 5; p.num_queries_per_block = 16; },
+                 rejects(RuleId::kv_pages_per_block_range, "num_kv_pages_per_block=5 must be in range (0, 4]."), kValid},
+    BoundaryCase{"kv_block_1", {}, [](Inputs&, Params& p) { p.num_kv_pages_per_block = 1; p.num_queries_per_block = 16; }, kValid, kValid},
+    BoundaryCase{"kv_block_0", {}, [](Inputs&, Params& p) { p.num_kv_pages_per_block = 0; p.num_queries_per_block = 16; },
+                 rejects(RuleId::kv_pages_per_block_range, "num_kv_pages_per_block=0 must be in range (0, 4]."),
+                 rejects(RuleId::kv_pages_per_block_nonpositive, "num_kv_pages_per_block=0 must be positive.")},
+    // 2 * 2^40 * 4 rows of KV at 8 x 128 lanes x 4 bytes = 2^55, plus 393216 for the rest.
+    BoundaryCase{"kv_block_huge", {}, [](Inputs&, Params& p) { p.num_kv_pages_per_block = int64_t{1} << 40; p.num_queries_per_block = 16; },
+                 rejects(RuleId::kv_pages_per_block_range, "num_kv_pages_per_block=1099511627776 must be in range (0, 4]."),
+                 rejects(RuleId::vmem_budget_exceeded, "num_kv_pages_per_block=1099511627776 and num_queries_per_block=16 need 36028797019357184 bytes of VMEM, more than the default scoped limit of 33554432 bytes.")},
+    BoundaryCase{"q_block_1", {}, [](Inputs&, Params& p) { p.num_kv_pages_per_block = 4; p.num_queries_per_block = 1; }, kValid, kValid},
+    BoundaryCase{"q_block_0", {}, [](Inputs&, Params& p) { p.num_kv_pages_per_block = 4; p.num_queries_per_block = 0; },
+                 rejects(RuleId::queries_per_block_nonpositive, "num_queries_per_block=0 must be positive."),
+                 rejects(RuleId::queries_per_block_nonpositive, "num_queries_per_block=0 must be positive.")},
+    BoundaryCase{"q_block_only", {}, [](Inputs&, Params& p) { p.num_queries_per_block = 8; },
+                 kValid, rejects(RuleId::block_sizes_partial, "num_kv_pages_per_block=None and num_queries_per_block=8 must be given together.")},
+    BoundaryCase{"vmem_0", {}, [](Inputs&, Params& p) { p.vmem_limit_bytes = 0; },
+                 rejects(RuleId::vmem_limit_nonpositive, "vmem_limit_bytes=0 must be positive."),
+                 rejects(RuleId::vmem_limit_nonpositive, "vmem_limit_bytes=0 must be positive.")},
+    BoundaryCase{"vmem_neg1", {}, [](Inputs&, Params& p) { p.vmem_limit_bytes = -1; },
+                 rejects(RuleId::vmem_limit_nonpositive, "vmem_limit_bytes=-1 must be positive."),
+                 rejects(RuleId::vmem_limit_nonpositive, "vmem_limit_bytes=-1 must be positive.")},
+    // (1, 1) blocks need 32768 (KV) + 16384 (l, m) + 4096 (acc) + 16384 (q, o) bytes.
+    BoundaryCase{"vmem_1", {}, [](Inputs&, Params& p) { p.vmem_limit_bytes = 1; },
+                 kValid, rejects(RuleId::vmem_budget_exceeded, "no block sizes fit: num_kv_pages_per_block=1 and num_queries_per_block=1 need 69632 bytes of VMEM, more than vmem_limit_bytes=1.")},
+    BoundaryCase{"vmem_fits_1x1", {}, [](Inputs&, Params& p) { p.vmem_limit_bytes = 69632; }, kValid, kValid},
+    BoundaryCase{"vmem_below_1x1", {}, [](Inputs&, Params& p) { p.vmem_limit_bytes = 69631; },
+                 kValid, rejects(RuleId::vmem_budget_exceeded, "no block sizes fit: num_kv_pages_per_block=1 and num_queries_per_block=1 need 69632 bytes of VMEM, more than vmem_limit_bytes=69631.")},
+    // (4, 16) blocks need 131072 (KV) + 65536 (l, m) + 65536 (acc) + 262144 (q, o) bytes.
+    BoundaryCase{"vmem_exact_4x16", {}, [](Inputs&, Params& p) { p.num_kv_pages_per_block = 4; p.num_queries_per_block = 16; p.vmem_limit_bytes = 524288; }, kValid, kValid},
+    BoundaryCase{"vmem_short_4x16", {}, [](Inputs&, Params& p) { p.num_kv_pages_per_block = 4; p.num_queries_per_block = 16; p.vmem_limit_bytes = 524287; },
+                 kValid, rejects(RuleId::vmem_budget_exceeded, "num_kv_pages_per_block=4 and num_queries_per_block=16 need 524288 bytes of VMEM, more than vmem_limit_bytes=524287.")},
+    BoundaryCase{"vmem_eq_capacity", {}, [](Inputs&, Params& p) { p.vmem_limit_bytes = int64_t{128} << 20; }, kValid, kValid},
+    BoundaryCase{"vmem_over_capacity", {}, [](Inputs&, Params& p) { p.vmem_limit_bytes = (int64_t{128} << 20) + 1; },
+                 kValid, rejects(RuleId::vmem_limit_over_capacity, "vmem_limit_bytes=134217729 must not exceed the v6e VMEM capacity of 134217728 bytes.")},
+    // SMEM words: N + N * pages_per_seq + (N + 1) + 3, four bytes each; v2 has 16384 bytes.
+    BoundaryCase{"smem_exact_v2", [](InputsSpec& s) { s.pages_per_seq = 1021; }, {}, kValid, kValid, *find_target_profile("v2")},
+    BoundaryCase{"smem_over_v2", [](InputsSpec& s) { s.pages_per_seq = 1022; }, {},
+                 kValid, rejects(RuleId::smem_budget_exceeded, "the prefetched index arrays need 16400 bytes of SMEM, more than the v2 capacity of 16384 bytes."),
+                 *find_target_profile("v2")},
+    // --- sequences ----------------------------------------------------------------------
+    BoundaryCase{"num_seqs_eq_max", {}, [](Inputs& in, Params&) { in.num_seqs.set_int(0, 4); }, kValid, kValid},
+    BoundaryCase{"num_seqs_over_max", {}, [](Inputs& in, Params&) { in.num_seqs.set_int(0, 5); },
+                 rejects(RuleId::num_seqs_too_large, "num_seqs[0]=5 must be less or equal to max_num_seqs=4"),
+                 rejects(RuleId::num_seqs_too_large, "num_seqs[0]=5 must be less or equal to max_num_seqs=4")},
+    BoundaryCase{"num_seqs_0", {}, [](Inputs& in, Params&) { in.num_seqs.set_int(0, 0); }, kValid, kValid},
+    BoundaryCase{"num_seqs_neg1", {}, [](Inputs& in, Params&) { in.num_seqs.set_int(0, -1); },
+                 rejects(RuleId::num_seqs_negative, "num_seqs[0]=-1 must be non-negative."),
+                 rejects(RuleId::num_seqs_negative, "num_seqs[0]=-1 must be non-negative.")},
+    BoundaryCase{"max_num_seqs_0", [](InputsSpec& s) { s.seqs = {}; s.max_num_seqs = 0; }, {},
+                 rejects(RuleId::max_num_seqs_zero, "max_num_seqs=0: jnp.max over the empty kv_lens raises ValueError."), kValid},
+    BoundaryCase{"page_size_0", {}, [](Inputs& in, Params&) { in.kv_pages = zeros(DType::kFloat32, {16, 0, 4, 8}); },
+                 rejects(RuleId::page_size_zero, "page_size=0 must be positive."),
+                 rejects(RuleId::page_size_zero, "page_size=0 must be positive.")},
+    BoundaryCase{"padding_kv_len_16", {}, [](Inputs& in, Params&) { in.kv_lens.set_int(3, 16); }, kValid, kValid},
+    BoundaryCase{"padding_kv_len_17", {}, [](Inputs& in, Params&) { in.kv_lens.set_int(3, 17); },
+                 rejects(RuleId::pages_per_seq_too_small, "pages_per_seq=4 must be greater or equal to min_pages_per_seq=5 given max_kv_len=17 and page_size=4."),
+                 kValid},
+    BoundaryCase{"used_kv_len_17", {}, [](Inputs& in, Params&) { in.kv_lens.set_int(1, 17); },
+                 rejects(RuleId::pages_per_seq_too_small, "pages_per_seq=4 must be greater or equal to min_pages_per_seq=5 given max_kv_len=17 and page_size=4."),
+                 rejects(RuleId::pages_per_seq_too_small, "pages_per_seq=4 must be greater or equal to min_pages_per_seq=5 given max_kv_len=17 and page_size=4.")},
+    // JAX computes cdiv(max_kv_len, page_size) in int32: INT32_MAX + 3 wraps negative, so a
+    // kv_len of INT32_MAX in a used sequence passes its pages_per_seq check.
+    BoundaryCase{"used_kv_len_int32_max", {}, [](Inputs& in, Params&) { in.kv_lens.set_int(1, 2147483647); },
+                 kValid,
+                 rejects(RuleId::pages_per_seq_too_small, "pages_per_seq=4 must be greater or equal to min_pages_per_seq=536870912 given max_kv_len=2147483647 and page_size=4.")},
+    BoundaryCase{"cu_q_lens_0_is_1", {}, [](Inputs& in, Params&) { set_ints(in.cu_q_lens, {1, 1, 4, 6, 6}); },
+                 kValid, rejects(RuleId::cu_q_lens_first_nonzero, "cu_q_lens[0]=1 must be 0.")},
+    BoundaryCase{"cu_q_lens_decreasing", {}, [](Inputs& in, Params&) { set_ints(in.cu_q_lens, {0, 3, 1, 3, 3}); },
+                 kValid, rejects(RuleId::cu_q_lens_decreasing, "cu_q_lens[2]=1 must be greater or equal to cu_q_lens[1]=3 (q_len=-2 at sequence 1).")},
+    BoundaryCase{"kv_len_neg1_q_len_0", {}, [](Inputs& in, Params&) { set_ints(in.cu_q_lens, {0, 1, 4, 4, 4}); in.kv_lens.set_int(2, -1); },
+                 rejects(RuleId::q_len_exceeds_kv_len, "q_len=0 must be less or equal to kv_len=-1 at sequence 2."),
+                 rejects(RuleId::kv_len_negative, "kv_len=-1 must be non-negative at sequence 2.")},
+    BoundaryCase{"kv_len_neg1_q_len_neg1", {}, [](Inputs& in, Params&) { set_ints(in.cu_q_lens, {0, 1, 4, 3, 3}); in.kv_lens.set_int(2, -1); },
+                 kValid, rejects(RuleId::cu_q_lens_decreasing, "cu_q_lens[3]=3 must be greater or equal to cu_q_lens[2]=4 (q_len=-1 at sequence 2).")},
+    BoundaryCase{"tokens_eq_T", [](InputsSpec& s) { s.max_num_batched_tokens = 6; }, {}, kValid, kValid},
+    BoundaryCase{"tokens_over_T", [](InputsSpec& s) { s.max_num_batched_tokens = 5; }, {},
+                 rejects(RuleId::total_q_tokens_too_large, "Total q tokens 6 must be less or equal to max_num_batched_tokens=5."),
+                 rejects(RuleId::total_q_tokens_too_large, "Total q tokens 6 must be less or equal to max_num_batched_tokens=5.")},
+    BoundaryCase{"q_len_eq_kv_len", {}, [](Inputs& in, Params&) { in.kv_lens.set_int(1, 3); }, kValid, kValid},
+    BoundaryCase{"q_len_over_kv_len", {}, [](Inputs& in, Params&) { in.kv_lens.set_int(2, 1); },
+                 rejects(RuleId::q_len_exceeds_kv_len, "q_len=2 must be less or equal to kv_len=1 at sequence 2."),
+                 rejects(RuleId::q_len_exceeds_kv_len, "q_len=2 must be less or equal to kv_len=1 at sequence 2.")},
+    BoundaryCase{"page_index_last", {}, [](Inputs& in, Params&) { in.page_indices.set_int(1 * 4 + 1, 15); }, kValid, kValid},
+    BoundaryCase{"page_index_eq_P", {}, [](Inputs& in, Params&) { in.page_indices.set_int(1 * 4 + 1, 16); },
+                 kValid, rejects(RuleId::page_index_out_of_range, "page_indices[1, 1]=16 must be in range [0, 16) (sequence 1 reads 2 pages).")},
+    BoundaryCase{"page_index_neg1", {}, [](Inputs& in, Params&) { in.page_indices.set_int(0, -1); },
+                 kValid, rejects(RuleId::page_index_out_of_range, "page_indices[0, 0]=-1 must be in range [0, 16) (sequence 0 reads 2 pages).")},
+    BoundaryCase{"page_index_unused_garbage", {}, [](Inputs& in, Params&) { in.page_indices.set_int(2 * 4 + 1, 999); in.page_indices.set_int(3 * 4, -7); }, kValid, kValid});
+
+INSTANTIATE_TEST_SUITE_P(Rules, ValidateBoundary, kCases,
+                         [](const ::testing::TestParamInfo<BoundaryCase>& p) { return p.param.name; });
+
+}  // namespace
+}  // namespace rpa
