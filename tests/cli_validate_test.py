@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""`rpa validate` end to end: exit codes, the one-line messages, --json, --all, --target.
+
+Usage: cli_validate_test.py RPA_BINARY REPO_ROOT
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+RPA, ROOT = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import make_mode_corpus  # noqa: E402
+import rpa_case  # noqa: E402
+
+MODES = os.path.join(ROOT, "corpus", "modes")
+results = {"passed": 0, "failed": 0}
+
+
+def rpa(*args):
+    return subprocess.run([RPA, *args], capture_output=True, text=True)
+
+
+def check(name, cond, detail=""):
+    if cond:
+        results["passed"] += 1
+    else:
+        results["failed"] += 1
+        print(f"FAIL {name} {detail}")
+
+
+def test_usage_errors():
+    for args in ([], ["frobnicate"], ["validate"], ["validate", "x.npz", "--mode", "lax"],
+                 ["validate", "x.npz", "--bogus"], ["validate", "a.npz", "b.npz"],
+                 ["validate", "x.npz", "--target", "v9"], ["validate", "x.npz", "--max-bytes"]):
+        p = rpa(*args)
+        check(f"usage {args}", p.returncode == 64 and p.stderr.startswith("rpa: "),
+              f"rc={p.returncode} stderr={p.stderr!r}")
+
+
+def test_unreadable(tmp):
+    missing = os.path.join(tmp, "missing.npz")
+    p = rpa("validate", missing)
+    check("missing file exit 3", p.returncode == 3, p.stderr)
+    check("missing file one line naming it",
+          p.stderr.count("\n") == 1 and missing in p.stderr, repr(p.stderr))
+    garbage = os.path.join(tmp, "garbage.npz")
+    with open(garbage, "wb") as f:
+        f.write(b"this is not a zip archive at all")
+    p = rpa("validate", garbage, "--json")
+    check("garbage exit 3", p.returncode == 3, p.stderr)
+    out = json.loads(p.stdout)
+    check("garbage json error", "error" in out and "garbage.npz" in out["error"], p.stdout)
+    p = rpa("validate", os.path.join(MODES, "soft_cap_negative_zero.npz"), "--max-bytes", "64")
+    check("byte cap exit 3", p.returncode == 3 and "cap" in p.stderr, p.stderr)
+
+
+def test_seed_bugs_jax_messages():
+    p = rpa("validate", os.path.join(MODES, "soft_cap_negative_zero.npz"), "--mode", "jax",
+            "--json")
+    check("soft_cap -0.0 exit 2", p.returncode == 2)
+    check("soft_cap -0.0 json", json.loads(p.stdout) == {
+        "valid": False, "mode": "jax", "rule": "soft_cap_zero",
+        "message": "soft_cap=-0.0 must not be 0.0."}, p.stdout)
+    p = rpa("validate", os.path.join(MODES, "vmem_limit_zero.npz"), "--mode", "jax")
+    check("vmem 0 one stderr line", p.returncode == 2 and p.stderr.count("\n") == 1
+          and p.stderr.rstrip().endswith(
+              "vmem_limit_nonpositive: vmem_limit_bytes=0 must be positive."), repr(p.stderr))
+    check("vmem 0 nothing on stdout", p.stdout == "", repr(p.stdout))
+
+
+def test_valid_and_default_mode():
+    path = os.path.join(MODES, "padding_kv_len_garbage.npz")
+    p = rpa("validate", path)
+    check("default mode is strict", p.returncode == 0 and "valid in strict mode" in p.stdout,
+          p.stdout + p.stderr)
+    p = rpa("validate", path, "--json")
+    check("valid json", json.loads(p.stdout) == {"valid": True, "mode": "strict"}, p.stdout)
+
+
+def test_jax_crash_flag():
+    p = rpa("validate", os.path.join(MODES, "kv_heads_zero.npz"), "--mode", "jax", "--json")
+    out = json.loads(p.stdout)
+    check("jax_crash flagged", out.get("jax_crash") is True and out["rule"] == "kv_heads_zero",
+          p.stdout)
+    p = rpa("validate", os.path.join(MODES, "kv_heads_zero.npz"), "--mode", "strict", "--json")
+    check("no jax_crash in strict", "jax_crash" not in json.loads(p.stdout), p.stdout)
+
+
+def test_all(tmp):
+    case = make_mode_corpus.base()
+    path = os.path.join(tmp, "many.npz")
+    rpa_case.save_case(path, **case, sliding_window=0, soft_cap=0.0, vmem_limit_bytes=-1)
+    p = rpa("validate", path, "--mode", "jax", "--all", "--json")
+    out = json.loads(p.stdout)
+    rules = [f["rule"] for f in out["failures"]]
+    check("--all lists every failure in order", rules == [
+        "sliding_window_nonpositive", "soft_cap_zero", "vmem_limit_nonpositive"], p.stdout)
+    check("--all first is the rule", out["rule"] == "sliding_window_nonpositive", p.stdout)
+    p = rpa("validate", path, "--mode", "jax", "--all")
+    check("--all one stderr line per failure", p.stderr.count("\n") == 3, repr(p.stderr))
+
+
+def test_target(tmp):
+    case = make_mode_corpus.base()
+    n = case["kv_lens"].shape[0]
+    # 4 + 4 * 1022 + 5 + 3 int32 words = 16400 bytes: over v2's 16 KiB of SMEM.
+    pages = case["page_indices"]
+    wide = rpa_case.np.full((n, 1022), -1, rpa_case.np.int32)
+    wide[:, : pages.shape[1]] = pages
+    path = os.path.join(tmp, "wide.npz")
+    rpa_case.save_case(path, **dict(case, page_indices=wide))
+    check("v6e fits", rpa("validate", path).returncode == 0)
+    p = rpa("validate", path, "--target", "v2", "--json")
+    check("v2 smem", json.loads(p.stdout).get("rule") == "smem_budget_exceeded", p.stdout)
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        test_usage_errors()
+        test_unreadable(tmp)
+        test_seed_bugs_jax_messages()
+        test_valid_and_default_mode()
+        test_jax_crash_flag()
+        test_all(tmp)
+        test_target(tmp)
+    print(f"rpa validate CLI: {results['passed']} passed, {results['failed']} failed")
+    return 1 if results["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Replays corpus/modes/: `rpa validate` must give each case the verdict that
+corpus/modes/expectations.tsv records for each mode, and the README's mode-difference
+table must list every case.
+
+Usage: corpus_modes_test.py RPA_BINARY REPO_ROOT
+"""
+import json
+import os
+import subprocess
+import sys
+
+
+def verdict(rpa, path, mode):
+    proc = subprocess.run([rpa, "validate", path, "--mode", mode, "--json"],
+                          capture_output=True, text=True)
+    out = json.loads(proc.stdout)
+    expected_exit = 0 if out["valid"] else 2
+    if proc.returncode != expected_exit:
+        raise AssertionError(f"exit {proc.returncode} with {out}")
+    return "valid" if out["valid"] else out["rule"]
+
+
+def main():
+    rpa, root = sys.argv[1], sys.argv[2]
+    corpus = os.path.join(root, "corpus", "modes")
+    with open(os.path.join(root, "README.md")) as f:
+        readme = f.read()
+    passed = failed = 0
+    with open(os.path.join(corpus, "expectations.tsv")) as f:
+        rows = [line.rstrip("\n").split("\t") for line in f if not line.startswith("#")]
+    for name, want_jax, want_strict, _ in rows:
+        path = os.path.join(corpus, name + ".npz")
+        problems = []
+        for mode, want in (("jax", want_jax), ("strict", want_strict)):
+            try:
+                got = verdict(rpa, path, mode)
+            except (AssertionError, ValueError, KeyError) as e:
+                problems.append(f"{mode}: {e}")
+                continue
+            if got != want:
+                problems.append(f"{mode}: got {got}, expected {want}")
+        if f"`{name}`" not in readme:
+            problems.append("not listed in README.md's mode-difference table")
+        if problems:
+            failed += 1
+            print(f"FAIL {name}: " + "; ".join(problems))
+        else:
+            passed += 1
+    print(f"corpus/modes: {passed} passed, {failed} failed")
+    return 1 if failed or not rows else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,163 @@
+#!/usr/bin/env python3
+"""Writes corpus/modes/: one small case per difference between jax and strict validation.
+
+Each case is the same valid base batch with one change. corpus/modes/expectations.tsv
+records the verdict each mode must give (a rule id, or "valid"); ctest replays them
+(tests/corpus_modes_test.py) and the README's mode-difference table lists them.
+
+Run from the repository root with numpy available:
+    /usr/bin/python3 tools/make_mode_corpus.py
+"""
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rpa_case  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "corpus", "modes")
+
+# (q_len, kv_len) per sequence; 4 sequence slots of 4 pages of 4 tokens.
+SEQS = [(1, 5), (3, 7), (2, 2)]
+N, PAGES_PER_SEQ, PAGE_SIZE, NUM_PAGES = 4, 4, 4, 16
+T, HQ, HKV, D = 16, 4, 2, 8
+
+
+def base(seed=0):
+    """The valid base case, with NaN in every slot and index the definition never reads."""
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((T, HQ, D)).astype(np.float32)
+    kv_pages = np.full((NUM_PAGES, PAGE_SIZE, 2 * HKV, D), np.nan, np.float32)
+    kv_lens = np.zeros(N, np.int32)
+    page_indices = np.full((N, PAGES_PER_SEQ), -1, np.int32)
+    cu_q_lens = np.zeros(N + 1, np.int32)
+    # Pages are handed out in a shuffled order, as a real allocator's free list would.
+    free = list(rng.permutation(NUM_PAGES))
+    for i, (q_len, kv_len) in enumerate(SEQS):
+        kv_lens[i] = kv_len
+        cu_q_lens[i + 1] = cu_q_lens[i] + q_len
+        for j in range(-(-kv_len // PAGE_SIZE)):
+            page = free.pop()
+            page_indices[i, j] = page
+            used = min(PAGE_SIZE, kv_len - j * PAGE_SIZE)
+            kv_pages[page, :used] = rng.standard_normal((used, 2 * HKV, D))
+    cu_q_lens[len(SEQS) + 1:] = cu_q_lens[len(SEQS)]
+    q[cu_q_lens[len(SEQS)]:] = np.nan
+    return dict(q=q, kv_pages=kv_pages, kv_lens=kv_lens, page_indices=page_indices,
+                cu_q_lens=cu_q_lens, num_seqs=np.array([len(SEQS)], np.int32))
+
+
+def with_(case, **changes):
+    case = dict(case)
+    case.update(changes)
+    return case
+
+
+def cases():
+    b = base()
+    kv_lens_pad = b["kv_lens"].copy()
+    kv_lens_pad[3] = 17  # padding slot: never read, but JAX takes the max over it
+    pages_bad = b["page_indices"].copy()
+    pages_bad[1, 1] = NUM_PAGES  # one past the last page, in a page sequence 1 reads
+    kv_lens_huge = b["kv_lens"].copy()
+    kv_lens_huge[1] = 2**31 - 1  # JAX's int32 cdiv(kv_len + 3, 4) wraps negative
+    kv_lens_neg = b["kv_lens"].copy()
+    kv_lens_neg[2] = -1
+    zero = dict(b)
+    # name, case, params, jax verdict, strict verdict, what it shows
+    return [
+        ("padding_kv_len_garbage", with_(b, kv_lens=kv_lens_pad), {},
+         "pages_per_seq_too_small", "valid",
+         "JAX rejects garbage in kv_lens padding past num_seqs"),
+        ("kv_block_over_pages_per_seq", b,
+         dict(num_kv_pages_per_block=PAGES_PER_SEQ + 1, num_queries_per_block=8),
+         "kv_pages_per_block_range", "valid",
+         "the kernel clamps page slots, so a KV block past pages_per_seq is harmless"),
+        ("page_index_out_of_range", with_(b, page_indices=pages_bad), {},
+         "valid", "page_index_out_of_range",
+         "JAX never range-checks page indices: the TPU DMAs arbitrary HBM"),
+        ("kv_len_int32_max", with_(b, kv_lens=kv_lens_huge), {},
+         "valid", "pages_per_seq_too_small",
+         "JAX's int32 cdiv overflows and passes a kv_len far past pages_per_seq"),
+        ("cu_q_lens_first_nonzero", with_(b, cu_q_lens=np.array([1, 1, 4, 6, 6], np.int32)), {},
+         "valid", "cu_q_lens_first_nonzero",
+         "rows before cu_q_lens[0] belong to no sequence"),
+        ("negative_q_len", with_(b, cu_q_lens=np.array([0, 3, 1, 3, 3], np.int32)), {},
+         "valid", "cu_q_lens_decreasing",
+         "JAX accepts non-monotonic cu_q_lens (a negative q_len)"),
+        ("negative_kv_len", with_(b, kv_lens=kv_lens_neg,
+                                  cu_q_lens=np.array([0, 1, 4, 3, 3], np.int32)), {},
+         "valid", "cu_q_lens_decreasing",
+         "JAX accepts kv_len -1 when q_len <= kv_len (here q_len -1)"),
+        ("mask_value_neg_inf", b, dict(mask_value=float("-inf")),
+         "valid", "mask_value_nonfinite",
+         "-inf gives NaN in the TPU kernel on fully masked KV blocks"),
+        ("soft_cap_nan", b, dict(soft_cap=float("nan")),
+         "valid", "soft_cap_nonfinite", "a NaN soft cap makes every output NaN"),
+        ("sm_scale_inf", b, dict(sm_scale=float("inf")),
+         "valid", "sm_scale_nonfinite", "an infinite sm_scale makes the softmax NaN"),
+        ("k_scale_nan", b, dict(k_scale=float("nan")),
+         "valid", "k_scale_nonfinite", "a NaN k_scale makes every logit NaN"),
+        ("vmem_limit_1", b, dict(vmem_limit_bytes=1),
+         "valid", "vmem_budget_exceeded", "JAX only asks vmem_limit_bytes > 0"),
+        ("vmem_limit_over_capacity", b, dict(vmem_limit_bytes=(128 << 20) + 1),
+         "valid", "vmem_limit_over_capacity", "more scoped VMEM than a v6e core has"),
+        ("block_sizes_partial", b, dict(num_queries_per_block=8),
+         "valid", "block_sizes_partial", "JAX silently discards a lone block size"),
+        ("q_bf16_kv_f32", with_(b, q=b["q"].astype(np.float32)), {},
+         "valid", "dtype_mismatch", "JAX does not check that q and KV dtypes agree"),
+        ("head_dim_zero", with_(b, q=np.zeros((T, HQ, 0), np.float32),
+                                kv_pages=np.zeros((NUM_PAGES, PAGE_SIZE, 2 * HKV, 0), np.float32)),
+         {}, "valid", "head_dim_zero", "JAX accepts head_dim 0"),
+        ("kv_raw_uint8", with_(b, kv_pages=np.zeros((NUM_PAGES, PAGE_SIZE, 2 * HKV, D), np.uint8)),
+         {}, "valid", "kv_dtype_unsupported",
+         "uint8 KV without kv_dtype: raw fp8 bits with no format named"),
+        ("num_seqs_int64", with_(b, num_seqs=np.array([3], np.int64)), {},
+         "valid", "num_seqs_dtype", "the kernel prefetches num_seqs as int32"),
+        ("max_num_seqs_zero", with_(zero, kv_lens=np.zeros(0, np.int32),
+                                    page_indices=np.zeros((0, PAGES_PER_SEQ), np.int32),
+                                    cu_q_lens=np.zeros(1, np.int32),
+                                    num_seqs=np.array([0], np.int32)), {},
+         "max_num_seqs_zero", "valid", "JAX crashes: jnp.max of an empty kv_lens"),
+        ("num_seqs_negative", with_(b, num_seqs=np.array([-1], np.int32)), {},
+         "num_seqs_negative", "num_seqs_negative",
+         "JAX crash: cu_q_lens[-1] reads from the end, the reference concatenates nothing"),
+        ("kv_heads_zero", with_(b, kv_pages=np.zeros((NUM_PAGES, PAGE_SIZE, 0, D), np.float32)),
+         {}, "kv_heads_zero", "kv_heads_zero", "JAX crash: num_q_heads % 0"),
+        ("combined_heads_odd", with_(b, kv_pages=np.zeros((NUM_PAGES, PAGE_SIZE, 3, D), np.float32)),
+         {}, "combined_heads_odd", "combined_heads_odd", "JAX: a bare AssertionError"),
+        ("page_size_zero", with_(b, kv_pages=np.zeros((NUM_PAGES, 0, 2 * HKV, D), np.float32)),
+         {}, "page_size_zero", "page_size_zero", "JAX crash: cdiv by page_size 0"),
+        ("soft_cap_negative_zero", b, dict(soft_cap=-0.0),
+         "soft_cap_zero", "soft_cap_zero", "the seed bug: -0.0 == 0.0 is rejected too"),
+        ("vmem_limit_zero", b, dict(vmem_limit_bytes=0),
+         "vmem_limit_nonpositive", "vmem_limit_nonpositive", "the seed bug: vmem_limit_bytes=0"),
+    ]
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    rows = ["# name\tjax\tstrict\twhat it shows"]
+    for name, case, params, jax_verdict, strict_verdict, note in cases():
+        q_dtype = None
+        if name == "q_bf16_kv_f32":
+            # bfloat16 bits of the float32 q (round to nearest even).
+            bits = case["q"].view(np.uint32).astype(np.uint64)
+            bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+            case = with_(case, q=bits)
+            q_dtype = "bfloat16"
+        path = os.path.join(OUT, name + ".npz")
+        if name == "kv_raw_uint8":
+            # rpa_case refuses uint8 KV without kv_dtype; plain numpy writes it anyway.
+            np.savez(path, **case)
+        else:
+            rpa_case.save_case(path, q_dtype=q_dtype, **case, **params)
+        rows.append("\t".join([name, jax_verdict, strict_verdict, note]))
+    with open(os.path.join(OUT, "expectations.tsv"), "w") as f:
+        f.write("\n".join(rows) + "\n")
+    print(f"wrote {len(rows) - 1} cases to {os.path.normpath(OUT)}")
+
+
+if __name__ == "__main__":
+    main()
