@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <optional>
+#include <ostream>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -36,6 +37,9 @@ struct BoundaryCase {
   Expect strict;
   TargetProfile target = default_target_profile();
 };
+
+// gtest prints parameters in test listings; the name says it all.
+void PrintTo(const BoundaryCase& c, std::ostream* os) { *os << c.name; }
 
 // The base case is valid in both modes: three sequences (q_len, kv_len) = (1, 5), (3, 7),
 // (2, 2) in 4 slots of 4 pages of 4 tokens, 4 query heads over 2 kv heads, head_dim 8.
