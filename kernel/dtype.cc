@@ -2,6 +2,7 @@
 
 #include <array>
 #include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <stdexcept>
@@ -250,6 +251,17 @@ float round_to(DType t, float x) {
     case DType::kFloat8E5M2: return e5m2_to_float(float_to_e5m2(x));
     default: throw_unsupported(t, "round_to");
   }
+}
+
+float round_double_to(DType t, double x) {
+  const auto f = static_cast<float>(x);
+  if (t == DType::kFloat32 || std::isnan(x) || static_cast<double>(f) == x) return round_to(t, f);
+  // Round to odd: truncate toward zero, then set the last bit. float keeps at least two more
+  // bits than any narrower type here, so the second rounding is then exact to nearest-even.
+  float truncated = std::fabs(static_cast<double>(f)) > std::fabs(x) ? std::nextafter(f, 0.0f) : f;
+  auto bits = std::bit_cast<uint32_t>(truncated);
+  bits |= 1u;
+  return round_to(t, std::bit_cast<float>(bits));
 }
 
 }  // namespace rpa

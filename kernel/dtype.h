@@ -58,5 +58,8 @@ float load_float(DType t, const void* data, int64_t i);
 void store_float(DType t, void* data, int64_t i, float x);
 // Rounds x to the nearest value representable in t (the float types only).
 float round_to(DType t, float x);
+// The same for a double, rounded once: going through float first would round twice and
+// can land on the wrong side of a tie (1 + 2^-8 + 2^-30 must round up to bfloat16).
+float round_double_to(DType t, double x);
 
 }  // namespace rpa

@@ -483,5 +483,36 @@ TEST(DTypeInfo, Repr) {
   for (const DTypeRow& row : kRows) EXPECT_EQ(dtype_repr(row.type), row.repr);
 }
 
+
+// Double rounding through float can land on the wrong side of a tie; these values sit just
+// off a midpoint by less than float can hold.
+TEST(RoundDoubleTo, RoundsOnceNotTwice) {
+  const double above = 1.0 + std::ldexp(1.0, -8) + std::ldexp(1.0, -30);  // bf16 midpoint + tiny
+  EXPECT_EQ(round_double_to(DType::kBFloat16, above), 1.0f + std::ldexp(1.0f, -7));
+  EXPECT_EQ(round_double_to(DType::kBFloat16, -above), -(1.0f + std::ldexp(1.0f, -7)));
+  const double below = 1.0 + std::ldexp(1.0, -8) - std::ldexp(1.0, -30);
+  EXPECT_EQ(round_double_to(DType::kBFloat16, below), 1.0f);
+  EXPECT_EQ(round_double_to(DType::kBFloat16, 1.0 + std::ldexp(1.0, -8)), 1.0f);  // tie: even
+  // e4m3fn near 1 has spacing 2^-3: midpoint 1 + 2^-4.
+  EXPECT_EQ(round_double_to(DType::kFloat8E4M3FN, 1.0 + std::ldexp(1.0, -4) + std::ldexp(1.0, -40)),
+            1.125f);
+  EXPECT_EQ(round_double_to(DType::kFloat8E5M2, 1.0 + std::ldexp(1.0, -3) + std::ldexp(1.0, -40)),
+            1.25f);
+  EXPECT_EQ(round_double_to(DType::kFloat32, 1.0 + std::ldexp(1.0, -24) + std::ldexp(1.0, -40)),
+            1.0f + std::ldexp(1.0f, -23));
+}
+
+TEST(RoundDoubleTo, ExtremesAndSpecials) {
+  EXPECT_TRUE(std::isnan(round_double_to(DType::kBFloat16, std::nan(""))));
+  EXPECT_EQ(round_double_to(DType::kBFloat16, 1e300), INFINITY);
+  EXPECT_EQ(round_double_to(DType::kFloat32, -1e300), -INFINITY);
+  EXPECT_TRUE(std::isnan(round_double_to(DType::kFloat8E4M3FN, 1e300)));  // no inf in e4m3fn
+  EXPECT_EQ(round_double_to(DType::kBFloat16, 1e-300), 0.0f);
+  EXPECT_TRUE(std::signbit(round_double_to(DType::kBFloat16, -1e-300)));
+  // Exact values pass through unchanged.
+  EXPECT_EQ(round_double_to(DType::kFloat8E4M3FN, 448.0), 448.0f);
+  EXPECT_EQ(round_double_to(DType::kBFloat16, 0.5), 0.5f);
+}
+
 }  // namespace
 }  // namespace rpa
