@@ -1,0 +1,115 @@
+#include "reference/dense_reference.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <Eigen/Dense>
+
+#include "kernel/paged_kv_view.h"
+
+namespace rpa {
+namespace {
+
+using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+// K_eff / V_eff of one element: with a scale, cast_to_q_dtype(f32(x) * f32(scale)), the
+// product taken in float32 as JAX does; without, x keeps the KV dtype.
+double effective(float x, const std::optional<double>& scale, DType q_dtype) {
+  if (!scale) return x;
+  const float product = x * static_cast<float>(*scale);
+  return round_to(q_dtype, product);
+}
+
+// Rows [t] = tokens 0..kv_len-1 of one kv head of sequence s, columns = head_dim.
+struct HeadKv {
+  Matrix k;
+  Matrix v;
+};
+
+HeadKv gather(const Inputs& in, const PagedKvView& view, const Params& p, int64_t s,
+              int64_t kv_head) {
+  const int64_t kv_len = view.kv_len(s);
+  const int64_t d = view.head_dim();
+  const DType kv_dtype = in.kv_pages.dtype();
+  const DType q_dtype = in.q.dtype();
+  HeadKv kv{Matrix(kv_len, d), Matrix(kv_len, d)};
+  for (int64_t t = 0; t < kv_len; ++t) {
+    const int64_t k0 = view.k_offset(s, t, kv_head);
+    const int64_t v0 = view.v_offset(s, t, kv_head);
+    for (int64_t c = 0; c < d; ++c) {
+      kv.k(t, c) = effective(load_float(kv_dtype, in.kv_pages.data(), k0 + c), p.k_scale, q_dtype);
+      kv.v(t, c) = effective(load_float(kv_dtype, in.kv_pages.data(), v0 + c), p.v_scale, q_dtype);
+    }
+  }
+  return kv;
+}
+
+double max_abs_finite(const Matrix& m) {
+  double best = 0.0;
+  for (Eigen::Index i = 0; i < m.size(); ++i) {
+    const double a = std::fabs(m.data()[i]);
+    if (std::isfinite(a)) best = std::max(best, a);
+  }
+  return best;
+}
+
+}  // namespace
+
+ReferenceResult dense_reference(const Inputs& in, const Params& p) {
+  const PagedKvView view(in);
+  const DType q_dtype = in.q.dtype();
+  // V_eff's dtype: p and the output are rounded to it (JAX: softmax(...).astype(v.dtype),
+  // and the einsum's result type); float32 rounds nothing the double result would keep.
+  const DType v_dtype = p.v_scale ? q_dtype : in.kv_pages.dtype();
+  const bool round_to_v = v_dtype != DType::kFloat32;
+  const double mask_value = static_cast<float>(p.effective_mask_value());
+  const int64_t d = view.head_dim();
+
+  ReferenceResult result{Tensor(q_dtype, in.q.shape())};
+  for (int64_t s = 0; s < view.num_seqs(); ++s) {
+    const int64_t q_len = view.q_len(s);
+    const int64_t kv_len = view.kv_len(s);
+    if (q_len == 0) continue;
+    result.max_kv_len = std::max(result.max_kv_len, kv_len);
+    for (int64_t kv_head = 0; kv_head < view.num_kv_heads(); ++kv_head) {
+      const HeadKv kv = gather(in, view, p, s, kv_head);
+      result.max_abs_v_eff = std::max(result.max_abs_v_eff, max_abs_finite(kv.v));
+      for (int64_t g = 0; g < view.q_heads_per_kv(); ++g) {
+        const int64_t q_head = kv_head * view.q_heads_per_kv() + g;
+        Matrix q(q_len, d);
+        for (int64_t r = 0; r < q_len; ++r) {
+          const int64_t q0 = view.q_offset(view.q_start(s) + r, q_head);
+          for (int64_t c = 0; c < d; ++c) q(r, c) = load_float(q_dtype, in.q.data(), q0 + c);
+        }
+        Matrix logits = (q * kv.k.transpose()) * p.sm_scale;
+        for (int64_t r = 0; r < q_len; ++r) {
+          const int64_t q_pos = view.q_position(s, r);
+          for (int64_t t = 0; t < kv_len; ++t) {
+            double& x = logits(r, t);
+            // Soft cap before the mask; the mask value is added, not substituted.
+            if (p.soft_cap) x = *p.soft_cap * std::tanh(x / *p.soft_cap);
+            const bool masked =
+                q_pos < t || (p.sliding_window && q_pos - *p.sliding_window >= t);
+            if (masked) x += mask_value;
+          }
+          const double m = logits.row(r).maxCoeff<Eigen::PropagateNaN>();
+          logits.row(r) = (logits.row(r).array() - m).exp().matrix();
+          logits.row(r) /= logits.row(r).sum();
+        }
+        if (round_to_v) logits = logits.unaryExpr([&](double x) { return double{round_double_to(v_dtype, x)}; });
+        Matrix o = logits * kv.v;
+        for (int64_t r = 0; r < q_len; ++r) {
+          const int64_t o0 = view.q_offset(view.q_start(s) + r, q_head);
+          for (int64_t c = 0; c < d; ++c) {
+            double x = o(r, c);
+            if (round_to_v) x = round_double_to(v_dtype, x);
+            store_float(q_dtype, result.out.data(), o0 + c, round_double_to(q_dtype, x));
+          }
+        }
+      }
+    }
+  }
+  return result;
+}
+
+}  // namespace rpa

@@ -1,0 +1,311 @@
+// The dense reference against closed forms worked out by hand (one comment each) and
+// against tests/naive_attention.h on JAX's test scenarios, scaled down.
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernel/paged_kv_view.h"
+#include "kernel/validate.h"
+#include "reference/dense_reference.h"
+#include "tests/inputs_builder.h"
+#include "tests/naive_attention.h"
+#include "tests/random_inputs.h"
+
+namespace rpa {
+namespace {
+
+using testing::InputsSpec;
+using testing::RandomInputsSpec;
+using testing::SeqLens;
+
+// One sequence, head_dim 1, one page: q[r], k[t], v[t], the same in every head (one q
+// head per kv head; float8 KV needs 2 kv heads to fill a 32-bit word).
+Inputs tiny(std::vector<float> q, std::vector<float> k, std::vector<float> v,
+            DType q_dtype = DType::kFloat32, DType kv_dtype = DType::kFloat32,
+            int64_t num_heads = 1) {
+  const int64_t num_q_heads = num_heads;
+  InputsSpec s;
+  s.seqs = {{static_cast<int32_t>(q.size()), static_cast<int32_t>(k.size())}};
+  s.num_q_heads = num_q_heads;
+  s.num_kv_heads = num_heads;
+  s.head_dim = 1;
+  s.page_size = static_cast<int64_t>(k.size());
+  s.pages_per_seq = 1;
+  s.max_num_seqs = 1;
+  s.max_num_batched_tokens = static_cast<int64_t>(q.size());
+  s.total_num_pages = 1;
+  s.q_dtype = q_dtype;
+  s.kv_dtype = kv_dtype;
+  Inputs in = testing::build_inputs(s);
+  for (size_t r = 0; r < q.size(); ++r) {
+    for (int64_t h = 0; h < num_q_heads; ++h) {
+      in.q.set_float(static_cast<int64_t>(r) * num_q_heads + h, q[r]);
+    }
+  }
+  for (size_t t = 0; t < k.size(); ++t) {
+    for (int64_t h = 0; h < num_heads; ++h) {
+      const int64_t at = (static_cast<int64_t>(t) * num_heads + h) * 2;
+      in.kv_pages.set_float(at, k[t]);
+      in.kv_pages.set_float(at + 1, v[t]);
+    }
+  }
+  return in;
+}
+
+// Runs the reference after checking that strict validation accepts the case.
+std::vector<double> reference(const Inputs& in, const Params& p = {}) {
+  const auto f = validate(in, p);
+  EXPECT_FALSE(f.has_value()) << rule_info(f->rule).name << ": " << f->message;
+  const ReferenceResult r = dense_reference(in, p);
+  std::vector<double> out(static_cast<size_t>(r.out.numel()));
+  for (int64_t i = 0; i < r.out.numel(); ++i) out[static_cast<size_t>(i)] = r.out.float_at(i);
+  return out;
+}
+
+// Within a float32 ulp or two of a closed form evaluated in double.
+void expect_f32(double got, double closed_form) {
+  EXPECT_NEAR(got, closed_form, 2.5e-7 * std::max(1.0, std::fabs(closed_form)));
+}
+
+TEST(DenseReference, OneQueryTwoKeys) {
+  // s = (1, 2): o = (3 e^1 + 5 e^2) / (e^1 + e^2) = 3 + 2 / (1 + e^-1).
+  expect_f32(reference(tiny({1}, {1, 2}, {3, 5}))[0], 3.0 + 2.0 / (1.0 + std::exp(-1.0)));
+}
+
+TEST(DenseReference, SmScaleScalesLogits) {
+  Params p;
+  p.sm_scale = 0.5;
+  // s = (0.5, 1): o = 3 + 2 / (1 + e^-0.5).
+  expect_f32(reference(tiny({1}, {1, 2}, {3, 5}), p)[0], 3.0 + 2.0 / (1.0 + std::exp(-0.5)));
+}
+
+TEST(DenseReference, CausalOffsetIsKvLenMinusQLen) {
+  // q_len 2 over kv_len 3, all logits 0: row 0 sits at position 1 and sees keys 0..1, row 1
+  // at position 2 sees keys 0..2. Uniform weights over what each sees.
+  const auto o = reference(tiny({0, 0}, {0, 0, 0}, {1, 2, 6}));
+  expect_f32(o[0], 1.5);
+  expect_f32(o[1], 3.0);
+}
+
+TEST(DenseReference, SlidingWindowMasksKeysAtOrBeforeQposMinusW) {
+  // One query at position 3 over keys 0..3, logits 0: W keeps keys t > 3 - W.
+  const Inputs in = tiny({0}, {0, 0, 0, 0}, {1, 2, 4, 8});
+  Params p;
+  p.sliding_window = 1;
+  expect_f32(reference(in, p)[0], 8.0);  // key 3 only
+  p.sliding_window = 2;
+  expect_f32(reference(in, p)[0], 6.0);  // keys 2, 3
+  p.sliding_window = 4;                  // W >= kv_len: nothing masked
+  expect_f32(reference(in, p)[0], 3.75);
+  p.sliding_window = 1000;
+  expect_f32(reference(in, p)[0], 3.75);
+}
+
+TEST(DenseReference, SoftCapBeforeTheMask) {
+  // s = (3, 0), cap 2: s = (2 tanh(1.5), 0); o = (1 e^a + 0) / (e^a + 1) with v = (1, 0).
+  Params p;
+  p.soft_cap = 2.0;
+  const double a = 2.0 * std::tanh(1.5);
+  expect_f32(reference(tiny({3}, {1, 0}, {1, 0}), p)[0], std::exp(a) / (std::exp(a) + 1.0));
+  // Key 0 masked by a window of 1: capping first keeps it at -0.7 * FLT_MAX, so it has no
+  // weight at all; capping after the mask would bring it back to -2.
+  p.sliding_window = 1;
+  EXPECT_EQ(reference(tiny({3}, {1, 0}, {1, 5}), p)[0], 5.0);
+}
+
+TEST(DenseReference, SmallMaskValueIsAddedNotSubstituted) {
+  // Logits 0, key 0 masked by a window of 1, mask_value -1: s = (-1, 0), so the masked
+  // key still carries weight e^-1 / (1 + e^-1).
+  Params p;
+  p.sliding_window = 1;
+  p.mask_value = -1.0;
+  const double w = std::exp(-1.0) / (1.0 + std::exp(-1.0));
+  expect_f32(reference(tiny({0}, {0, 0}, {1, 0}), p)[0], w);
+}
+
+TEST(DenseReference, GqaHeadMapsToHeadOverGroupSize) {
+  // 4 q heads over 2 kv heads: heads 0, 1 read kv head 0 (v = 10), heads 2, 3 kv head 1
+  // (v = 20). A h % Hkv mapping would give 10, 20, 10, 20.
+  InputsSpec s;
+  s.seqs = {{1, 2}};
+  s.head_dim = 1;
+  s.page_size = 2;
+  s.pages_per_seq = 1;
+  s.max_num_seqs = 1;
+  s.max_num_batched_tokens = 1;
+  s.total_num_pages = 1;
+  Inputs in = testing::build_inputs(s);
+  for (int64_t t = 0; t < 2; ++t) {
+    in.kv_pages.set_float(t * 4 + 1, 10.0);  // V of kv head 0
+    in.kv_pages.set_float(t * 4 + 3, 20.0);  // V of kv head 1
+  }
+  const auto o = reference(in);
+  EXPECT_EQ(o, (std::vector<double>{10, 10, 20, 20}));
+}
+
+TEST(DenseReference, KAndVScalesMultiplyInFloat32) {
+  // k_eff = 2 * 0.5 = 1, v_eff = 3 * v: s = (1, 0), o = 3 (e^1 * 1 + 2) / (e^1 + 1).
+  Params p;
+  p.k_scale = 0.5;
+  p.v_scale = 3.0;
+  expect_f32(reference(tiny({1}, {2, 0}, {1, 2}), p)[0],
+             3.0 * (std::exp(1.0) + 2.0) / (std::exp(1.0) + 1.0));
+}
+
+TEST(DenseReference, ProbabilitiesRoundToBFloat16V) {
+  // bf16 q, k, v. s = (bf16(0.01), 0) = (0.010009765625, 0): p = (0.50250242, 0.49749758),
+  // rounded to bf16: (0.50390625, 0.498046875). v = (1, -1): o = 0.005859375, exactly a
+  // bf16. Without rounding p it would be bf16(0.00500484) = 0.0050048828125.
+  const Inputs in = tiny({1}, {0.01f, 0}, {1, -1}, DType::kBFloat16, DType::kBFloat16);
+  EXPECT_EQ(reference(in)[0], 0.005859375);
+}
+
+TEST(DenseReference, OutputRoundsToFloat8VThenToQ) {
+  // float32 q over e4m3fn KV: equal logits, p = (0.5, 0.5) exact in e4m3fn; v = (1, 1.125):
+  // o = 1.0625, the midpoint of e4m3fn's 1 and 1.125, rounds to even 1 before the cast to
+  // float32. Without the V-dtype rounding it would stay 1.0625.
+  const Inputs in = tiny({0}, {0, 0}, {1, 1.125f}, DType::kFloat32, DType::kFloat8E4M3FN, 2);
+  EXPECT_EQ(reference(in)[0], 1.0);
+}
+
+TEST(DenseReference, NothingPastKvLenIsRead) {
+  RandomInputsSpec spec;
+  spec.seqs = {{1, 5}, {3, 9}, {4, 4}, {0, 6}};
+  Inputs a = testing::random_inputs(spec);
+  Inputs b = a;
+  // Different garbage in every page slot and page_indices entry the definition never
+  // reads: slots at or past kv_len, pages past ceil(kv_len / S), padding sequence slots.
+  const PagedKvView view(a);
+  std::vector<bool> read(static_cast<size_t>(a.kv_pages.numel()), false);
+  for (int64_t s = 0; s < view.num_seqs(); ++s) {
+    if (view.q_len(s) == 0) continue;
+    for (int64_t t = 0; t < view.kv_len(s); ++t) {
+      for (int64_t e = 0; e < 2 * view.num_kv_heads() * view.head_dim(); ++e) {
+        read[static_cast<size_t>(view.k_offset(s, t, 0) + e)] = true;
+      }
+    }
+  }
+  for (int64_t i = 0; i < b.kv_pages.numel(); ++i) {
+    if (!read[static_cast<size_t>(i)]) b.kv_pages.set_float(i, i % 2 ? 1e30 : -INFINITY);
+  }
+  for (int64_t s = 0; s < 4; ++s) {
+    const int64_t used = view.q_len(s) == 0 ? 0 : (view.kv_len(s) + 3) / 4;
+    for (int64_t j = used; j < b.page_indices.dim(1); ++j) {
+      b.page_indices.set_int(s * b.page_indices.dim(1) + j, 1 << 30);
+    }
+  }
+  const ReferenceResult ra = dense_reference(a, Params{});
+  const ReferenceResult rb = dense_reference(b, Params{});
+  EXPECT_EQ(ra.out, rb.out);  // bit for bit
+}
+
+TEST(DenseReference, ZeroLengthSequencesProduceNoRows) {
+  // q_len 0 with kv_len 6, and q_len 0 with kv_len 0, between two real sequences: the real
+  // ones' rows are unchanged by the empty ones' presence.
+  RandomInputsSpec with_empty;
+  with_empty.seqs = {{2, 5}, {0, 6}, {0, 0}, {3, 3}};
+  const Inputs in = testing::random_inputs(with_empty);
+  const auto o = reference(in);
+  const auto naive = testing::naive_attention(in, Params{});
+  for (size_t i = 0; i < o.size(); ++i) EXPECT_NEAR(o[i], naive[i], 1e-6) << i;
+  const ReferenceResult r = dense_reference(in, Params{});
+  EXPECT_EQ(r.max_kv_len, 5);  // the q_len 0 sequences produced no rows
+}
+
+// ---- JAX's test scenarios, scaled down, against the naive loop -------------------------
+
+struct Scenario {
+  const char* name;
+  std::vector<SeqLens> seqs;
+  int64_t num_q_heads, num_kv_heads;
+  DType q_dtype, kv_dtype;
+  Params params;
+};
+
+// Agreement up to one ulp of the output dtype: the two sum in different orders, so a
+// result next to a rounding tie may land on either side.
+void expect_matches_naive(const Inputs& in, const Params& p) {
+  const auto f = validate(in, p);
+  ASSERT_FALSE(f.has_value()) << rule_info(f->rule).name << ": " << f->message;
+  const ReferenceResult r = dense_reference(in, p);
+  const auto naive = testing::naive_attention(in, p);
+  const int prec = in.q.dtype() == DType::kBFloat16 ? 8 : 24;
+  const int64_t defined = PagedKvView(in).total_q_tokens() * in.q.dim(1) * in.q.dim(2);
+  int64_t off_by_one_ulp = 0;
+  for (int64_t i = 0; i < r.out.numel(); ++i) {
+    const double got = r.out.float_at(i);
+    const double want = naive[static_cast<size_t>(i)];
+    if (i >= defined) {
+      EXPECT_EQ(got, 0.0) << "row past cu_q_lens[num_seqs] at " << i;
+      continue;
+    }
+    ASSERT_FALSE(std::isnan(got)) << "NaN at " << i;
+    if (got == want) continue;
+    ++off_by_one_ulp;
+    EXPECT_LE(std::fabs(got - want), std::ldexp(std::fabs(want), 1 - prec) + 1e-30) << i;
+  }
+  EXPECT_LE(off_by_one_ulp, defined / 100 + 1) << "too many rounding differences";
+}
+
+const std::vector<SeqLens> kMixed = {{1, 40}, {5, 18}, {1, 29}, {20, 29}, {1, 22}, {1, 16},
+                                     {8, 30}, {25, 46}, {1, 18}, {1, 17}, {9, 23}};
+
+class JaxScenario : public ::testing::TestWithParam<Scenario> {};
+
+TEST_P(JaxScenario, MatchesNaiveLoop) {
+  const Scenario& sc = GetParam();
+  RandomInputsSpec spec;
+  spec.seqs = sc.seqs;
+  spec.num_q_heads = sc.num_q_heads;
+  spec.num_kv_heads = sc.num_kv_heads;
+  spec.q_dtype = sc.q_dtype;
+  spec.kv_dtype = sc.kv_dtype;
+  for (uint64_t seed = 1; seed <= 3; ++seed) {
+    spec.seed = seed;
+    expect_matches_naive(testing::random_inputs(spec), sc.params);
+  }
+}
+
+Params with(std::optional<int64_t> window, std::optional<double> cap,
+            std::optional<double> k_scale = std::nullopt,
+            std::optional<double> v_scale = std::nullopt) {
+  Params p;
+  p.sliding_window = window;
+  p.soft_cap = cap;
+  p.k_scale = k_scale;
+  p.v_scale = v_scale;
+  return p;
+}
+
+constexpr DType F32 = DType::kFloat32, BF16 = DType::kBFloat16, E4M3 = DType::kFloat8E4M3FN,
+                E5M2 = DType::kFloat8E5M2;
+
+INSTANTIATE_TEST_SUITE_P(
+    Reference, JaxScenario,
+    ::testing::Values(
+        Scenario{"basic", {{1, 12}, {5, 16}, {3, 9}}, 4, 2, F32, F32, {}},
+        Scenario{"basic_bf16", {{1, 12}, {5, 16}, {3, 9}}, 4, 2, BF16, BF16, {}},
+        Scenario{"decode_only", {{1, 23}, {1, 8}, {1, 40}, {1, 1}}, 8, 2, F32, F32, {}},
+        Scenario{"prefill_only", {{13, 23}, {8, 8}, {30, 40}}, 8, 2, BF16, BF16, {}},
+        Scenario{"mixed", kMixed, 4, 2, F32, F32, {}},
+        Scenario{"complex_32_8", kMixed, 32, 8, BF16, BF16, {}},
+        Scenario{"complex_32_16", kMixed, 32, 16, F32, F32, {}},
+        Scenario{"complex_16_2", kMixed, 16, 2, BF16, BF16, {}},
+        Scenario{"complex_4_4", kMixed, 4, 4, F32, F32, {}},
+        Scenario{"complex_8_1", kMixed, 8, 1, BF16, BF16, {}},
+        Scenario{"sliding_window_5", kMixed, 4, 2, F32, F32, with(5, std::nullopt)},
+        Scenario{"sliding_window_128", kMixed, 4, 2, BF16, BF16, with(128, std::nullopt)},
+        Scenario{"soft_cap_50", kMixed, 4, 2, F32, F32, with(std::nullopt, 50.0)},
+        Scenario{"window_and_cap", kMixed, 4, 2, BF16, BF16, with(5, 50.0)},
+        Scenario{"fp8_e4m3fn_kv", kMixed, 8, 4, BF16, E4M3, {}},
+        Scenario{"fp8_e5m2_kv_scaled", kMixed, 8, 4, BF16, E5M2, with(std::nullopt, std::nullopt, 0.5, 2.0)},
+        Scenario{"fp8_kv_f32_q_scaled", kMixed, 8, 4, F32, E4M3, with(std::nullopt, std::nullopt, 1.5, 0.25)},
+        Scenario{"f32_scaled", kMixed, 4, 2, F32, F32, with(std::nullopt, 30.0, 0.75, 1.25)}),
+    [](const ::testing::TestParamInfo<Scenario>& p) { return p.param.name; });
+
+void PrintTo(const Scenario& s, std::ostream* os) { *os << s.name; }
+
+}  // namespace
+}  // namespace rpa
