@@ -1,0 +1,78 @@
+#include <cstdio>
+
+#include "kernel/python_repr.h"
+#include "oracle/cli_args.h"
+#include "oracle/commands.h"
+#include "oracle/compare.h"
+#include "oracle/exit_codes.h"
+#include "reference/dense_reference.h"
+
+namespace rpa {
+namespace {
+
+void write_comparison_json(JsonWriter& j, const Comparison& c) {
+  j.key("agree").value(c.agree());
+  j.key("max_abs_err").value(c.max_abs_err).key("max_rel_err").value(c.max_rel_err);
+  j.key("atol").value(c.tol.atol).key("rtol").value(c.tol.rtol);
+  j.key("compared").value(c.compared).key("mismatches").value(c.mismatches);
+  if (c.first) {
+    const ElementMismatch& m = *c.first;
+    j.key("first").begin_object();
+    j.key("seq").value(m.seq).key("row_in_seq").value(m.row_in_seq).key("row").value(m.row);
+    j.key("head").value(m.head).key("col").value(m.col);
+    j.key("got").value(m.got).key("want").value(m.want).key("allowed").value(m.allowed);
+    j.end_object();
+  }
+}
+
+}  // namespace
+
+int check_command(const std::vector<std::string_view>& args) {
+  CliArgs a;
+  if (std::string err =
+          parse_cli_args(args, {"--mode", "--json", "--target", "--max-bytes"}, a);
+      !err.empty()) {
+    return usage_error(err);
+  }
+  const std::optional<Case> c = read_case_or_report(a);
+  if (!c) return kExitUnreadable;
+  if (!validate_for_compute(*c, a)) return kExitRejected;
+  if (!c->out) {
+    std::fprintf(stderr,
+                 "rpa: %s: no `out` array to check (add the output under test as `out`; "
+                 "checking the tiled kernel itself arrives with issue 4)\n",
+                 a.path.c_str());
+    return kExitUnreadable;
+  }
+  const Tensor& out = *c->out;
+  if (out.shape() != c->inputs.q.shape() || out.dtype() != c->inputs.q.dtype()) {
+    std::fprintf(stderr, "rpa: %s: member 'out.npy' is %s %s, expected q's %s %s\n",
+                 a.path.c_str(), std::string(dtype_name(out.dtype())).c_str(),
+                 shape_repr(out.shape()).c_str(),
+                 std::string(dtype_name(c->inputs.q.dtype())).c_str(),
+                 shape_repr(c->inputs.q.shape()).c_str());
+    return kExitUnreadable;
+  }
+
+  const ReferenceResult ref = dense_reference(c->inputs, c->params);
+  const DType v_dtype = c->params.v_scale ? c->inputs.q.dtype() : c->inputs.kv_pages.dtype();
+  const Tolerance tol =
+      tolerance_for(c->inputs.q.dtype(), v_dtype, ref.max_abs_v_eff, ref.max_kv_len);
+  const Comparison cmp = compare_outputs(out, ref.out, PagedKvView(c->inputs), tol);
+  if (a.json) {
+    JsonWriter j;
+    j.begin_object().key("valid").value(true).key("mode").value(mode_name(a.validate.mode));
+    write_comparison_json(j, cmp);
+    std::printf("%s\n", j.end_object().str().c_str());
+  } else if (cmp.agree()) {
+    std::printf("%s: out agrees with the reference (%s; max abs err %s, atol %s, rtol %s)\n",
+                a.path.c_str(), describe_mismatch(cmp).c_str(),
+                py_float_repr(cmp.max_abs_err).c_str(), py_float_repr(tol.atol).c_str(),
+                py_float_repr(tol.rtol).c_str());
+  } else {
+    std::printf("%s: MISMATCH at %s\n", a.path.c_str(), describe_mismatch(cmp).c_str());
+  }
+  return cmp.agree() ? kExitOk : kExitMismatch;
+}
+
+}  // namespace rpa

@@ -1,0 +1,148 @@
+#include "oracle/cli_args.h"
+
+#include <charconv>
+#include <cstdio>
+
+#include "oracle/exit_codes.h"
+
+namespace rpa {
+
+const char* const kUsage =
+    "usage: rpa <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  validate CASE.npz [--mode jax|strict] [--all] [--json]\n"
+    "      Check a case against the rules of one mode (default strict).\n"
+    "      Exit 0 valid, 2 rejected (rule and message on stderr).\n"
+    "  run CASE.npz --impl reference [-o OUT.npz] [--mode jax|strict] [--json]\n"
+    "      Validate, compute the output, and write OUT.npz: the case plus `out`.\n"
+    "  check CASE.npz [--mode jax|strict] [--json]\n"
+    "      Validate, then compare the case's `out` with the dense reference.\n"
+    "      Exit 0 agree, 1 mismatch (location and tolerance reported), 2 rejected.\n"
+    "\n"
+    "common options:\n"
+    "  --target NAME   TPU generation for the strict VMEM/SMEM budget: v2 v3 v4 v4i v5e v5p\n"
+    "                  v6e 7x (default v6e)\n"
+    "  --max-bytes N   refuse case files whose arrays exceed N bytes (default 8 GiB)\n"
+    "\n"
+    "exit codes: 0 ok, 1 mismatch, 2 rejected by validation, 3 unreadable input, 64 usage\n";
+
+int usage_error(const std::string& what) {
+  std::fprintf(stderr, "rpa: %s\n%s", what.c_str(), kUsage);
+  return kExitUsage;
+}
+
+namespace {
+
+std::optional<int64_t> parse_int(std::string_view s) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
+}
+
+}  // namespace
+
+std::string parse_cli_args(const std::vector<std::string_view>& args,
+                           const std::set<std::string_view>& allowed, CliArgs& out) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    if (!a.starts_with("-") || a == "-") {
+      if (!out.path.empty()) return "more than one case file given";
+      out.path = a;
+      continue;
+    }
+    if (!allowed.contains(a)) return "unknown option " + std::string(a);
+    if (a == "--json") {
+      out.json = true;
+      continue;
+    }
+    if (a == "--all") {
+      out.all = true;
+      continue;
+    }
+    if (i + 1 >= args.size()) return std::string(a) + " needs a value";
+    const std::string_view v = args[++i];
+    if (a == "--mode") {
+      if (v == "jax") {
+        out.validate.mode = Mode::kJax;
+      } else if (v == "strict") {
+        out.validate.mode = Mode::kStrict;
+      } else {
+        return "--mode takes jax or strict";
+      }
+    } else if (a == "--target") {
+      const auto profile = find_target_profile(v);
+      if (!profile) return "--target takes one of v2 v3 v4 v4i v5e v5p v6e 7x";
+      out.validate.target = *profile;
+    } else if (a == "--max-bytes") {
+      const auto n = parse_int(v);
+      if (!n || *n < 0) return "--max-bytes takes a non-negative byte count";
+      out.read.max_bytes = *n;
+    } else if (a == "--impl") {
+      out.impl = v;
+    } else if (a == "-o") {
+      out.output = v;
+    }
+  }
+  if (out.path.empty()) return "no case file given";
+  return "";
+}
+
+std::optional<Case> read_case_or_report(const CliArgs& args) {
+  CaseReadResult read = read_case_file(args.path, args.read);
+  if (read.value) return std::move(read.value);
+  std::fprintf(stderr, "rpa: %s\n", read.error.c_str());
+  if (args.json) {
+    std::printf("%s\n",
+                JsonWriter().begin_object().key("error").value(read.error).end_object().str().c_str());
+  }
+  return std::nullopt;
+}
+
+std::string failure_line(const Failure& f, Mode mode) {
+  const RuleInfo& info = rule_info(f.rule);
+  std::string line = std::string(info.name) + ": " + f.message;
+  if (mode == Mode::kJax && info.jax_crash) {
+    line += " [JAX crashes or misbehaves here instead of raising ValueError]";
+  }
+  return line;
+}
+
+void write_failure_json(JsonWriter& j, const Failure& f, Mode mode) {
+  const RuleInfo& info = rule_info(f.rule);
+  j.key("rule").value(info.name).key("message").value(f.message);
+  if (mode == Mode::kJax && info.jax_crash) j.key("jax_crash").value(true);
+}
+
+bool validate_for_compute(const Case& c, const CliArgs& args) {
+  const Mode mode = args.validate.mode;
+  std::optional<Failure> f = validate(c.inputs, c.params, args.validate);
+  std::string why;
+  Mode reported = mode;
+  if (f) {
+    why = "rejected in " + std::string(mode_name(mode)) + " mode by " + failure_line(*f, mode);
+  } else if (mode != Mode::kStrict) {
+    ValidateOptions strict = args.validate;
+    strict.mode = Mode::kStrict;
+    f = validate(c.inputs, c.params, strict);
+    reported = Mode::kStrict;
+    if (f) {
+      why = "accepted in " + std::string(mode_name(mode)) +
+            " mode, but the output is undefined: rejected in strict mode by " +
+            failure_line(*f, Mode::kStrict);
+    }
+  }
+  if (!f) return true;
+  std::fprintf(stderr, "%s: %s\n", args.path.c_str(), why.c_str());
+  if (args.json) {
+    JsonWriter j;
+    j.begin_object().key("valid").value(false).key("mode").value(mode_name(reported));
+    write_failure_json(j, *f, reported);
+    j.end_object();
+    std::printf("%s\n", j.str().c_str());
+  }
+  return false;
+}
+
+}  // namespace rpa

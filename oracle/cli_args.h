@@ -1,0 +1,50 @@
+// Command-line parsing and the steps every rpa command shares: read the case, validate it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernel/validate.h"
+#include "oracle/case_file.h"
+#include "oracle/json_writer.h"
+
+namespace rpa {
+
+struct CliArgs {
+  std::string path;  // the case file
+  ValidateOptions validate;
+  CaseReadOptions read;
+  bool json = false;
+  bool all = false;
+  std::string impl;    // --impl
+  std::string output;  // -o
+};
+
+// Parses args (after the command name). allowed lists the flags this command takes, e.g.
+// {"--mode", "--json"}. Returns an error message, or "" on success.
+std::string parse_cli_args(const std::vector<std::string_view>& args,
+                           const std::set<std::string_view>& allowed, CliArgs& out);
+
+// Prints the usage error and the usage text to stderr; returns kExitUsage.
+int usage_error(const std::string& what);
+extern const char* const kUsage;
+
+// Reads the case named in args. On failure prints the one-line error (and, with --json,
+// {"error": ...} on stdout) and returns nullopt; the caller exits with kExitUnreadable.
+std::optional<Case> read_case_or_report(const CliArgs& args);
+
+// "rule_id: message", with a note when JAX crashes there instead of raising.
+std::string failure_line(const Failure& f, Mode mode);
+// Adds "rule", "message" (and "jax_crash") to an open JSON object.
+void write_failure_json(JsonWriter& j, const Failure& f, Mode mode);
+
+// The validation gate of commands that compute: the case must pass the chosen mode and,
+// since only strict-valid inputs have a defined output, strict mode too. On rejection
+// prints the reason (stderr; JSON on stdout with --json) and returns false.
+bool validate_for_compute(const Case& c, const CliArgs& args);
+
+}  // namespace rpa

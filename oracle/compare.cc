@@ -1,0 +1,63 @@
+#include "oracle/compare.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernel/python_repr.h"
+
+namespace rpa {
+namespace {
+
+bool same_special(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return std::isinf(a) && a == b;
+}
+
+}  // namespace
+
+Comparison compare_outputs(const Tensor& got, const Tensor& want, const PagedKvView& view,
+                           Tolerance tol) {
+  Comparison c;
+  c.tol = tol;
+  const int64_t heads = view.num_q_heads();
+  const int64_t d = view.head_dim();
+  for (int64_t s = 0; s < view.num_seqs(); ++s) {
+    for (int64_t r = 0; r < view.q_len(s); ++r) {
+      const int64_t row = view.q_start(s) + r;
+      for (int64_t h = 0; h < heads; ++h) {
+        const int64_t base = view.q_offset(row, h);
+        for (int64_t col = 0; col < d; ++col) {
+          const double a = got.float_at(base + col);
+          const double b = want.float_at(base + col);
+          ++c.compared;
+          if (same_special(a, b)) continue;
+          const double err = std::fabs(a - b);  // NaN or inf when one side is special
+          const double allowed = tol.atol + tol.rtol * std::fabs(b);
+          if (std::isfinite(err)) {
+            c.max_abs_err = std::max(c.max_abs_err, err);
+            if (b != 0.0) c.max_rel_err = std::max(c.max_rel_err, err / std::fabs(b));
+          }
+          // A NaN or infinity that is not the same special value on both sides never agrees
+          // (an infinite want would otherwise allow an infinite difference).
+          const bool special = !std::isfinite(a) || !std::isfinite(b);
+          if (!special && err <= allowed) continue;
+          ++c.mismatches;
+          if (!c.first) c.first = ElementMismatch{s, r, row, h, col, a, b, allowed};
+        }
+      }
+    }
+  }
+  return c;
+}
+
+std::string describe_mismatch(const Comparison& c) {
+  if (!c.first) return "all " + py_int_repr(c.compared) + " elements agree";
+  const ElementMismatch& m = *c.first;
+  return "sequence " + py_int_repr(m.seq) + ", row " + py_int_repr(m.row_in_seq) + " (q row " +
+         py_int_repr(m.row) + "), head " + py_int_repr(m.head) + ", column " + py_int_repr(m.col) +
+         ": got " + py_float_repr(m.got) + ", want " + py_float_repr(m.want) +
+         ", allowed difference " + py_float_repr(m.allowed) + "; " + py_int_repr(c.mismatches) +
+         " of " + py_int_repr(c.compared) + " elements differ";
+}
+
+}  // namespace rpa

@@ -1,0 +1,46 @@
+// The one comparator: an output against the reference on the rows a call defines
+// (DESIGN.md section 6). Unit tests, properties, fuzzers and the CLI all use it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "kernel/paged_kv_view.h"
+#include "kernel/tensor.h"
+#include "oracle/tolerance.h"
+
+namespace rpa {
+
+struct ElementMismatch {
+  int64_t seq;         // sequence index
+  int64_t row_in_seq;  // row within the sequence's q_len rows
+  int64_t row;         // row of q / o
+  int64_t head;        // query head
+  int64_t col;         // column within head_dim
+  double got;
+  double want;
+  double allowed;  // atol + rtol * |want|
+};
+
+struct Comparison {
+  Tolerance tol;
+  int64_t compared = 0;    // elements on defined rows
+  int64_t mismatches = 0;  // elements outside the tolerance
+  double max_abs_err = 0.0;  // over elements where both sides are finite
+  double max_rel_err = 0.0;  // |got - want| / |want| over finite, nonzero want
+  std::optional<ElementMismatch> first;  // the first mismatch in row-major order
+  bool agree() const { return mismatches == 0; }
+};
+
+// got and want have q's shape and float dtype (any of the four). Rows at or past
+// cu_q_lens[num_seqs] are not compared. NaN equals NaN and an infinity equals the same
+// infinity; anything else must satisfy |got - want| <= atol + rtol * |want|.
+Comparison compare_outputs(const Tensor& got, const Tensor& want, const PagedKvView& view,
+                           Tolerance tol);
+
+// One line: "sequence 1, row 2 (q row 5), head 3, column 7: got 0.5, want 0.25, allowed
+// difference 1e-05; 4 of 96 elements differ".
+std::string describe_mismatch(const Comparison& c);
+
+}  // namespace rpa

@@ -1,0 +1,73 @@
+#include "oracle/tolerance.h"
+
+#include <cmath>
+#include <stdexcept>
+
+namespace rpa {
+
+int precision_bits(DType t) {
+  switch (t) {
+    case DType::kFloat32: return 24;
+    case DType::kBFloat16: return 8;
+    case DType::kFloat8E4M3FN: return 4;
+    case DType::kFloat8E5M2: return 3;
+    default: throw std::logic_error("precision_bits: not a kernel float dtype");
+  }
+}
+
+namespace {
+
+// Smallest positive subnormal: below it, values round to 0 regardless of precision.
+double min_subnormal(DType t) {
+  switch (t) {
+    case DType::kFloat32: return std::ldexp(1.0, -149);
+    case DType::kBFloat16: return std::ldexp(1.0, -133);
+    case DType::kFloat8E4M3FN: return std::ldexp(1.0, -9);
+    case DType::kFloat8E5M2: return std::ldexp(1.0, -16);
+    default: throw std::logic_error("min_subnormal: not a kernel float dtype");
+  }
+}
+
+}  // namespace
+
+// Every output is o = sum_t p_t v_t with p_t >= 0, sum_t p_t = 1, so |o| <= max|V_eff| =: M.
+// Two correct implementations differ only by where and how they round:
+//
+// 1. Float32 arithmetic (logits, exp, the running sums of an online softmax): relative
+//    errors of a few float32 ulps in each p_t, amplified by the logit's magnitude. DESIGN.md
+//    section 6 fixes the budget at 1e-5 * M, about 84 float32 ulps of M; it holds for
+//    logits of moderate size (|s| up to ~50 after scaling), which softmax attention keeps.
+// 2. Rounding p to V_eff's dtype (JAX's reference does, the TPU kernel feeds unrounded f32
+//    weights to the MXU): one side may land one ulp away from the other per p_t, i.e. at
+//    most 2^(1-prec) * p_t, or the smallest subnormal where p_t underflows. Summed against
+//    |v_t| <= M: (2^(1-prec) + kv_len * min_subnormal) * M. Only when V_eff is narrower
+//    than float32.
+// 3. Rounding the product to V_eff's dtype and then to q's dtype: a value within the
+//    budget above can round to the neighbouring representable number, one ulp of the
+//    result: 2^(1-prec) * |want| for each narrower-than-float32 rounding, or, where the
+//    result is subnormal in that dtype, one smallest subnormal (an absolute term).
+//
+// So atol = M * (1e-5 + [V narrow] (2^(1-prec_V) + kv_len * min_subnormal_V))
+//           + [V narrow] min_subnormal_V + [q narrower than V] min_subnormal_q and
+// rtol = [V narrow] 2^(1-prec_V) + [q narrower than V] 2^(1-prec_q). For float32 this is the
+// DESIGN target of 1e-5 * M; for bfloat16 q and V it is 2^-7 * M plus one bf16 ulp of the
+// value.
+Tolerance tolerance_for(DType q_dtype, DType v_dtype, double max_abs_v, int64_t max_kv_len) {
+  Tolerance tol;
+  double abs_scale = 1e-5;
+  double abs_floor = 0.0;
+  if (v_dtype != DType::kFloat32) {
+    const double ulp = std::ldexp(1.0, 1 - precision_bits(v_dtype));
+    abs_scale += ulp + static_cast<double>(max_kv_len) * min_subnormal(v_dtype);
+    abs_floor += min_subnormal(v_dtype);
+    tol.rtol += ulp;
+  }
+  if (precision_bits(q_dtype) < precision_bits(v_dtype)) {
+    tol.rtol += std::ldexp(1.0, 1 - precision_bits(q_dtype));
+    abs_floor += min_subnormal(q_dtype);
+  }
+  tol.atol = abs_scale * max_abs_v + abs_floor;
+  return tol;
+}
+
+}  // namespace rpa

@@ -1,0 +1,26 @@
+// How far an implementation may be from the dense reference and still agree
+// (DESIGN.md section 6).
+#pragma once
+
+#include <cstdint>
+
+#include "kernel/dtype.h"
+
+namespace rpa {
+
+// |got - want| <= atol + rtol * |want| element-wise.
+struct Tolerance {
+  double atol = 0.0;
+  double rtol = 0.0;
+};
+
+// The tolerance for one case. q_dtype is the output's dtype; v_dtype is V_eff's (q's when
+// v_scale is set, else the KV dtype); max_abs_v is max |V_eff| over the tokens read;
+// max_kv_len the longest sequence that produced rows. The derivation is in the
+// definition's comment.
+Tolerance tolerance_for(DType q_dtype, DType v_dtype, double max_abs_v, int64_t max_kv_len);
+
+// Bits of precision (significand bits, the implicit one included) of a float dtype.
+int precision_bits(DType t);
+
+}  // namespace rpa

@@ -1,0 +1,330 @@
+#!/usr/bin/env python3
+"""`rpa run` and `rpa check` end to end: the written output file, agreement, planted
+mismatches located exactly, undefined rows ignored, the strict gate in jax mode, and the
+exit codes for missing or malformed `out`, usage errors and unreadable files.
+
+Usage: cli_run_check_test.py RPA_BINARY REPO_ROOT
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+RPA, ROOT = sys.argv[1], sys.argv[2]
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import make_mode_corpus  # noqa: E402
+import rpa_case  # noqa: E402
+
+MODES = os.path.join(ROOT, "corpus", "modes")
+INPUTS = rpa_case.REQUIRED_ARRAYS
+results = {"passed": 0, "failed": 0}
+
+
+def rpa(*args):
+    return subprocess.run([RPA, *args], capture_output=True, text=True)
+
+
+def check(name, cond, detail=""):
+    if cond:
+        results["passed"] += 1
+    else:
+        results["failed"] += 1
+        print(f"FAIL {name} {detail}")
+
+
+def as_json(p):
+    try:
+        return json.loads(p.stdout)
+    except ValueError:
+        return {"unparsable stdout": p.stdout, "stderr": p.stderr}
+
+
+def bits(a):
+    """The raw storage of an array (ml_dtypes bfloat16 loads as its uint16 bits)."""
+    a = np.asarray(a)
+    if a.dtype.kind == "V" or a.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        return a.view(np.uint16 if a.dtype.itemsize == 2 else np.uint8)
+    return a
+
+
+def same_array(a, b):
+    a, b = bits(a), bits(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def to_bf16_bits(x):
+    """float32 -> bfloat16 bits, round to nearest even (NaN stays NaN)."""
+    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bf16_case():
+    case = make_mode_corpus.base(seed=1)
+    case["q"] = to_bf16_bits(case["q"])
+    case["kv_pages"] = to_bf16_bits(case["kv_pages"])
+    return case, dict(q_dtype="bfloat16", kv_dtype="bfloat16")
+
+
+def locate(case, row):
+    """(seq, row_in_seq) of a defined q row, from cu_q_lens."""
+    cu = case["cu_q_lens"]
+    n = int(case["num_seqs"][0])
+    seq = int(np.searchsorted(cu[1:n + 1], row, side="right"))
+    assert cu[seq] <= row < cu[seq + 1]
+    return seq, row - int(cu[seq])
+
+
+def save_with_out(path, case, dtypes, out):
+    rpa_case.save_case(path, **case, **dtypes, out=out)
+
+
+def defined_elements(case):
+    q = case["q"]
+    return int(case["cu_q_lens"][int(case["num_seqs"][0])]) * q.shape[1] * q.shape[2]
+
+
+def test_run_and_check(tmp, label, case, dtypes):
+    """Runs the reference on a valid case, then checks the output, a planted error and
+    changes on undefined rows. Returns nothing; every step is a check."""
+    src = os.path.join(tmp, f"{label}.npz")
+    out_path = os.path.join(tmp, f"{label}_out.npz")
+    rpa_case.save_case(src, **case, **dtypes)
+
+    p = rpa("run", src, "--impl", "reference", "-o", out_path)
+    check(f"{label}: run exit 0", p.returncode == 0, f"rc={p.returncode} {p.stderr!r}")
+    check(f"{label}: run says it wrote", p.stdout.startswith(src) and out_path in p.stdout,
+          repr(p.stdout))
+    if p.returncode != 0:
+        return
+    written = rpa_case.load_case(out_path)
+    for name in INPUTS:
+        check(f"{label}: {name} unchanged", same_array(written[name], case[name]),
+              f"{bits(written[name]).dtype} {written[name].shape}")
+    q_dtype = dtypes.get("q_dtype")
+    check(f"{label}: q_dtype member", written["q_dtype"] == q_dtype, repr(written["q_dtype"]))
+    check(f"{label}: kv_dtype member", written["kv_dtype"] == dtypes.get("kv_dtype"),
+          repr(written["kv_dtype"]))
+    out = written["out"]
+    check(f"{label}: out present", out is not None)
+    if out is None:
+        return
+    out = bits(out)
+    check(f"{label}: out shape is q's", out.shape == case["q"].shape, str(out.shape))
+    check(f"{label}: out dtype is q's storage", out.dtype == bits(case["q"]).dtype,
+          str(out.dtype))
+    check(f"{label}: no expected member", written["expected"] is None)
+    rows = int(case["cu_q_lens"][int(case["num_seqs"][0])])
+    # out as float32 values (bfloat16 bits widen exactly).
+    values = ((out.astype(np.uint32) << 16).view(np.float32) if out.dtype == np.uint16
+              else out)
+    check(f"{label}: defined rows finite", bool(np.isfinite(values[:rows]).all()))
+
+    p = rpa("check", out_path)
+    check(f"{label}: check exit 0", p.returncode == 0, f"rc={p.returncode} {p.stderr!r}")
+    check(f"{label}: check line", p.stdout.startswith(out_path + ": out agrees")
+          and p.stdout.count("\n") == 1, repr(p.stdout))
+    p = rpa("check", out_path, "--json")
+    j = as_json(p)
+    check(f"{label}: check --json exit 0", p.returncode == 0, p.stderr)
+    check(f"{label}: check --json agrees", j.get("valid") is True and j.get("agree") is True
+          and j.get("mismatches") == 0 and j.get("max_abs_err") == 0.0
+          and j.get("max_rel_err") == 0.0 and "first" not in j, p.stdout)
+    check(f"{label}: compared every defined element",
+          j.get("compared") == defined_elements(case), p.stdout)
+    atol = j.get("atol", 0.0)
+    check(f"{label}: atol positive", atol > 0, p.stdout)
+    check(f"{label}: check --mode jax agrees too",
+          rpa("check", out_path, "--mode", "jax").returncode == 0)
+
+    # Running again on the output file (which already holds `out`) writes the same out.
+    again = os.path.join(tmp, f"{label}_again.npz")
+    p = rpa("run", out_path, "--impl", "reference", "-o", again)
+    check(f"{label}: rerun exit 0", p.returncode == 0, p.stderr)
+    if p.returncode == 0:
+        check(f"{label}: rerun same out",
+              same_array(rpa_case.load_case(again)["out"], written["out"]))
+
+    # One planted error: sequence 1, row 2 of it (q row cu_q_lens[1] + 2), head 2, col 5.
+    row, head, col = int(case["cu_q_lens"][1]) + 2, 2, 5
+    seq, row_in_seq = locate(case, row)
+    check(f"{label}: planted row is in sequence 1", (seq, row_in_seq) == (1, 2))
+    bad = out.copy()
+    if bad.dtype == np.uint16:
+        bad[row, head, col] = 0x42C8  # bfloat16 100.0, far above max |V|
+        planted = 100.0
+    else:
+        bad[row, head, col] += np.float32(10 * atol)
+        planted = float(bad[row, head, col])
+    want = float(values[row, head, col])
+    bad_path = os.path.join(tmp, f"{label}_bad.npz")
+    save_with_out(bad_path, case, dtypes, bad)
+    p = rpa("check", bad_path, "--json")
+    j = as_json(p)
+    check(f"{label}: mismatch exit 1", p.returncode == 1, f"rc={p.returncode} {p.stderr!r}")
+    check(f"{label}: mismatch json", j.get("valid") is True and j.get("agree") is False
+          and j.get("mismatches") == 1, p.stdout)
+    first = j.get("first", {})
+    check(f"{label}: first located", {k: first.get(k) for k in
+                                      ("seq", "row_in_seq", "row", "head", "col")} ==
+          dict(seq=seq, row_in_seq=row_in_seq, row=row, head=head, col=col), p.stdout)
+    check(f"{label}: first values", first.get("got") == planted and first.get("want") == want,
+          f"{p.stdout} planted {planted} want {want}")
+    check(f"{label}: first allowed", first.get("allowed") == j.get("atol", 0.0) +
+          j.get("rtol", 0.0) * abs(want), p.stdout)
+    check(f"{label}: max_abs_err is the planted error",
+          j.get("max_abs_err") == abs(planted - want), p.stdout)
+    p = rpa("check", bad_path)
+    check(f"{label}: mismatch plain exit 1", p.returncode == 1)
+    check(f"{label}: mismatch one line with path and MISMATCH",
+          p.stdout.count("\n") == 1 and p.stdout.startswith(bad_path) and "MISMATCH" in p.stdout,
+          repr(p.stdout))
+    check(f"{label}: mismatch line names the place",
+          f"sequence {seq}, row {row_in_seq} (q row {row}), head {head}, column {col}"
+          in p.stdout, repr(p.stdout))
+
+    # Undefined rows (at and past cu_q_lens[num_seqs]) may hold anything.
+    junk = out.copy()
+    if junk.dtype == np.uint16:
+        junk[rows:] = 0x7FC1  # a bfloat16 NaN
+        junk[-1] = 0x7F80     # +inf
+    else:
+        junk[rows:] = np.nan
+        junk[-1] = 1e30
+    junk_path = os.path.join(tmp, f"{label}_junk.npz")
+    save_with_out(junk_path, case, dtypes, junk)
+    p = rpa("check", junk_path, "--json")
+    j = as_json(p)
+    check(f"{label}: undefined rows ignored", p.returncode == 0 and j.get("agree") is True
+          and j.get("compared") == defined_elements(case), p.stdout + p.stderr)
+
+
+def test_check_without_or_with_bad_out(tmp):
+    case = make_mode_corpus.base()
+    path = os.path.join(tmp, "no_out.npz")
+    rpa_case.save_case(path, **case)
+    p = rpa("check", path)
+    check("no out exit 3", p.returncode == 3, f"rc={p.returncode}")
+    check("no out one stderr line", p.stderr.count("\n") == 1 and path in p.stderr
+          and "out" in p.stderr, repr(p.stderr))
+    check("no out nothing on stdout", p.stdout == "", repr(p.stdout))
+
+    q = case["q"]
+    for label, out in (("rows", np.zeros((q.shape[0] - 1,) + q.shape[1:], np.float32)),
+                       ("dim", np.zeros(q.shape[:2] + (q.shape[2] + 1,), np.float32)),
+                       ("rank", np.zeros(q.shape[:2], np.float32))):
+        path = os.path.join(tmp, f"bad_out_{label}.npz")
+        rpa_case.save_case(path, **case, out=out)
+        p = rpa("check", path)
+        check(f"wrong-shape out ({label}) exit 3", p.returncode == 3,
+              f"rc={p.returncode} {p.stderr!r}")
+        check(f"wrong-shape out ({label}) one stderr line", p.stderr.count("\n") == 1,
+              repr(p.stderr))
+    # Right shape, wrong dtype (rpa_case refuses to write it; plain numpy does).
+    for dtype in (np.float64, np.uint16):
+        path = os.path.join(tmp, f"bad_out_{np.dtype(dtype).name}.npz")
+        np.savez(path, **case, out=np.zeros(q.shape, dtype))
+        p = rpa("check", path)
+        check(f"wrong-dtype out ({np.dtype(dtype).name}) exit 3",
+              p.returncode == 3 and p.stderr.count("\n") == 1, f"rc={p.returncode} {p.stderr!r}")
+
+
+def test_strict_gate_in_jax_mode():
+    path = os.path.join(MODES, "page_index_out_of_range.npz")
+    for cmd in (["run", path, "--impl", "reference"], ["check", path]):
+        p = rpa(*cmd, "--mode", "jax")
+        check(f"{cmd[0]} jax-only case exit 2", p.returncode == 2, f"rc={p.returncode}")
+        check(f"{cmd[0]} jax-only case says why",
+              p.stderr.count("\n") == 1 and "accepted in jax mode" in p.stderr
+              and "rejected in strict mode" in p.stderr
+              and "page_index_out_of_range" in p.stderr, repr(p.stderr))
+        check(f"{cmd[0]} jax-only case nothing on stdout", p.stdout == "", repr(p.stdout))
+        p = rpa(*cmd, "--mode", "jax", "--json")
+        j = as_json(p)
+        check(f"{cmd[0]} jax-only case --json", p.returncode == 2 and j.get("valid") is False
+              and j.get("rule") == "page_index_out_of_range", p.stdout)
+        p = rpa(*cmd)
+        check(f"{cmd[0]} strict rejects", p.returncode == 2
+              and "rejected in strict mode by page_index_out_of_range" in p.stderr,
+              repr(p.stderr))
+    # A case jax mode itself rejects.
+    path = os.path.join(MODES, "vmem_limit_zero.npz")
+    p = rpa("check", path, "--mode", "jax", "--json")
+    check("jax-rejected case", p.returncode == 2
+          and as_json(p).get("rule") == "vmem_limit_nonpositive", p.stdout)
+
+
+def test_usage(tmp):
+    path = os.path.join(tmp, "usage.npz")
+    rpa_case.save_case(path, **make_mode_corpus.base())
+    for args in (["run", path], ["run", path, "--impl", "kernel"],
+                 ["run", path, "--impl", "bogus"], ["run", path, "--impl", "reference", "--frob"],
+                 ["run", path, "--impl"], ["run", "--impl", "reference"],
+                 ["run", path, path, "--impl", "reference"],
+                 ["check", path, "--frob"], ["check", path, "--impl", "reference"],
+                 ["check", path, "-o", os.path.join(tmp, "x.npz")], ["check"],
+                 ["check", path, "--mode", "lax"]):
+        p = rpa(*args)
+        check(f"usage {args[0]} {args[2:]}", p.returncode == 64 and p.stderr.startswith("rpa: "),
+              f"rc={p.returncode} stderr={p.stderr[:200]!r}")
+        check(f"usage {args[0]} {args[2:]} nothing on stdout", p.stdout == "", repr(p.stdout))
+
+
+def test_unreadable(tmp):
+    missing = os.path.join(tmp, "missing.npz")
+    garbage = os.path.join(tmp, "garbage.npz")
+    with open(garbage, "wb") as f:
+        f.write(b"PK\x03\x04 but not really a zip archive")
+    for path in (missing, garbage):
+        for cmd in (["run", path, "--impl", "reference"], ["check", path]):
+            p = rpa(*cmd)
+            check(f"{cmd[0]} {os.path.basename(path)} exit 3", p.returncode == 3,
+                  f"rc={p.returncode}")
+            check(f"{cmd[0]} {os.path.basename(path)} one line naming it",
+                  p.stderr.count("\n") == 1 and path in p.stderr, repr(p.stderr))
+        p = rpa("check", path, "--json")
+        check(f"check {os.path.basename(path)} --json error", p.returncode == 3
+              and "error" in as_json(p), p.stdout)
+    # An output path that cannot be written.
+    src = os.path.join(tmp, "src.npz")
+    rpa_case.save_case(src, **make_mode_corpus.base())
+    p = rpa("run", src, "--impl", "reference", "-o", os.path.join(tmp, "no", "such", "o.npz"))
+    check("unwritable -o exit 3", p.returncode == 3 and p.stderr.count("\n") == 1,
+          f"rc={p.returncode} {p.stderr!r}")
+
+
+def test_run_json_without_output(tmp):
+    case = make_mode_corpus.base()
+    path = os.path.join(tmp, "plain.npz")
+    rpa_case.save_case(path, **case)
+    before = set(os.listdir(tmp))
+    p = rpa("run", path, "--impl", "reference", "--json")
+    j = as_json(p)
+    rows = int(case["cu_q_lens"][int(case["num_seqs"][0])])
+    check("run --json", p.returncode == 0 and j.get("valid") is True
+          and j.get("impl") == "reference" and j.get("rows") == rows and "output" not in j,
+          p.stdout)
+    check("run without -o writes nothing", set(os.listdir(tmp)) == before)
+    out_path = os.path.join(tmp, "plain_out.npz")
+    p = rpa("run", path, "--impl", "reference", "-o", out_path, "--json")
+    check("run --json -o names the output", as_json(p).get("output") == out_path, p.stdout)
+
+
+def main():
+    with tempfile.TemporaryDirectory() as tmp:
+        test_run_and_check(tmp, "f32", make_mode_corpus.base(), {})
+        case, dtypes = bf16_case()
+        test_run_and_check(tmp, "bf16", case, dtypes)
+        test_check_without_or_with_bad_out(tmp)
+        test_strict_gate_in_jax_mode()
+        test_usage(tmp)
+        test_unreadable(tmp)
+        test_run_json_without_output(tmp)
+    print(f"rpa run/check CLI: {results['passed']} passed, {results['failed']} failed")
+    return 1 if results["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
