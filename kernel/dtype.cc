@@ -253,6 +253,15 @@ float round_to(DType t, float x) {
   }
 }
 
+float f16_to_float(uint16_t bits) {
+  const float sign = (bits & 0x8000u) != 0 ? -1.0f : 1.0f;
+  const int exp = (bits >> 10) & 0x1F;
+  const int mant = bits & 0x3FF;
+  if (exp == 0x1F) return mant != 0 ? std::copysign(NAN, sign) : sign * INFINITY;
+  if (exp == 0) return sign * std::ldexp(static_cast<float>(mant), -24);
+  return sign * std::ldexp(static_cast<float>(mant + 1024), exp - 25);
+}
+
 float round_double_to(DType t, double x) {
   const auto f = static_cast<float>(x);
   if (t == DType::kFloat32 || std::isnan(x) || static_cast<double>(f) == x) return round_to(t, f);

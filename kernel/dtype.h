@@ -52,6 +52,10 @@ float e4m3fn_to_float(uint8_t bits);
 uint8_t float_to_e5m2(float x);
 float e5m2_to_float(uint8_t bits);
 
+// IEEE half (numpy's float16), decoded exactly; only read, for index arrays a case file
+// may hold.
+float f16_to_float(uint16_t bits);
+
 // Reads element i of a buffer of type t as float (the float types only).
 float load_float(DType t, const void* data, int64_t i);
 // Rounds x to type t and stores it as element i (the float types only).

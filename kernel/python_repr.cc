@@ -9,7 +9,12 @@
 
 namespace rpa {
 
-std::string py_float_repr(double x) {
+namespace {
+
+// CPython's repr layout of x's shortest round-trip digits at x's own precision (numpy
+// prints its float32 scalars the same way).
+template <class F>
+std::string shortest_repr(F x) {
   if (std::isnan(x)) return "nan";
   if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
 
@@ -18,7 +23,7 @@ std::string py_float_repr(double x) {
   char buf[32];
   const auto [end, ec] =
       std::to_chars(buf, buf + sizeof(buf), std::fabs(x), std::chars_format::scientific);
-  if (ec != std::errc()) throw std::logic_error("py_float_repr: to_chars failed");
+  if (ec != std::errc()) throw std::logic_error("shortest_repr: to_chars failed");
   const std::string_view sci(buf, static_cast<size_t>(end - buf));
   const size_t e_pos = sci.find('e');
   std::string digits(sci.substr(0, e_pos));
@@ -45,6 +50,12 @@ std::string py_float_repr(double x) {
   }
   return out;
 }
+
+}  // namespace
+
+std::string py_float_repr(double x) { return shortest_repr(x); }
+
+std::string py_float32_repr(float x) { return shortest_repr(x); }
 
 std::string py_int_repr(int64_t x) { return std::to_string(x); }
 

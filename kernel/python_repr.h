@@ -12,6 +12,9 @@ namespace rpa {
 // least one fractional digit ("0.0", "-0.0", "50.0", "0.0001", "1234567890123456.0");
 // "inf", "-inf", "nan" (Python prints every NaN as "nan").
 std::string py_float_repr(double x);
+// repr() of a numpy float32 scalar: the same layout with the shortest digits that
+// round-trip in float32 (np.float32(2.1) prints 2.1, not 2.0999999046325684).
+std::string py_float32_repr(float x);
 // repr() of a Python int.
 std::string py_int_repr(int64_t x);
 

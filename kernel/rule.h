@@ -1,5 +1,9 @@
 // The validation rule table (DESIGN.md section 3): every rule's stable id, the modes that
-// enforce it, and why it exists. Rules are listed, and checked, in this order.
+// enforce it, and why it exists. Rules are listed, and checked, in this order, with one
+// exception: in jax mode a jax_crash rule is reported where JAX's own code trips over the
+// input (num_seqs_dtype at cu_q_lens[num_seqs[0]]; page_size_zero and an in-range
+// negative num_seqs only after every check JAX still makes), so that every clean JAX
+// error that comes first is reported as JAX reports it.
 #pragma once
 
 #include <span>

@@ -101,7 +101,7 @@ void Tensor::set_int(int64_t i, int64_t v) {
 double Tensor::float_at(int64_t i) const {
   switch (dtype_) {
     case DType::kFloat64: return read_as<double>(bytes_.data(), i);
-    case DType::kFloat16: throw std::logic_error("Tensor::float_at: float16 is not supported");
+    case DType::kFloat16: return f16_to_float(read_as<uint16_t>(bytes_.data(), i));
     default:
       if (!dtype_is_float(dtype_)) throw std::logic_error("Tensor::float_at on an integer array");
       return load_float(dtype_, bytes_.data(), i);

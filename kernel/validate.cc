@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <string>
 
@@ -30,6 +31,44 @@ bool is_kernel_float(DType t) {
 }
 
 bool is_float8(DType t) { return t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2; }
+
+// num_seqs[0] as numpy hands it to Python: an int of any width, a bool, or a float.
+struct NumpyScalar {
+  enum Kind { kInt, kBool, kFloat } kind = kInt;
+  int64_t value = 0;   // kInt, kBool
+  bool huge = false;   // a uint64 above INT64_MAX
+  double f = 0.0;      // kFloat
+  std::string repr;    // as Python prints it
+
+  bool greater_than(int64_t n) const {
+    if (kind == kFloat) return f > static_cast<double>(n);  // NaN is never greater
+    return huge || value > n;
+  }
+};
+
+NumpyScalar numpy_scalar(const Tensor& t) {
+  NumpyScalar s;
+  const DType d = t.dtype();
+  if (d == DType::kBool) {
+    s.kind = NumpyScalar::kBool;
+    s.value = t.int_at(0);
+    s.repr = s.value ? "True" : "False";
+  } else if (dtype_is_float(d)) {
+    s.kind = NumpyScalar::kFloat;
+    s.f = t.float_at(0);
+    s.repr = d == DType::kFloat64 ? py_float_repr(s.f) : py_float32_repr(static_cast<float>(s.f));
+  } else if (d == DType::kUInt64) {
+    uint64_t u = 0;
+    std::memcpy(&u, t.data(), sizeof u);
+    s.huge = u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max());
+    s.value = s.huge ? 0 : static_cast<int64_t>(u);
+    s.repr = std::to_string(u);
+  } else {
+    s.value = t.int_at(0);
+    s.repr = py_int_repr(s.value);
+  }
+  return s;
+}
 
 // Collects failures of the rules the mode enforces; in first-only mode it tells the walk
 // to stop at the first one.
@@ -66,9 +105,13 @@ class Walk {
   void run() {
     if (!shapes()) return;
     if (!static_rules() || c_.done()) return;
-    if (dynamic_ok_) dynamic_rules();
+    if (dynamic_ok_) c_.strict() ? strict_dynamic_rules() : jax_dynamic_rules();
     if (c_.done()) return;
     kernel_entry_rules();
+    for (Failure& f : deferred_) {
+      if (c_.done()) return;
+      reject(f.rule, std::move(f.message));
+    }
   }
 
  private:
@@ -156,10 +199,8 @@ class Walk {
         return false;
     }
     const DType ns = in_.num_seqs.dtype();
-    // JAX indexes cu_q_lens with num_seqs[0], which any integer (or bool) can do.
-    const bool ns_bad = c_.strict() ? ns != DType::kInt32
-                                    : !(dtype_is_integer(ns) || ns == DType::kBool);
-    if (ns_bad) {
+    // jax mode meets a float or bool num_seqs where JAX does, in the dynamic rules.
+    if (c_.strict() && ns != DType::kInt32) {
       dynamic_ok_ = false;
       if (reject(RuleId::num_seqs_dtype,
                  "num_seqs.dtype=" + dtype_repr(ns) + " must be int32.") &&
@@ -290,32 +331,87 @@ class Walk {
              reject(id, std::string(name) + "=" + F(*v) + " must be finite.") && c_.done());
   }
 
-  int64_t num_seqs() const { return in_.num_seqs.int_at(0); }
   int64_t kv_len(int64_t i) const { return in_.kv_lens.int_at(i); }
   int64_t cu(int64_t i) const { return in_.cu_q_lens.int_at(i); }
 
-  // Sequence-level rules; each return leaves the rest unevaluable.
-  void dynamic_rules() {
-    const int64_t ns = num_seqs();
+  // JAX's dynamic_validate_inputs on numpy inputs, step by step. Where JAX goes wrong
+  // rather than raising (a float or bool num_seqs indexing cu_q_lens, a negative one
+  // reading it from the end, page_size 0 dividing by zero in XLA without an error), the
+  // crash rule is reported at the step where JAX crashes, or, where JAX carries on, only
+  // after every check JAX still makes (deferred_).
+  void jax_dynamic_rules() {
+    const NumpyScalar ns = numpy_scalar(in_.num_seqs);
+    if (ns.greater_than(N_)) {
+      reject(RuleId::num_seqs_too_large,
+             "num_seqs[0]=" + ns.repr + " must be less or equal to max_num_seqs=" + I(N_));
+      return;
+    }
+    if (N_ == 0) {
+      reject(RuleId::max_num_seqs_zero,
+             "max_num_seqs=0: jnp.max over the empty kv_lens raises ValueError.");
+      return;
+    }
+    // XLA's integer division by zero gives a negative page count instead of an error, so
+    // with page_size 0 the check passes and JAX goes on.
+    if (S_ == 0) {
+      deferred_.push_back({RuleId::page_size_zero, "page_size=0 must be positive."});
+    } else if (!pages_per_seq_rule(N_)) {
+      return;
+    }
+    if (ns.kind == NumpyScalar::kFloat || ns.kind == NumpyScalar::kBool) {
+      // cu_q_lens[num_seqs[0]]: a float index raises IndexError, a bool one selects a
+      // mask whose truth value is ambiguous.
+      reject(RuleId::num_seqs_dtype, "num_seqs.dtype=" + dtype_repr(in_.num_seqs.dtype()) +
+                                         " must be int32.");
+      return;
+    }
+    int64_t index = ns.value;
+    if (index < 0) {
+      const std::string message = "num_seqs[0]=" + ns.repr + " must be non-negative.";
+      if (index < -(N_ + 1)) {  // IndexError
+        reject(RuleId::num_seqs_negative, message);
+        return;
+      }
+      index += N_ + 1;  // numpy counts from the end; the q_len loop below then runs 0 times
+      deferred_.push_back({RuleId::num_seqs_negative, message});
+    }
+    const int64_t total = cu(index);
+    if (total > T_ && reject(RuleId::total_q_tokens_too_large,
+                             "Total q tokens " + I(total) +
+                                 " must be less or equal to max_num_batched_tokens=" + I(T_) +
+                                 ".") &&
+        c_.done())
+      return;
+    for (int64_t i = 0; i < ns.value; ++i) {
+      const int64_t q_len = wrap32(cu(i + 1) - cu(i));
+      if (q_len > kv_len(i)) {
+        reject(RuleId::q_len_exceeds_kv_len, "q_len=" + I(q_len) +
+                                                 " must be less or equal to kv_len=" +
+                                                 I(kv_len(i)) + " at sequence " + I(i) + ".");
+        return;
+      }
+    }
+  }
+
+  // Sequence-level rules over the sequences in use; each return leaves the rest
+  // unevaluable.
+  void strict_dynamic_rules() {
+    const int64_t ns = in_.num_seqs.int_at(0);
     if (ns > N_) {
-      // Nothing below may index kv_lens or cu_q_lens with it.
       reject(RuleId::num_seqs_too_large,
              "num_seqs[0]=" + I(ns) + " must be less or equal to max_num_seqs=" + I(N_));
       return;
     }
-    if (N_ == 0 && reject(RuleId::max_num_seqs_zero,
-                          "max_num_seqs=0: jnp.max over the empty kv_lens raises ValueError."))
-      return;
     if (S_ == 0) {
       reject(RuleId::page_size_zero, "page_size=0 must be positive.");
       return;
     }
-    if (!pages_per_seq_rule(ns)) return;
+    if (!pages_per_seq_rule(std::max<int64_t>(ns, 0))) return;
     if (ns < 0) {
       reject(RuleId::num_seqs_negative, "num_seqs[0]=" + I(ns) + " must be non-negative.");
       return;
     }
-    if (c_.strict() && !strict_sequence_rules(ns)) return;
+    if (!strict_sequence_rules(ns)) return;
     const int64_t total = cu(ns);
     if (total > T_ && reject(RuleId::total_q_tokens_too_large,
                              "Total q tokens " + I(total) +
@@ -324,23 +420,21 @@ class Walk {
         c_.done())
       return;
     for (int64_t i = 0; i < ns; ++i) {
-      const int64_t q_len = c_.strict() ? cu(i + 1) - cu(i) : wrap32(cu(i + 1) - cu(i));
-      if (q_len > kv_len(i) &&
-          reject(RuleId::q_len_exceeds_kv_len, "q_len=" + I(q_len) +
-                                                   " must be less or equal to kv_len=" +
-                                                   I(kv_len(i)) + " at sequence " + I(i) +
-                                                   ".")) {
-        if (c_.done()) return;
-        break;  // JAX raises at the first such sequence
+      if (cu(i + 1) - cu(i) > kv_len(i)) {
+        if (reject(RuleId::q_len_exceeds_kv_len,
+                   "q_len=" + I(cu(i + 1) - cu(i)) + " must be less or equal to kv_len=" +
+                       I(kv_len(i)) + " at sequence " + I(i) + ".") &&
+            c_.done())
+          return;
+        break;
       }
     }
-    if (c_.strict()) page_index_rule(ns);
+    page_index_rule(ns);
   }
 
-  // JAX takes the max over all N kv_lens (padding included) and divides in int32; strict
-  // looks only at the sequences in use.
-  bool pages_per_seq_rule(int64_t ns) {
-    const int64_t used = c_.strict() ? std::max<int64_t>(ns, 0) : N_;
+  // The first `used` kv_lens (JAX: all N, padding included, in int32 arithmetic; strict:
+  // the sequences in use) must fit pages_per_seq pages of S tokens.
+  bool pages_per_seq_rule(int64_t used) {
     if (used == 0) return true;
     int64_t max_kv_len = kv_len(0);
     for (int64_t i = 1; i < used; ++i) max_kv_len = std::max(max_kv_len, kv_len(i));
@@ -409,19 +503,21 @@ class Walk {
     if (!heads_ok_) return;
     const DType qt = in_.q.dtype();
     const DType kt = in_.kv_pages.dtype();
-    if (dtype_packing(kt) == 0 || dtype_packing(qt) == 0) {
+    // get_min_heads_per_blk divides by the KV packing, checks the KV tiling, and only then
+    // divides by the q packing.
+    auto packing_zero = [&](DType t) {
       reject(RuleId::dtype_packing_zero,
-             "get_dtype_packing is 0 for q.dtype=" + dtype_repr(qt) +
-                 " or kv_pages.dtype=" + dtype_repr(kt) +
-                 ": can_be_xla_fully_tiled raises ZeroDivisionError.");
-      return;
-    }
-    const auto heads = min_heads_per_block(Hq_, Hc_, qt, kt);
-    if (!heads) {
+             "get_dtype_packing(" + dtype_repr(t) +
+                 ") is 0: can_be_xla_fully_tiled raises ZeroDivisionError.");
+    };
+    if (dtype_packing(kt) == 0) return packing_zero(kt);
+    if (!can_be_xla_fully_tiled(Hc_, dtype_packing(kt))) {
       reject(RuleId::heads_not_tileable, "Not implemented: num_combined_kv_heads=" + I(Hc_) +
                                              " can not be XLA fully tiled.");
       return;
     }
+    if (dtype_packing(qt) == 0) return packing_zero(qt);
+    const auto heads = min_heads_per_block(Hq_, Hc_, qt, kt);
     if (c_.done() || !c_.strict()) return;
     if (dtypes_ok_ && dims_ok_ && blocks_ok_ && S_ > 0 && !vmem_rule(*heads) && c_.done()) return;
     const int64_t smem = smem_need_bytes(N_, pps_);
@@ -475,6 +571,7 @@ class Walk {
   bool dtypes_ok_ = true;        // q and kv dtypes are ones the kernel computes with
   bool dims_ok_ = true;          // Hq, D >= 1
   bool blocks_ok_ = true;        // block sizes and vmem limit usable for the budget
+  std::vector<Failure> deferred_;  // jax mode: crash rules JAX only trips over later
 };
 
 std::vector<Failure> run(const Inputs& in, const Params& params, const ValidateOptions& options,

@@ -514,5 +514,16 @@ TEST(RoundDoubleTo, ExtremesAndSpecials) {
   EXPECT_EQ(round_double_to(DType::kBFloat16, 0.5), 0.5f);
 }
 
+TEST(Float16, DecodesIeeeHalf) {
+  EXPECT_EQ(f16_to_float(0x3C00), 1.0f);
+  EXPECT_EQ(f16_to_float(0xC000), -2.0f);
+  EXPECT_EQ(f16_to_float(0x4248), 3.140625f);        // 1.5703125 * 2
+  EXPECT_EQ(f16_to_float(0x7BFF), 65504.0f);         // max finite
+  EXPECT_EQ(f16_to_float(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
+  EXPECT_EQ(f16_to_float(0x7C00), INFINITY);
+  EXPECT_TRUE(std::isnan(f16_to_float(0x7E00)));
+  EXPECT_TRUE(std::signbit(f16_to_float(0x8000)));
+}
+
 }  // namespace
 }  // namespace rpa

@@ -101,5 +101,15 @@ TEST(PyIntRepr, Values) {
   EXPECT_EQ(py_int_repr(std::numeric_limits<int64_t>::min()), "-9223372036854775808");
 }
 
+TEST(PyFloat32Repr, ShortestDigitsInFloat32) {
+  EXPECT_EQ(py_float32_repr(2.1f), "2.1");
+  EXPECT_EQ(py_float_repr(double{2.1f}), "2.0999999046325684");
+  EXPECT_EQ(py_float32_repr(1e-5f), "1e-05");
+  EXPECT_EQ(py_float32_repr(1e16f), "1e+16");
+  EXPECT_EQ(py_float32_repr(100.0f), "100.0");
+  EXPECT_EQ(py_float32_repr(-0.0f), "-0.0");
+  EXPECT_EQ(py_float32_repr(NAN), "nan");
+}
+
 }  // namespace
 }  // namespace rpa

@@ -1,0 +1,594 @@
+#!/usr/bin/env python3
+"""Cross-checks `rpa validate --mode jax` against JAX's own validation.
+
+For every case, JAX's validation is called exactly as a user would call it from numpy
+arrays (bfloat16 / float8 as ml_dtypes arrays, parameters as Python floats and ints,
+absent parameters as None):
+
+    dynamic_validate_inputs(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs,
+                            sm_scale=..., ..., vmem_limit_bytes=...)
+    get_min_heads_per_blk(num_q_heads, num_combined_kv_heads, q.dtype, kv_pages.dtype)
+
+and its outcome (accepted, a ValueError raised by one of those validators, or anything
+else: another exception, or a ValueError from inside numpy / JAX) is compared with
+`rpa validate CASE --mode jax --json`:
+
+- JAX accepts                 -> rpa must say valid, or reject with a jax_crash rule
+                                 (JAX misbehaves silently there);
+- a validator's ValueError    -> rpa must reject with a rule that is not jax_crash and
+                                 the same message. JAX prints numpy scalars and jax
+                                 Arrays in its dynamic messages (`np.int32(3)`,
+                                 `Array(3, dtype=int32)`) where rpa prints `3`
+                                 (DESIGN.md section 3); those reprs are normalized;
+- any other exception         -> rpa must reject with a jax_crash rule.
+
+Set up (once) a CPU JAX in a virtualenv and build rpa:
+
+    /root/.pyenv/shims/python3 -m venv /tmp/jaxvenv
+    /tmp/jaxvenv/bin/pip install jax numpy ml_dtypes
+    cmake -S . -B /tmp/xc-build -G Ninja && cmake --build /tmp/xc-build --target rpa
+
+Run it on case files or directories (every .npz below them), or on random cases:
+
+    /tmp/jaxvenv/bin/python tools/cross_check_jax.py --rpa /tmp/xc-build/rpa corpus/modes
+    /tmp/jaxvenv/bin/python tools/cross_check_jax.py --rpa /tmp/xc-build/rpa \\
+        --random 2000 --seed 1 --keep /tmp/xc-diffs
+
+It prints one line per case (OK or DIFF, with both sides), a tally of what JAX did on
+the inputs rpa flags jax_crash, and last `cross_check_jax: N passed, M failed`. The exit
+status is 1 if any case differs. --keep DIR copies each differing random case there.
+"""
+
+import argparse
+import collections
+import dataclasses
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import traceback
+import warnings
+
+import numpy as np
+
+# Validation never needs an accelerator; this keeps JAX from probing for one.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rpa_case  # noqa: E402
+
+try:
+    import ml_dtypes
+except ImportError:
+    ml_dtypes = None
+
+_PARAMS = rpa_case.FLOAT_PARAMS + rpa_case.INT_PARAMS
+_INT32_MAX = 2**31 - 1
+_INT32_MIN = -2**31
+
+
+def _kernel_module():
+    """Imports JAX's ragged paged attention kernel module (slow: imports JAX)."""
+    from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel
+    return kernel
+
+
+@dataclasses.dataclass
+class JaxOutcome:
+    """What JAX did: kind is 'accepted', 'value_error' (a validator's own raise) or
+    'crash' (any other exception, a ValueError from inside numpy / JAX included)."""
+    kind: str
+    message: str = ""
+    error_type: str = ""
+    where: str = ""  # file:line function of the innermost frame, for crashes
+
+    def describe(self):
+        if self.kind == "accepted":
+            return "accepted"
+        if self.kind == "value_error":
+            return f"ValueError: {self.message}"
+        return f"{self.error_type} at {self.where}: {self.message}"
+
+
+@dataclasses.dataclass
+class RpaOutcome:
+    """rpa's verdict: valid, or the rule with its message and jax_crash flag; error is
+    set when rpa did not give a verdict (unreadable case, bad exit code)."""
+    valid: bool = False
+    rule: str = ""
+    message: str = ""
+    jax_crash: bool = False
+    error: str = ""
+
+    def describe(self):
+        if self.error:
+            return f"no verdict: {self.error}"
+        if self.valid:
+            return "valid"
+        crash = " (jax_crash)" if self.jax_crash else ""
+        return f"{self.rule}{crash}: {self.message}"
+
+
+def _is_validator_raise(exc, kernel):
+    """True if exc is a ValueError raised by a `raise ValueError(` statement of JAX's
+    kernel.py (not a failed tuple unpacking, numpy's truth-value error or jnp.max's
+    empty-reduction error, which are ValueErrors too)."""
+    if type(exc) is not ValueError:
+        return False
+    frame = traceback.extract_tb(exc.__traceback__)[-1]
+    kernel_file = os.path.realpath(kernel.__file__)
+    return (os.path.realpath(frame.filename) == kernel_file and
+            (frame.line or "").lstrip().startswith("raise ValueError"))
+
+
+def jax_outcome(kernel, case, present):
+    """Runs JAX's validation on a loaded case.
+
+    Args:
+      kernel: JAX's ragged_paged_attention kernel module.
+      case: a dict from rpa_case.load_case.
+      present: the parameter names the case file sets (the others are passed as None).
+    Returns:
+      A JaxOutcome.
+    """
+    params = {name: (case[name] if name in present else None) for name in _PARAMS}
+    q, kv_pages = case["q"], case["kv_pages"]
+    try:
+        with warnings.catch_warnings():
+            # int32 scalar arithmetic wraps with a RuntimeWarning, as it would for a user.
+            warnings.simplefilter("ignore")
+            kernel.dynamic_validate_inputs(q, kv_pages, case["kv_lens"], case["page_indices"],
+                                           case["cu_q_lens"], case["num_seqs"], **params)
+            kernel.get_min_heads_per_blk(q.shape[1], kv_pages.shape[2], q.dtype,
+                                         kv_pages.dtype)
+    except Exception as e:  # pylint: disable=broad-except
+        if _is_validator_raise(e, kernel):
+            return JaxOutcome("value_error", message=str(e))
+        frame = traceback.extract_tb(e.__traceback__)[-1]
+        return JaxOutcome("crash", message=str(e).splitlines()[0] if str(e) else "(no message)",
+                          error_type=type(e).__name__,
+                          where=f"{os.path.basename(frame.filename)}:{frame.lineno} "
+                          f"{frame.name}")
+    return JaxOutcome("accepted")
+
+
+def rpa_outcome(rpa, path):
+    """Runs `rpa validate PATH --mode jax --json` and returns an RpaOutcome."""
+    proc = subprocess.run([rpa, "validate", path, "--mode", "jax", "--json"],
+                          capture_output=True, text=True, check=False)
+    try:
+        out = json.loads(proc.stdout)
+    except ValueError:
+        out = None
+    if not isinstance(out, dict) or proc.returncode not in (0, 2) or "valid" not in out:
+        detail = (proc.stdout.strip() or proc.stderr.strip()).splitlines()
+        return RpaOutcome(error=f"exit {proc.returncode}: {detail[0] if detail else ''}")
+    if out["valid"] != (proc.returncode == 0):
+        return RpaOutcome(error=f"exit {proc.returncode} with {proc.stdout.strip()}")
+    if out["valid"]:
+        return RpaOutcome(valid=True)
+    return RpaOutcome(rule=out.get("rule", ""), message=out.get("message", ""),
+                      jax_crash=bool(out.get("jax_crash", False)))
+
+
+# JAX's dynamic messages format numpy scalars and jax Arrays with repr; rpa prints the
+# plain number (DESIGN.md section 3).
+_REPRS = (
+    re.compile(r"np\.u?int(?:8|16|32|64)\((-?\d+)\)"),
+    re.compile(r"np\.float(?:16|32|64)\(([^()]*)\)"),
+    re.compile(r"Array\((-?[\w.+-]+), dtype=\w+(?:, weak_type=True)?\)"),
+    re.compile(r"np\.(True|False)_"),
+)
+
+
+def normalize_message(message):
+    """Replaces numpy scalar and jax Array reprs in a JAX message by the plain number (or
+    True / False), as Python prints a plain int, float or bool."""
+    for pattern in _REPRS:
+        message = pattern.sub(r"\1", message)
+    return message
+
+
+def compare(jax, rpa):
+    """Returns (agree, note) for a JAX outcome and an rpa outcome."""
+    if rpa.error:
+        return False, "rpa gave no verdict"
+    if jax.kind == "accepted":
+        if rpa.valid:
+            return True, ""
+        if rpa.jax_crash:
+            return True, "JAX accepts silently where rpa flags jax_crash"
+        return False, "JAX accepts, rpa rejects"
+    if jax.kind == "value_error":
+        if rpa.valid:
+            return False, "JAX raises ValueError, rpa accepts"
+        if rpa.jax_crash:
+            return False, "JAX raises a clean ValueError where rpa flags jax_crash"
+        if rpa.message == jax.message:
+            return True, ""
+        if rpa.message == normalize_message(jax.message):
+            return True, "reprs normalized"
+        return False, "messages differ"
+    if rpa.valid:
+        return False, "JAX crashes, rpa accepts"
+    if not rpa.jax_crash:
+        return False, "JAX crashes, rpa's rule is not jax_crash"
+    return True, ""
+
+
+def present_params(path):
+    """The parameter members a case file sets."""
+    with np.load(path, allow_pickle=False) as z:
+        return frozenset(z.files) & frozenset(_PARAMS)
+
+
+@dataclasses.dataclass
+class Tally:
+    """Counts, and what JAX did where rpa flags jax_crash."""
+    passed: int = 0
+    failed: int = 0
+    normalized: int = 0
+    crash_outcomes: collections.Counter = dataclasses.field(
+        default_factory=collections.Counter)
+
+    def add(self, jax, rpa, agree, note):
+        if agree:
+            self.passed += 1
+            self.normalized += note == "reprs normalized"
+        else:
+            self.failed += 1
+        if not rpa.error and not rpa.valid and rpa.jax_crash:
+            what = "accepted" if jax.kind == "accepted" else (
+                "clean ValueError" if jax.kind == "value_error" else
+                f"{jax.error_type} at {jax.where}")
+            self.crash_outcomes[(rpa.rule, what)] += 1
+
+
+def check_file(kernel, rpa, path, tally, label=None, details=""):
+    """Cross-checks one case file, prints its line, and returns whether both agree."""
+    label = label or path
+    try:
+        case = rpa_case.load_case(path)
+        present = present_params(path)
+    except Exception as e:  # pylint: disable=broad-except
+        tally.failed += 1
+        print(f"DIFF {label}: load_case failed: {type(e).__name__}: {e}{details}")
+        return False
+    jax = jax_outcome(kernel, case, present)
+    rpa_side = rpa_outcome(rpa, path)
+    agree, note = compare(jax, rpa_side)
+    tally.add(jax, rpa_side, agree, note)
+    note_text = f" [{note}]" if note else ""
+    print(f"{'OK  ' if agree else 'DIFF'} {label}:{note_text} jax: {jax.describe()} | "
+          f"rpa: {rpa_side.describe()}{details if not agree else ''}")
+    return agree
+
+
+def case_paths(paths):
+    """Each file given, and every .npz below each directory given, sorted."""
+    for path in paths:
+        if os.path.isdir(path):
+            found = []
+            for root, _, files in os.walk(path):
+                found.extend(os.path.join(root, f) for f in files if f.endswith(".npz"))
+            yield from sorted(found)
+        else:
+            yield path
+
+
+# --- random cases -------------------------------------------------------------------
+
+_DATA_DTYPES = {
+    "float32": np.float32, "float16": np.float16, "float64": np.float64,
+    "int32": np.int32, "int8": np.int8, "bool": np.bool_,
+    "uint8": np.uint8, "uint16": np.uint16,  # raw bits with no dtype name
+}
+if ml_dtypes is not None:
+    _DATA_DTYPES.update(bfloat16=ml_dtypes.bfloat16, float8_e4m3fn=ml_dtypes.float8_e4m3fn,
+                         float8_e5m2=ml_dtypes.float8_e5m2)
+# Common dtypes are listed more than once to be picked more often.
+_DATA_DTYPE_PICKS = ("float32", "float32", "bfloat16", "bfloat16", "float8_e4m3fn",
+                     "float8_e5m2", "float16", "float64", "int32", "int8", "bool", "uint8",
+                     "uint16")
+_INDEX_DTYPES = ("int64", "float32", "int16", "uint32", "int8", "float64")
+_NUM_SEQS_DTYPES = ("int64", "int16", "int8", "uint8", "uint32", "uint64", "float32",
+                    "float64", "bool")
+_PARAM_VALUES = {
+    "sm_scale": (1.0, 0.125, 0.0, -0.0, -1.0, float("nan"), float("inf"), -float("inf"),
+                 1e300, 1e-5),
+    "soft_cap": (0.0, -0.0, 1.0, 30.0, -2.0, float("nan"), float("inf"), -float("inf"),
+                 1e-300, 1e300),
+    "mask_value": (-1e30, -2.381976426469702e38, 0.0, -0.0, 1.0, -float("inf"),
+                   float("inf"), float("nan"), -1e300),
+    "k_scale": (1.0, 0.5, 0.0, -0.0, -1.0, float("nan"), float("inf"), 1e300),
+    "v_scale": (1.0, 0.5, 0.0, -0.0, -1.0, float("nan"), -float("inf"), 1e-300),
+    "sliding_window": (1, 2, 3, 128, 0, -1, -2**63, 2**62),
+    "num_kv_pages_per_block": ("pps", "pps+1", 1, 2, 0, -1, 2**40),
+    "num_queries_per_block": (1, 2, 8, 0, -1, 2**40),
+    "vmem_limit_bytes": (1, 2**20, 32 * 2**20, 2**40, 0, -1, -2**63),
+}
+# Mutations applied to a valid base, by phase: dims, then values, then representation.
+_DIM_MUTATIONS = ("q_heads_zero", "kv_heads_zero", "combined_odd", "heads_not_divisible",
+                  "heads_not_tileable", "heads_many", "head_dim_zero", "head_dim_mismatch",
+                  "page_size_zero", "pages_zero", "max_num_seqs_zero", "pages_per_seq_zero",
+                  "tokens_zero")
+_VALUE_MUTATIONS = ("num_seqs_value", "kv_lens_padding", "kv_len_negative", "kv_len_huge",
+                    "kv_len_over_pages", "cu_q_lens_shuffle", "cu_q_lens_first",
+                    "cu_q_lens_extreme", "total_over_tokens", "q_len_over_kv_len",
+                    "page_index_out_of_range")
+_REPR_MUTATIONS = ("q_rank", "kv_pages_rank", "page_indices_rank", "num_seqs_shape",
+                   "kv_lens_shape", "cu_q_lens_shape", "index_dtype", "num_seqs_dtype",
+                   "q_dtype", "kv_dtype", "q_dtype", "kv_dtype")
+
+
+def _pick(rng, seq):
+    return seq[int(rng.integers(len(seq)))]
+
+
+def _data(rng, shape, dtype_name):
+    """A random q / kv_pages array of the shape in the dtype (values do not matter)."""
+    if dtype_name in ("uint8", "uint16", "int8", "int32"):
+        return rng.integers(0, 100, shape).astype(_DATA_DTYPES[dtype_name])
+    return rng.standard_normal(shape).astype(_DATA_DTYPES[dtype_name])
+
+
+def _reshape_rank(rng, x):
+    """x with one axis dropped or one of size 1 (or 2) inserted."""
+    if x.ndim > 0 and rng.random() < 0.5:
+        axis = int(rng.integers(x.ndim))
+        return np.take(x, 0, axis=axis) if x.shape[axis] else np.sum(x, axis=axis)
+    axis = int(rng.integers(x.ndim + 1))
+    return np.repeat(np.expand_dims(x, axis), int(rng.integers(1, 3)), axis=axis)
+
+
+def random_case(rng):
+    """Builds one small random case around a valid base.
+
+    Returns:
+      (arrays, params, description): the six input arrays, the set parameters, and a
+      one-line description with the mutations applied and the case's values.
+    """
+    names = [_pick(rng, _DIM_MUTATIONS + _VALUE_MUTATIONS + _REPR_MUTATIONS)
+             for _ in range(_pick(rng, (0, 1, 1, 1, 2, 2, 3)))]
+    applied = []
+
+    # Dims of a valid base, then dim mutations.
+    hkv = _pick(rng, (1, 2, 4))
+    ratio = _pick(rng, (1, 2))
+    d = dict(T=int(rng.integers(1, 7)), Hq=hkv * ratio, D=_pick(rng, (1, 2, 4)),
+             P=int(rng.integers(1, 6)), S=_pick(rng, (1, 2, 3, 4)), Hc=2 * hkv,
+             N=int(rng.integers(1, 5)), pps=int(rng.integers(1, 4)))
+    d["Dk"] = d["D"]
+    for m in names:
+        if m not in _DIM_MUTATIONS:
+            continue
+        applied.append(m)
+        if m == "q_heads_zero":
+            d["Hq"] = 0
+        elif m == "kv_heads_zero":
+            d["Hc"] = 0
+        elif m == "combined_odd":
+            d["Hc"] = _pick(rng, (1, 3, 5))
+        elif m == "heads_not_divisible":
+            d["Hc"], d["Hq"] = _pick(rng, ((4, 3), (4, 1), (8, 6), (6, 4), (4, 5)))
+        elif m == "heads_not_tileable":
+            d["Hc"] = _pick(rng, (6, 10, 12, 14, 18, 20))
+            d["Hq"] = d["Hc"] // 2 * _pick(rng, (1, 2, 3))
+        elif m == "heads_many":
+            d["Hc"] = _pick(rng, (16, 32, 48))
+            d["Hq"] = d["Hc"] // 2 * _pick(rng, (1, 3))
+        elif m == "head_dim_zero":
+            d["D"] = d["Dk"] = 0
+        elif m == "head_dim_mismatch":
+            d["Dk"] = d["D"] + (1 if d["D"] == 0 else _pick(rng, (-1, 1)))
+        elif m == "page_size_zero":
+            d["S"] = 0
+        elif m == "pages_zero":
+            d["P"] = 0
+        elif m == "max_num_seqs_zero":
+            d["N"] = 0
+        elif m == "pages_per_seq_zero":
+            d["pps"] = 0
+        elif m == "tokens_zero":
+            d["T"] = 0
+
+    # A consistent batch for those dims.
+    n, pps, s = d["N"], d["pps"], d["S"]
+    ns = int(rng.integers(0, n + 1))
+    # int64 while mutating; the int32 cast at the end wraps, as a user's astype would.
+    kv_lens = np.zeros(n, np.int64)
+    cu = np.zeros(n + 1, np.int64)
+    budget = d["T"]
+    for i in range(ns):
+        kv_lens[i] = rng.integers(0, pps * s + 1)
+        q_len = int(rng.integers(0, min(int(kv_lens[i]), budget) + 1))
+        budget -= q_len
+        cu[i + 1] = cu[i] + q_len
+    cu[ns + 1:] = cu[ns]
+    page_indices = (rng.integers(0, d["P"], (n, pps)) if d["P"] else
+                    np.zeros((n, pps), np.int64)).astype(np.int32)
+    num_seqs = np.array([ns], np.int32)
+
+    for m in names:
+        if m not in _VALUE_MUTATIONS:
+            continue
+        applied.append(m)
+        if m == "num_seqs_value":
+            num_seqs[0] = _pick(rng, (-1, -2, -n - 1, -n - 2, 0, n, n + 1, n + 2,
+                                      _INT32_MAX, _INT32_MIN))
+        elif m == "kv_lens_padding" and ns < n:
+            kv_lens[ns:] = rng.integers(-5, pps * s + 6, n - ns)
+        elif m == "kv_len_negative" and n:
+            kv_lens[int(rng.integers(n))] = _pick(rng, (-1, -2, -s - 1, _INT32_MIN))
+        elif m == "kv_len_huge" and n:
+            kv_lens[int(rng.integers(n))] = _INT32_MAX - int(rng.integers(0, max(s, 1) + 1))
+        elif m == "kv_len_over_pages" and n:
+            kv_lens[int(rng.integers(n))] = pps * s + int(rng.integers(1, max(s, 1) + 2))
+        elif m == "cu_q_lens_shuffle":
+            cu[1:] = rng.permutation(cu[1:])
+            if rng.random() < 0.5 and n:
+                cu[int(rng.integers(1, n + 1))] -= int(rng.integers(1, 4))
+        elif m == "cu_q_lens_first":
+            cu[0] = _pick(rng, (1, -1, 2))
+        elif m == "cu_q_lens_extreme":
+            cu[int(rng.integers(n + 1))] = _pick(rng, (_INT32_MAX, _INT32_MIN, _INT32_MIN + 1))
+        elif m == "total_over_tokens":
+            cu[ns:] += d["T"] + 1 - cu[ns]
+        elif m == "q_len_over_kv_len" and ns:
+            i = int(rng.integers(ns))
+            cu[i + 1:] += int(kv_lens[i]) + 1 - (int(cu[i + 1]) - int(cu[i]))
+        elif m == "page_index_out_of_range" and page_indices.size:
+            page_indices.flat[int(rng.integers(page_indices.size))] = _pick(
+                rng, (d["P"], d["P"] + 5, -1, _INT32_MAX))
+
+    q_dtype = kv_dtype = "float32"
+    if rng.random() < 0.5:
+        q_dtype = kv_dtype = _pick(rng, ("bfloat16", "float32"))
+    arrays = dict(kv_lens=kv_lens.astype(np.int32), page_indices=page_indices,
+                  cu_q_lens=cu.astype(np.int32), num_seqs=num_seqs)
+    q_shape = [d["T"], d["Hq"], d["D"]]
+    kv_shape = [d["P"], d["S"], d["Hc"], d["Dk"]]
+    reshape = set()
+    for m in names:
+        if m not in _REPR_MUTATIONS:
+            continue
+        if m == "q_rank":
+            reshape.add("q")
+        elif m == "kv_pages_rank":
+            reshape.add("kv_pages")
+        elif m == "page_indices_rank":
+            arrays["page_indices"] = _reshape_rank(rng, arrays["page_indices"])
+        elif m == "num_seqs_shape":
+            v = arrays["num_seqs"].reshape(-1)[:1]
+            v = v if v.size else np.zeros(1, v.dtype)
+            arrays["num_seqs"] = _pick(rng, (v.reshape(()), v.reshape(1, 1), np.repeat(v, 2),
+                                             v[:0]))
+        elif m == "kv_lens_shape":
+            v = arrays["kv_lens"].reshape(-1)
+            arrays["kv_lens"] = _pick(rng, (np.append(v, 0), v[:max(v.size - 1, 0)],
+                                            v.reshape(-1, 1)))
+        elif m == "cu_q_lens_shape":
+            v = arrays["cu_q_lens"].reshape(-1)
+            arrays["cu_q_lens"] = _pick(rng, (v[:max(v.size - 1, 0)], np.append(v, 0),
+                                              v.reshape(1, -1)))
+        elif m == "index_dtype":
+            name = _pick(rng, ("kv_lens", "page_indices", "cu_q_lens"))
+            arrays[name] = arrays[name].astype(_pick(rng, _INDEX_DTYPES))
+        elif m == "num_seqs_dtype":
+            dtype = _pick(rng, _NUM_SEQS_DTYPES)
+            value = arrays["num_seqs"]
+            if dtype == "uint64" and rng.random() < 0.5:
+                value = np.full(value.shape, _pick(rng, (2**63 + 1, 2**64 - 1)), np.uint64)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # negative values wrap in unsigned types
+                arrays["num_seqs"] = value.astype(dtype)
+        elif m == "q_dtype":
+            q_dtype = _pick(rng, _DATA_DTYPE_PICKS)
+        elif m == "kv_dtype":
+            kv_dtype = _pick(rng, _DATA_DTYPE_PICKS)
+        applied.append(m)
+    if q_dtype not in _DATA_DTYPES:  # no ml_dtypes
+        q_dtype = "float32"
+    if kv_dtype not in _DATA_DTYPES:
+        kv_dtype = "float32"
+    arrays["q"] = _data(rng, q_shape, q_dtype)
+    arrays["kv_pages"] = _data(rng, kv_shape, kv_dtype)
+    for name in reshape:
+        arrays[name] = _reshape_rank(rng, arrays[name])
+
+    params = {}
+    for name, values in _PARAM_VALUES.items():
+        if rng.random() < 0.3:
+            value = _pick(rng, values)
+            params[name] = {"pps": pps, "pps+1": pps + 1}[value] if isinstance(
+                value, str) else value
+    text = ("mutations=[" + ", ".join(applied) + "] " +
+            " ".join(f"{k}={v}" for k, v in d.items()) +
+            f" q={arrays['q'].dtype}{list(arrays['q'].shape)}"
+            f" kv_pages={arrays['kv_pages'].dtype}{list(arrays['kv_pages'].shape)}" +
+            "".join(f" {k}={arrays[k].dtype}{np.array2string(arrays[k], separator=',')}"
+                    .replace("\n", "") for k in ("num_seqs", "kv_lens", "cu_q_lens",
+                                                 "page_indices")) +
+            "".join(f" {k}={v!r}" for k, v in params.items()))
+    return arrays, params, text
+
+
+def write_case(path, arrays, params):
+    """Writes a case with rpa_case.save_case; where it refuses (raw uint8 / uint16 q or
+    kv_pages with no dtype name, which JAX takes as they are), with np.savez."""
+    try:
+        rpa_case.save_case(path, **arrays, **params)
+        return
+    except (TypeError, ValueError):
+        pass
+    members = {k: np.ascontiguousarray(v) for k, v in arrays.items()}
+    for name, dtype_member in (("q", "q_dtype"), ("kv_pages", "kv_dtype")):
+        logical = members[name].dtype.name
+        if logical in rpa_case.STORAGE_DTYPES and logical != "float32":
+            members[name] = members[name].view(rpa_case.STORAGE_DTYPES[logical])
+            members[dtype_member] = np.array(logical)
+    for name, value in params.items():
+        members[name] = (np.float64(value) if name in rpa_case.FLOAT_PARAMS
+                         else np.int64(value))
+    with open(path, "wb") as f:
+        np.savez(f, **members)
+
+
+def run_random(kernel, rpa, count, seed, keep, tally):
+    """Cross-checks `count` random cases from `seed`."""
+    rng = np.random.default_rng(seed)
+    with tempfile.TemporaryDirectory(prefix="cross_check_jax.") as tmp:
+        for i in range(count):
+            arrays, params, text = random_case(rng)
+            path = os.path.join(tmp, f"random_{seed}_{i}.npz")
+            write_case(path, arrays, params)
+            label = f"random seed={seed} #{i}"
+            if not check_file(kernel, rpa, path, tally, label=label, details=f"\n     {text}"):
+                if keep:
+                    os.makedirs(keep, exist_ok=True)
+                    shutil.copy(path, keep)
+            os.remove(path)
+
+
+def _default_rpa():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    built = os.path.join(root, "build", "release", "rpa")
+    return built if os.path.exists(built) else (shutil.which("rpa") or built)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description="Compare `rpa validate --mode jax` with JAX's validation.")
+    parser.add_argument("paths", nargs="*", help="case files, or directories of .npz")
+    parser.add_argument("--rpa", default=_default_rpa(), help="the rpa binary")
+    parser.add_argument("--random", type=int, default=0, metavar="N",
+                        help="also check N random small cases")
+    parser.add_argument("--seed", type=int, default=0, metavar="S",
+                        help="seed of the random cases")
+    parser.add_argument("--keep", metavar="DIR", help="copy differing random cases here")
+    args = parser.parse_args(argv)
+    if not args.paths and not args.random:
+        parser.error("give case files / directories, or --random N")
+    if not os.path.exists(args.rpa) and not shutil.which(args.rpa):
+        parser.error(f"no rpa binary at {args.rpa} (build it, or pass --rpa)")
+
+    kernel = _kernel_module()
+    tally = Tally()
+    for path in case_paths(args.paths):
+        check_file(kernel, args.rpa, path, tally)
+    if args.random:
+        run_random(kernel, args.rpa, args.random, args.seed, args.keep, tally)
+    for (rule, what), n in sorted(tally.crash_outcomes.items()):
+        print(f"jax_crash rule {rule}: JAX {what} x{n}")
+    if tally.normalized:
+        print(f"({tally.normalized} agreeing messages needed numpy / jax Array reprs "
+              "normalized)")
+    print(f"cross_check_jax: {tally.passed} passed, {tally.failed} failed")
+    return 1 if tally.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
