@@ -45,7 +45,10 @@ std::string_view mode_name(Mode m);
   X(q_heads_zero, false, true, false, "an attention call needs at least one query head")        \
   X(head_dim_zero, false, true, false, "a zero-width head has no q.K to take")                  \
   X(sliding_window_nonpositive, true, true, false, "a window of W <= 0 masks every key")        \
-  X(soft_cap_zero, true, true, false, "soft_cap * tanh(s / soft_cap) divides by soft_cap")      \
+  X(sliding_window_too_large, false, true, false,                                               \
+    "the window enters int32 arithmetic in the kernel and JAX's reference (OverflowError)")     \
+  X(soft_cap_zero, true, true, false,                                                           \
+    "soft_cap * tanh(s / soft_cap) divides by soft_cap (strict: also one 0 as a float32)")      \
   X(soft_cap_nonfinite, false, true, false, "NaN or inf soft caps make every logit NaN")        \
   X(sm_scale_nonfinite, false, true, false, "a NaN or inf sm_scale makes the softmax NaN")      \
   X(mask_value_nonfinite, false, true, false,                                                   \
@@ -62,10 +65,15 @@ std::string_view mode_name(Mode m);
   X(vmem_limit_over_capacity, false, true, false,                                               \
     "Mosaic cannot scope more VMEM than the core has")                                          \
   X(num_seqs_too_large, true, true, false, "only max_num_seqs sequence slots exist")            \
-  X(max_num_seqs_zero, true, false, true, "JAX's jnp.max over an empty kv_lens raises")         \
+  X(max_num_seqs_zero, true, true, true,                                                        \
+    "JAX's jnp.max over an empty kv_lens raises; the kernel prefetches kv_lens[0] regardless")  \
+  X(pages_per_seq_zero, false, true, false,                                                     \
+    "the kernel prefetches page_indices[0, 0] even when no sequence reads a page")              \
   X(page_size_zero, true, true, true, "tokens map to pages by division by page_size")           \
   X(pages_per_seq_too_small, true, true, false,                                                 \
     "a sequence's pages must fit its page_indices row (strict: used sequences only)")           \
+  X(kv_len_overflows_int32, false, true, false,                                                 \
+    "the kernel walks KV blocks in int32: kv_len + bkv * page_size - 1 must not wrap")          \
   X(num_seqs_negative, true, true, true,                                                        \
     "a negative count has no sequences (JAX indexes cu_q_lens from the end)")                   \
   X(cu_q_lens_first_nonzero, false, true, false,                                                \
@@ -76,7 +84,8 @@ std::string_view mode_name(Mode m);
   X(q_len_exceeds_kv_len, true, true, false,                                                    \
     "query rows are the last q_len of kv_len tokens (causal offset kv_len - q_len)")            \
   X(page_index_out_of_range, false, true, false,                                                \
-    "the TPU DMAs whatever page index it is given: out of range reads arbitrary HBM")           \
+    "the TPU DMAs whatever page index it is given, and always page_indices[i, 0] of every "     \
+    "sequence (kv_len 0 too) and of slot 0: out of range reads arbitrary HBM")                  \
   X(dtype_packing_zero, true, false, true,                                                      \
     "JAX's packing 32 // bits is 0 for 64-bit dtypes and the tiling check divides by it")       \
   X(heads_not_tileable, true, true, false, "the kernel loads combined heads in full TPU tiles") \

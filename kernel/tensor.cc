@@ -20,13 +20,27 @@ std::string shape_repr(const Shape& shape) {
   return s + ")";
 }
 
+namespace {
+
+// Shapes come from files and fuzzers: a negative dimension would turn every size and
+// index computation downstream into signed overflow.
+const Shape& checked(const Shape& shape) {
+  for (int64_t d : shape) {
+    if (d < 0) throw std::invalid_argument("Tensor: negative dimension in " + shape_repr(shape));
+  }
+  return shape;
+}
+
+}  // namespace
+
 Tensor::Tensor(DType dtype, Shape shape)
     : dtype_(dtype),
       shape_(std::move(shape)),
-      bytes_(static_cast<size_t>(shape_numel(shape_) * dtype_size(dtype))) {}
+      bytes_(static_cast<size_t>(shape_numel(checked(shape_)) * dtype_size(dtype))) {}
 
 Tensor::Tensor(DType dtype, Shape shape, std::vector<std::byte> bytes)
     : dtype_(dtype), shape_(std::move(shape)), bytes_(std::move(bytes)) {
+  checked(shape_);
   if (static_cast<int64_t>(bytes_.size()) != shape_numel(shape_) * dtype_size(dtype_)) {
     throw std::invalid_argument("Tensor: byte count does not match shape " + shape_repr(shape_));
   }

@@ -33,7 +33,7 @@ struct TensorView {
 class Tensor {
  public:
   Tensor() = default;
-  // Zero-filled.
+  // Zero-filled. Throws std::invalid_argument on a negative dimension.
   Tensor(DType dtype, Shape shape);
   // Takes raw little-endian bytes; bytes.size() must equal numel * dtype_size.
   Tensor(DType dtype, Shape shape, std::vector<std::byte> bytes);

@@ -21,9 +21,13 @@ std::string opt_int(const std::optional<int64_t>& v) { return v ? I(*v) : "None"
 // JAX's dynamic checks run on int32 jax arrays: sums and differences wrap.
 int32_t wrap32(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); }
 
-bool finite_as_float32(double v) {
-  return std::isfinite(v) && std::fabs(v) <= double{std::numeric_limits<float>::max()};
+// Two's complement addition without signed overflow (JAX's int32 sums wrap anyway).
+int64_t add_wrapping(int64_t a, int64_t b) {
+  return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
 }
+
+// The definition takes every scalar parameter as a float32.
+bool finite_as_float32(double v) { return std::isfinite(static_cast<float>(v)); }
 
 bool is_kernel_float(DType t) {
   return t == DType::kFloat32 || t == DType::kBFloat16 || t == DType::kFloat8E4M3FN ||
@@ -178,11 +182,14 @@ class Walk {
           c_.done())
         return false;
     }
-    if (in_.cu_q_lens.shape() != Shape{N_ + 1}) {
+    // N + 1 as Python computes it: exact even at N = INT64_MAX, where no shape can match.
+    const std::string n_plus_1 =
+        N_ < std::numeric_limits<int64_t>::max() ? I(N_ + 1) : "9223372036854775808";
+    if (N_ == std::numeric_limits<int64_t>::max() || in_.cu_q_lens.shape() != Shape{N_ + 1}) {
       dynamic_ok_ = false;
       if (reject(RuleId::cu_q_lens_shape,
                  "Expected cu_q_lens.shape=" + shape_repr(in_.cu_q_lens.shape()) + " to be (" +
-                     I(N_ + 1) + ",)  where `max_num_seqs` is `page_indices.shape[0]`.") &&
+                     n_plus_1 + ",)  where `max_num_seqs` is `page_indices.shape[0]`.") &&
           c_.done())
         return false;
     }
@@ -262,8 +269,20 @@ class Walk {
                "sliding_window=" + I(*p_.sliding_window) + " must be positive.") &&
         c_.done())
       return false;
+    if (p_.sliding_window && *p_.sliding_window > std::numeric_limits<int32_t>::max() &&
+        reject(RuleId::sliding_window_too_large,
+               "sliding_window=" + I(*p_.sliding_window) + " must fit in int32.") &&
+        c_.done())
+      return false;
     if (p_.soft_cap && *p_.soft_cap == 0.0 &&
         reject(RuleId::soft_cap_zero, "soft_cap=" + F(*p_.soft_cap) + " must not be 0.0.") &&
+        c_.done())
+      return false;
+    // strict: a cap that underflows to 0 in float32 divides by zero all the same.
+    if (c_.strict() && p_.soft_cap && *p_.soft_cap != 0.0 &&
+        static_cast<float>(*p_.soft_cap) == 0.0f &&
+        reject(RuleId::soft_cap_zero,
+               "soft_cap=" + F(*p_.soft_cap) + " must not be 0.0 (it is 0.0 as a float32).") &&
         c_.done())
       return false;
     if (!finite_scalar(RuleId::soft_cap_nonfinite, "soft_cap", p_.soft_cap)) return false;
@@ -327,8 +346,9 @@ class Walk {
   }
 
   bool finite_scalar(RuleId id, const char* name, const std::optional<double>& v) {
-    return !(v && !std::isfinite(*v) &&
-             reject(id, std::string(name) + "=" + F(*v) + " must be finite.") && c_.done());
+    return !(v && !finite_as_float32(*v) &&
+             reject(id, std::string(name) + "=" + F(*v) + " must be finite as a float32.") &&
+             c_.done());
   }
 
   int64_t kv_len(int64_t i) const { return in_.kv_lens.int_at(i); }
@@ -347,8 +367,7 @@ class Walk {
       return;
     }
     if (N_ == 0) {
-      reject(RuleId::max_num_seqs_zero,
-             "max_num_seqs=0: jnp.max over the empty kv_lens raises ValueError.");
+      reject(RuleId::max_num_seqs_zero, "max_num_seqs=0 must be positive.");
       return;
     }
     // XLA's integer division by zero gives a negative page count instead of an error, so
@@ -368,11 +387,9 @@ class Walk {
     int64_t index = ns.value;
     if (index < 0) {
       const std::string message = "num_seqs[0]=" + ns.repr + " must be non-negative.";
-      if (index < -(N_ + 1)) {  // IndexError
-        reject(RuleId::num_seqs_negative, message);
-        return;
-      }
-      index += N_ + 1;  // numpy counts from the end; the q_len loop below then runs 0 times
+      // A jax array index counts from the end and clamps below 0; the q_len loop below
+      // then runs 0 times.
+      index = std::max<int64_t>(index + N_ + 1, 0);
       deferred_.push_back({RuleId::num_seqs_negative, message});
     }
     const int64_t total = cu(index);
@@ -402,11 +419,20 @@ class Walk {
              "num_seqs[0]=" + I(ns) + " must be less or equal to max_num_seqs=" + I(N_));
       return;
     }
+    if (N_ == 0) {
+      reject(RuleId::max_num_seqs_zero, "max_num_seqs=0 must be positive.");
+      return;
+    }
+    if (pps_ == 0) {
+      reject(RuleId::pages_per_seq_zero, "pages_per_seq=0 must be positive.");
+      return;
+    }
     if (S_ == 0) {
       reject(RuleId::page_size_zero, "page_size=0 must be positive.");
       return;
     }
     if (!pages_per_seq_rule(std::max<int64_t>(ns, 0))) return;
+    if (!int32_block_rule(std::max<int64_t>(ns, 0))) return;
     if (ns < 0) {
       reject(RuleId::num_seqs_negative, "num_seqs[0]=" + I(ns) + " must be non-negative.");
       return;
@@ -439,7 +465,7 @@ class Walk {
     int64_t max_kv_len = kv_len(0);
     for (int64_t i = 1; i < used; ++i) max_kv_len = std::max(max_kv_len, kv_len(i));
     const int64_t min_pages = c_.strict() ? ceil_div(std::max<int64_t>(max_kv_len, 0), S_)
-                                          : wrap32(max_kv_len + (S_ - 1)) / S_;
+                                          : wrap32(add_wrapping(max_kv_len, S_ - 1)) / S_;
     if (pps_ < min_pages) {
       reject(RuleId::pages_per_seq_too_small,
              "pages_per_seq=" + I(pps_) + " must be greater or equal to min_pages_per_seq=" +
@@ -484,15 +510,40 @@ class Walk {
     return ok;
   }
 
-  void page_index_rule(int64_t ns) {
+  // The KV block loop runs while kv_blk_idx * bkv * S < kv_len in int32, with the largest
+  // bkv the kernel may use (the one given, else the default before any shrinking).
+  bool int32_block_rule(int64_t ns) {
+    const int64_t bkv = p_.num_kv_pages_per_block.value_or(std::min<int64_t>(pps_, 128));
     for (int64_t i = 0; i < ns; ++i) {
-      const int64_t used_pages = ceil_div(kv_len(i), S_);
-      for (int64_t j = 0; j < used_pages; ++j) {
+      const int64_t block_tokens = bkv > std::numeric_limits<int32_t>::max() / S_
+                                       ? std::numeric_limits<int64_t>::max() / 2
+                                       : bkv * S_;
+      if (kv_len(i) + block_tokens - 1 > std::numeric_limits<int32_t>::max()) {
+        reject(RuleId::kv_len_overflows_int32,
+               "kv_len=" + I(kv_len(i)) + " at sequence " + I(i) + " with page_size=" + I(S_) +
+                   " and num_kv_pages_per_block=" + I(bkv) +
+                   " overflows the kernel's int32 block arithmetic.");
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Every page the sequences read, and page_indices[i, 0] of every sequence and of slot 0,
+  // which the kernel's prefetch chain DMAs even when kv_len is 0.
+  void page_index_rule(int64_t ns) {
+    for (int64_t i = 0; i < std::max<int64_t>(ns, 1); ++i) {
+      const int64_t read_pages = i < ns ? ceil_div(kv_len(i), S_) : 0;
+      for (int64_t j = 0; j < std::max<int64_t>(read_pages, 1); ++j) {
         const int64_t page = in_.page_indices.int_at(i * pps_ + j);
         if (page < 0 || page >= P_) {
-          reject(RuleId::page_index_out_of_range,
-                 "page_indices[" + I(i) + ", " + I(j) + "]=" + I(page) + " must be in range [0, " +
-                     I(P_) + ") (sequence " + I(i) + " reads " + I(used_pages) + " pages).");
+          const std::string why =
+              read_pages > 0 ? "sequence " + I(i) + " reads " + I(read_pages) + " pages"
+                             : "the kernel prefetches the first page of sequence slot " + I(i) +
+                                   " even with nothing to read";
+          reject(RuleId::page_index_out_of_range, "page_indices[" + I(i) + ", " + I(j) + "]=" +
+                                                      I(page) + " must be in range [0, " + I(P_) +
+                                                      ") (" + why + ").");
           return;  // one report is enough: the same row usually holds more
         }
       }

@@ -26,6 +26,12 @@ def main():
     corpus = os.path.join(root, "corpus", "modes")
     with open(os.path.join(root, "README.md")) as f:
         readme = f.read()
+    # | `name` | jax verdict [(crash)] | strict verdict | why |
+    readme_rows = {}
+    for line in readme.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 3 and cells[0].startswith("`") and cells[0].endswith("`"):
+            readme_rows[cells[0].strip("`")] = (cells[1].split(" ")[0], cells[2].split(" ")[0])
     passed = failed = 0
     with open(os.path.join(corpus, "expectations.tsv")) as f:
         rows = [line.rstrip("\n").split("\t") for line in f if not line.startswith("#")]
@@ -40,8 +46,11 @@ def main():
                 continue
             if got != want:
                 problems.append(f"{mode}: got {got}, expected {want}")
-        if f"`{name}`" not in readme:
+        row = readme_rows.get(name)
+        if row is None:
             problems.append("not listed in README.md's mode-difference table")
+        elif (row[0], row[1]) != (want_jax, want_strict):
+            problems.append(f"README.md's row says jax {row[0]}, strict {row[1]}")
         if problems:
             failed += 1
             print(f"FAIL {name}: " + "; ".join(problems))

@@ -61,8 +61,11 @@ inline Inputs random_inputs(const RandomInputsSpec& r) {
     const int64_t used = (r.seqs[i].kv_len + r.page_size - 1) / r.page_size;
     for (int64_t j = 0; j < pps; ++j) {
       const int64_t at = static_cast<int64_t>(i) * pps + j;
-      in.page_indices.set_int(at, j < used ? perm[static_cast<size_t>(in.page_indices.int_at(at))]
-                                            : -1000 - j);  // never read
+      // Entry 0 of every row is prefetched by the TPU kernel even with kv_len 0, so it must
+      // be a real page; entries past the sequence's pages are never read.
+      in.page_indices.set_int(at, j < std::max<int64_t>(used, 1)
+                                      ? perm[static_cast<size_t>(in.page_indices.int_at(at))]
+                                      : -1000 - j);
     }
   }
   for (int64_t i = static_cast<int64_t>(r.seqs.size()); i < spec.max_num_seqs; ++i) {

@@ -54,6 +54,24 @@ void set_ints(Tensor& t, std::initializer_list<int64_t> values) {
   for (int64_t v : values) t.set_int(i++, v);
 }
 
+void huge_pages_spec(InputsSpec& s) {
+  s.seqs = {{1, 1}};
+  s.num_q_heads = 1;
+  s.num_kv_heads = 1;
+  s.head_dim = 1;
+  s.page_size = 1 << 20;
+  s.pages_per_seq = 2048;
+  s.max_num_seqs = 1;
+  s.max_num_batched_tokens = 1;
+  s.total_num_pages = 1;
+}
+
+void huge_pages_blocks(Inputs& in, Params& p) {
+  for (int64_t j = 0; j < 2048; ++j) in.page_indices.set_int(j, 0);
+  p.num_kv_pages_per_block = 1;
+  p.num_queries_per_block = 1;
+}
+
 class ValidateBoundary : public ::testing::TestWithParam<BoundaryCase> {
  protected:
   void check(Mode mode, const Expect& expect) {
@@ -180,15 +198,27 @@ const auto kCases = ::testing::Values(
     BoundaryCase{"soft_cap_neg0", {}, [](Inputs&, Params& p) { p.soft_cap = -0.0; },
                  rejects(RuleId::soft_cap_zero, "soft_cap=-0.0 must not be 0.0."),
                  rejects(RuleId::soft_cap_zero, "soft_cap=-0.0 must not be 0.0.")},
-    BoundaryCase{"soft_cap_min_subnormal", {}, [](Inputs&, Params& p) { p.soft_cap = 5e-324; }, kValid, kValid},
+    BoundaryCase{"soft_cap_min_subnormal", {}, [](Inputs&, Params& p) { p.soft_cap = 5e-324; },
+                 kValid, rejects(RuleId::soft_cap_zero, "soft_cap=5e-324 must not be 0.0 (it is 0.0 as a float32).")},
+    BoundaryCase{"soft_cap_min_float32_subnormal", {}, [](Inputs&, Params& p) { p.soft_cap = 1e-45; }, kValid, kValid},
+    BoundaryCase{"sm_scale_past_float32", {}, [](Inputs&, Params& p) { p.sm_scale = 1e39; },
+                 kValid, rejects(RuleId::sm_scale_nonfinite, "sm_scale=1e+39 must be finite as a float32.")},
+    BoundaryCase{"k_scale_past_float32", {}, [](Inputs&, Params& p) { p.k_scale = -1e39; },
+                 kValid, rejects(RuleId::k_scale_nonfinite, "k_scale=-1e+39 must be finite as a float32.")},
+    // numpy prints float32's max as 3.4028235e+38, a hair above FLT_MAX in double: it rounds
+    // to FLT_MAX, so it is finite.
+    BoundaryCase{"mask_value_numpy_float32_min", {}, [](Inputs&, Params& p) { p.mask_value = -3.4028235e38; }, kValid, kValid},
+    BoundaryCase{"sliding_window_int32_max", {}, [](Inputs&, Params& p) { p.sliding_window = 2147483647; }, kValid, kValid},
+    BoundaryCase{"sliding_window_past_int32", {}, [](Inputs&, Params& p) { p.sliding_window = 2147483648; },
+                 kValid, rejects(RuleId::sliding_window_too_large, "sliding_window=2147483648 must fit in int32.")},
     BoundaryCase{"soft_cap_50", {}, [](Inputs&, Params& p) { p.soft_cap = 50.0; }, kValid, kValid},
     BoundaryCase{"soft_cap_nan", {}, [](Inputs&, Params& p) { p.soft_cap = std::nan(""); },
-                 kValid, rejects(RuleId::soft_cap_nonfinite, "soft_cap=nan must be finite.")},
+                 kValid, rejects(RuleId::soft_cap_nonfinite, "soft_cap=nan must be finite as a float32.")},
     BoundaryCase{"soft_cap_inf", {}, [](Inputs&, Params& p) { p.soft_cap = INFINITY; },
-                 kValid, rejects(RuleId::soft_cap_nonfinite, "soft_cap=inf must be finite.")},
+                 kValid, rejects(RuleId::soft_cap_nonfinite, "soft_cap=inf must be finite as a float32.")},
     BoundaryCase{"sm_scale_tiny", {}, [](Inputs&, Params& p) { p.sm_scale = 1e-05; }, kValid, kValid},
     BoundaryCase{"sm_scale_neg_inf", {}, [](Inputs&, Params& p) { p.sm_scale = -INFINITY; },
-                 kValid, rejects(RuleId::sm_scale_nonfinite, "sm_scale=-inf must be finite.")},
+                 kValid, rejects(RuleId::sm_scale_nonfinite, "sm_scale=-inf must be finite as a float32.")},
     BoundaryCase{"mask_value_0", {}, [](Inputs&, Params& p) { p.mask_value = 0.0; }, kValid, kValid},
     BoundaryCase{"mask_value_neg_flt_max", {}, [](Inputs&, Params& p) { p.mask_value = -double{FLT_MAX}; }, kValid, kValid},
     BoundaryCase{"mask_value_neg_inf", {}, [](Inputs&, Params& p) { p.mask_value = -INFINITY; },
@@ -196,9 +226,9 @@ const auto kCases = ::testing::Values(
     BoundaryCase{"mask_value_past_float32", {}, [](Inputs&, Params& p) { p.mask_value = -3.5e38; },
                  kValid, rejects(RuleId::mask_value_nonfinite, "mask_value=-3.5e+38 must be finite as a float32.")},
     BoundaryCase{"k_scale_nan", {}, [](Inputs&, Params& p) { p.k_scale = std::nan(""); },
-                 kValid, rejects(RuleId::k_scale_nonfinite, "k_scale=nan must be finite.")},
+                 kValid, rejects(RuleId::k_scale_nonfinite, "k_scale=nan must be finite as a float32.")},
     BoundaryCase{"v_scale_inf", {}, [](Inputs&, Params& p) { p.v_scale = INFINITY; },
-                 kValid, rejects(RuleId::v_scale_nonfinite, "v_scale=inf must be finite.")},
+                 kValid, rejects(RuleId::v_scale_nonfinite, "v_scale=inf must be finite as a float32.")},
     BoundaryCase{"v_scale_0", {}, [](Inputs&, Params& p) { p.v_scale = 0.0; }, kValid, kValid},
     // --- block sizes and VMEM -----------------------------------------------------------
     BoundaryCase{"kv_block_eq_pages_per_seq", {}, [](Inputs&, Params& p) { p.num_kv_pages_per_block = 4; p.num_queries_per_block = 16; }, kValid, kValid},
@@ -208,10 +238,9 @@ const auto kCases = ::testing::Values(
     BoundaryCase{"kv_block_0", {}, [](Inputs&, Params& p) { p.num_kv_pages_per_block = 0; p.num_queries_per_block = 16; },
                  rejects(RuleId::kv_pages_per_block_range, "num_kv_pages_per_block=0 must be in range (0, 4]."),
                  rejects(RuleId::kv_pages_per_block_nonpositive, "num_kv_pages_per_block=0 must be positive.")},
-    // 2 * 2^40 * 4 rows of KV at 8 x 128 lanes x 4 bytes = 2^55, plus 393216 for the rest.
     BoundaryCase{"kv_block_huge", {}, [](Inputs&, Params& p) { p.num_kv_pages_per_block = int64_t{1} << 40; p.num_queries_per_block = 16; },
                  rejects(RuleId::kv_pages_per_block_range, "num_kv_pages_per_block=1099511627776 must be in range (0, 4]."),
-                 rejects(RuleId::vmem_budget_exceeded, "num_kv_pages_per_block=1099511627776 and num_queries_per_block=16 need 36028797019357184 bytes of VMEM, more than the default scoped limit of 33554432 bytes.")},
+                 rejects(RuleId::kv_len_overflows_int32, "kv_len=5 at sequence 0 with page_size=4 and num_kv_pages_per_block=1099511627776 overflows the kernel's int32 block arithmetic.")},
     BoundaryCase{"q_block_1", {}, [](Inputs&, Params& p) { p.num_kv_pages_per_block = 4; p.num_queries_per_block = 1; }, kValid, kValid},
     BoundaryCase{"q_block_0", {}, [](Inputs&, Params& p) { p.num_kv_pages_per_block = 4; p.num_queries_per_block = 0; },
                  rejects(RuleId::queries_per_block_nonpositive, "num_queries_per_block=0 must be positive."),
@@ -266,7 +295,16 @@ const auto kCases = ::testing::Values(
                  rejects(RuleId::q_len_exceeds_kv_len, "q_len=2 must be less or equal to kv_len=1 at sequence 2."),
                  rejects(RuleId::page_size_zero, "page_size=0 must be positive.")},
     BoundaryCase{"max_num_seqs_0", [](InputsSpec& s) { s.seqs = {}; s.max_num_seqs = 0; }, {},
-                 rejects(RuleId::max_num_seqs_zero, "max_num_seqs=0: jnp.max over the empty kv_lens raises ValueError."), kValid},
+                 rejects(RuleId::max_num_seqs_zero, "max_num_seqs=0 must be positive."),
+                 rejects(RuleId::max_num_seqs_zero, "max_num_seqs=0 must be positive.")},
+    BoundaryCase{"pages_per_seq_0", [](InputsSpec& s) { s.seqs = {}; s.max_num_seqs = 1; s.pages_per_seq = 0; }, {},
+                 kValid, rejects(RuleId::pages_per_seq_zero, "pages_per_seq=0 must be positive.")},
+    // The kernel prefetches page_indices[i, 0] of every sequence, and of slot 0 with none.
+    BoundaryCase{"kv_len_0_first_page_garbage", {}, [](Inputs& in, Params&) { set_ints(in.cu_q_lens, {0, 1, 4, 4, 4}); in.kv_lens.set_int(2, 0); in.page_indices.set_int(2 * 4, -1); },
+                 kValid, rejects(RuleId::page_index_out_of_range, "page_indices[2, 0]=-1 must be in range [0, 16) (the kernel prefetches the first page of sequence slot 2 even with nothing to read).")},
+    BoundaryCase{"no_seqs_first_page_garbage", {}, [](Inputs& in, Params&) { in.num_seqs.set_int(0, 0); in.page_indices.set_int(0, 99); },
+                 kValid, rejects(RuleId::page_index_out_of_range, "page_indices[0, 0]=99 must be in range [0, 16) (the kernel prefetches the first page of sequence slot 0 even with nothing to read).")},
+    BoundaryCase{"no_seqs_second_page_garbage", {}, [](Inputs& in, Params&) { in.num_seqs.set_int(0, 0); in.page_indices.set_int(1, 99); }, kValid, kValid},
     BoundaryCase{"page_size_0", {}, [](Inputs& in, Params&) { in.kv_pages = zeros(DType::kFloat32, {16, 0, 4, 8}); },
                  rejects(RuleId::page_size_zero, "page_size=0 must be positive."),
                  rejects(RuleId::page_size_zero, "page_size=0 must be positive.")},
@@ -282,6 +320,12 @@ const auto kCases = ::testing::Values(
     BoundaryCase{"used_kv_len_int32_max", {}, [](Inputs& in, Params&) { in.kv_lens.set_int(1, 2147483647); },
                  kValid,
                  rejects(RuleId::pages_per_seq_too_small, "pages_per_seq=4 must be greater or equal to min_pages_per_seq=536870912 given max_kv_len=2147483647 and page_size=4.")},
+    // One sequence over 2048 pages of 2^20 tokens, all aliasing page 0 (D = 1 keeps it 8 MB).
+    BoundaryCase{"kv_len_block_wraps_int32", huge_pages_spec, [](Inputs& in, Params& p) { in.kv_lens.set_int(0, 2147483647); huge_pages_blocks(in, p); },
+                 kValid, rejects(RuleId::kv_len_overflows_int32, "kv_len=2147483647 at sequence 0 with page_size=1048576 and num_kv_pages_per_block=1 overflows the kernel's int32 block arithmetic.")},
+    // 2^31 - 2^20 + 2^20 - 1 = INT32_MAX: the block walk fits; the 8 GiB KV buffer does not.
+    BoundaryCase{"kv_len_block_fits_int32", huge_pages_spec, [](Inputs& in, Params& p) { in.kv_lens.set_int(0, 2147483648 - 1048576); huge_pages_blocks(in, p); },
+                 kValid, rejects(RuleId::vmem_budget_exceeded, "num_kv_pages_per_block=1 and num_queries_per_block=1 need 8589963264 bytes of VMEM, more than the default scoped limit of 33554432 bytes.")},
     BoundaryCase{"cu_q_lens_0_is_1", {}, [](Inputs& in, Params&) { set_ints(in.cu_q_lens, {1, 1, 4, 6, 6}); },
                  kValid, rejects(RuleId::cu_q_lens_first_nonzero, "cu_q_lens[0]=1 must be 0.")},
     BoundaryCase{"cu_q_lens_decreasing", {}, [](Inputs& in, Params&) { set_ints(in.cu_q_lens, {0, 3, 1, 3, 3}); },

@@ -58,7 +58,8 @@ def _host_array(name, x):
     if a.dtype.byteorder == ">":
         a = a.astype(a.dtype.newbyteorder("<"))
     # np.save writes fortran_order True for an F-contiguous array; the reader refuses it.
-    a = np.ascontiguousarray(a)
+    # (np.require, not np.ascontiguousarray, which would turn a 0-d array into shape (1,).)
+    a = np.require(a, requirements="C")
     if a.dtype.kind in "OSUVMmc" and a.dtype.name not in STORAGE_DTYPES:
         raise TypeError(f"{name} has dtype {a.dtype}, which a case file cannot hold")
     return a

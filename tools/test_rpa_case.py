@@ -222,6 +222,16 @@ def check_save_case_refusals():
         raise AssertionError(f"save_case accepted {sorted(kwargs)}")
 
 
+def check_zero_d_kept(tmp):
+    """A 0-d num_seqs is a shape error JAX reports; saving must not make it (1,)."""
+    arrays = dict(q=np.zeros((2, 1, 1), np.float32), kv_pages=np.zeros((1, 2, 2, 1), np.float32),
+                  kv_lens=np.array([1], np.int32), page_indices=np.zeros((1, 1), np.int32),
+                  cu_q_lens=np.array([0, 1], np.int32), num_seqs=np.array(1, np.int32))
+    path = os.path.join(tmp, "zero_d.npz")
+    rpa_case.save_case(path, **arrays)
+    assert rpa_case.load_case(path)["num_seqs"].shape == (), "num_seqs became 1-d"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--case-echo", required=True, help="path to the case_echo binary")
@@ -245,6 +255,7 @@ def main():
         for name, data, message in corrupted_files(tmp):
             attempt(f"refused {name}", check_refused, args.case_echo, tmp, name, data, message)
         attempt("save_case refusals", check_save_case_refusals)
+        attempt("0-d arrays keep their shape", check_zero_d_kept, tmp)
     print(f"rpa_case round trip: {passed} passed, {failed} failed")
     return 1 if failed else 0
 
