@@ -14,10 +14,12 @@ const char* const kUsage =
     "  validate CASE.npz [--mode jax|strict] [--all] [--json]\n"
     "      Check a case against the rules of one mode (default strict).\n"
     "      Exit 0 valid, 2 rejected (rule and message on stderr).\n"
-    "  run CASE.npz --impl reference [-o OUT.npz] [--mode jax|strict] [--json]\n"
+    "  run CASE.npz --impl reference|kernel [-o OUT.npz] [--threads N] [--mode jax|strict]\n"
+    "      [--json]\n"
     "      Validate, compute the output, and write OUT.npz: the case plus `out`.\n"
-    "  check CASE.npz [--mode jax|strict] [--json]\n"
-    "      Validate, then compare the case's `out` with the dense reference.\n"
+    "  check CASE.npz [--mode jax|strict] [--threads N] [--json]\n"
+    "      Validate, then compare the case's `out` (without one: the tiled kernel's\n"
+    "      output) with the dense reference.\n"
     "      Exit 0 agree, 1 mismatch (location and tolerance reported), 2 rejected.\n"
     "\n"
     "common options:\n"
@@ -83,6 +85,10 @@ std::string parse_cli_args(const std::vector<std::string_view>& args,
       out.impl = v;
     } else if (a == "-o") {
       out.output = v;
+    } else if (a == "--threads") {
+      const auto n = parse_int(v);
+      if (!n || *n < 1 || *n > 1024) return "--threads takes a count from 1 to 1024";
+      out.threads = static_cast<int>(*n);
     }
   }
   if (out.path.empty()) return "no case file given";

@@ -22,6 +22,7 @@ struct CliArgs {
   bool all = false;
   std::string impl;    // --impl
   std::string output;  // -o
+  int threads = 0;     // --threads; 0: every core
 };
 
 // Parses args (after the command name). allowed lists the flags this command takes, e.g.

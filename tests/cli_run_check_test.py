@@ -205,11 +205,22 @@ def test_check_without_or_with_bad_out(tmp):
     case = make_mode_corpus.base()
     path = os.path.join(tmp, "no_out.npz")
     rpa_case.save_case(path, **case)
+    # Without `out`, check runs the tiled kernel and compares it with the reference.
     p = rpa("check", path)
-    check("no out exit 3", p.returncode == 3, f"rc={p.returncode}")
-    check("no out one stderr line", p.stderr.count("\n") == 1 and path in p.stderr
-          and "out" in p.stderr, repr(p.stderr))
-    check("no out nothing on stdout", p.stdout == "", repr(p.stdout))
+    check("no out checks the kernel", p.returncode == 0
+          and "the tiled kernel agrees with the reference" in p.stdout, p.stdout + p.stderr)
+    p = rpa("check", path, "--json", "--threads", "1")
+    j = as_json(p)
+    check("no out json names the kernel", p.returncode == 0 and j.get("checked") == "kernel"
+          and j.get("agree") is True, p.stdout)
+    # run --impl kernel writes the kernel's output; check then compares that `out`.
+    kernel_out = os.path.join(tmp, "kernel_out.npz")
+    p = rpa("run", path, "--impl", "kernel", "--threads", "2", "-o", kernel_out)
+    check("run --impl kernel", p.returncode == 0, p.stderr)
+    p = rpa("check", kernel_out, "--json")
+    j = as_json(p)
+    check("kernel out agrees", p.returncode == 0 and j.get("checked") == "out"
+          and j.get("agree") is True, p.stdout)
 
     q = case["q"]
     for label, out in (("rows", np.zeros((q.shape[0] - 1,) + q.shape[1:], np.float32)),
@@ -259,7 +270,7 @@ def test_strict_gate_in_jax_mode():
 def test_usage(tmp):
     path = os.path.join(tmp, "usage.npz")
     rpa_case.save_case(path, **make_mode_corpus.base())
-    for args in (["run", path], ["run", path, "--impl", "kernel"],
+    for args in (["run", path], ["run", path, "--impl", "kernel", "--threads", "0"],
                  ["run", path, "--impl", "bogus"], ["run", path, "--impl", "reference", "--frob"],
                  ["run", path, "--impl"], ["run", "--impl", "reference"],
                  ["run", path, path, "--impl", "reference"],

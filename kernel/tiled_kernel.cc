@@ -1,0 +1,306 @@
+#include "kernel/tiled_kernel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include <Eigen/Core>
+
+#include "kernel/paged_kv_view.h"
+
+namespace rpa {
+namespace {
+
+using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Map = Eigen::Map<RowMajor>;
+
+// JAX's jnp.max: a NaN anywhere makes the maximum NaN.
+float max_propagating_nan(const float* x, int64_t n) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(x[i])) return x[i];
+    m = std::max(m, x[i]);
+  }
+  return m;
+}
+
+// Reads n elements of a float dtype into float32.
+void to_float(DType t, const std::byte* src, int64_t n, float* dst) {
+  if (t == DType::kFloat32) {
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) dst[i] = load_float(t, src, i);
+}
+
+// One worker's scratch, sized once for the plan: the TPU's VMEM buffers (the KV double
+// buffer in the KV dtype, m, l and the accumulator in float32) and the float32 tiles the
+// MXU would see. Nothing is allocated inside the grid loop.
+class CellWorker {
+  struct Scales {
+    float l_alpha, beta, l_next_safe;
+  };
+
+ public:
+  CellWorker(const Inputs& in, const Params& p, const KernelPlan& plan, Tensor& out)
+      : in_(in),
+        p_(p),
+        view_(in),
+        out_(out),
+        q_dtype_(in.q.dtype()),
+        kv_dtype_(in.kv_pages.dtype()),
+        kv_bytes_(dtype_size(kv_dtype_)),
+        d_(view_.head_dim()),
+        group_(view_.q_heads_per_kv()),
+        hc_blk_(plan.heads.combined_kv_heads),
+        hq_blk_(plan.heads.q_heads),
+        hkv_blk_(hc_blk_ / 2),
+        bkv_(plan.blocks.kv_pages_per_block),
+        bq_(plan.blocks.queries_per_block),
+        kv_per_blk_(bkv_ * view_.page_size()),
+        rows_max_(bq_ * group_),
+        kv_buf_(static_cast<size_t>(2 * kv_per_blk_ * hc_blk_ * d_ * kv_bytes_)),
+        k_(static_cast<size_t>(kv_per_blk_ * d_)),
+        v_(static_cast<size_t>(kv_per_blk_ * d_)),
+        q_(static_cast<size_t>(rows_max_ * d_)),
+        logits_(static_cast<size_t>(rows_max_ * kv_per_blk_)),
+        qkv_(static_cast<size_t>(rows_max_ * d_)),
+        m_(static_cast<size_t>(hkv_blk_ * rows_max_)),
+        l_(static_cast<size_t>(hkv_blk_ * rows_max_)),
+        acc_(static_cast<size_t>(bq_ * hq_blk_ * d_)),
+        scales_(static_cast<size_t>(rows_max_)),
+        mask_value_(static_cast<float>(p.effective_mask_value())),
+        sm_scale_(static_cast<float>(p.sm_scale)) {}
+
+  void run(int64_t heads_blk, int64_t q_blk) {
+    const int64_t r0 = q_blk * bq_;
+    const int64_t r1 = std::min(r0 + bq_, in_.q.dim(0));
+    std::fill(acc_.begin(), acc_.end(), 0.0f);
+    // Sequences overlapping rows [r0, r1): the first whose rows end after r0, onward.
+    int64_t s = first_sequence_ending_after(r0);
+    for (; s < view_.num_seqs() && view_.q_start(s) < r1; ++s) {
+      if (view_.q_len(s) > 0) sequence(heads_blk, s, r0, r1);
+    }
+    store(heads_blk, r0, r1);
+  }
+
+ private:
+  int64_t first_sequence_ending_after(int64_t row) const {
+    int64_t lo = 0, hi = view_.num_seqs();
+    while (lo < hi) {
+      const int64_t mid = (lo + hi) / 2;
+      if (view_.q_end(mid) > row) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
+    }
+    return lo;
+  }
+
+  void sequence(int64_t heads_blk, int64_t s, int64_t r0, int64_t r1) {
+    const int64_t a = std::max(view_.q_start(s), r0);  // this block's rows of the sequence
+    const int64_t b = std::min(view_.q_end(s), r1);
+    const int64_t kv_len = view_.kv_len(s);
+    for (int64_t kv_blk = 0; kv_blk * kv_per_blk_ < kv_len; ++kv_blk) {
+      const std::byte* buf = copy_kv_block(heads_blk, s, kv_blk, kv_blk % 2);
+      for (int64_t h = 0; h < hkv_blk_; ++h) flash(heads_blk, h, s, a, b, r0, kv_blk, buf);
+    }
+  }
+
+  // The TPU's MultiPageAsyncCopyDescriptor: bkv pages of this heads block's combined heads
+  // into one half of the double buffer; page slots past the sequence's last page copy its
+  // first page.
+  const std::byte* copy_kv_block(int64_t heads_blk, int64_t s, int64_t kv_blk, int64_t half) {
+    const int64_t S = view_.page_size();
+    const int64_t end_page = std::min(view_.pages_per_seq(), (view_.kv_len(s) + S - 1) / S);
+    const int64_t slot_bytes = hc_blk_ * d_ * kv_bytes_;
+    std::byte* dst = kv_buf_.data() + half * kv_per_blk_ * slot_bytes;
+    for (int64_t i = 0; i < bkv_; ++i) {
+      const int64_t page_slot = kv_blk * bkv_ + i;
+      const int64_t token0 = (page_slot < end_page ? page_slot : 0) * S;
+      for (int64_t slot = 0; slot < S; ++slot) {
+        const int64_t src = view_.k_offset(s, token0 + slot, heads_blk * hkv_blk_);
+        std::memcpy(dst + (i * S + slot) * slot_bytes, in_.kv_pages.data() + src * kv_bytes_,
+                    static_cast<size_t>(slot_bytes));
+      }
+    }
+    return dst;
+  }
+
+  // Extracts K or V of local kv head h from the buffer as float32, zero at or past kv_len
+  // (the TPU masks the NaN that unused slots may hold), scaled as the definition says.
+  void extract(const std::byte* buf, int64_t h, bool value, int64_t valid,
+               const std::optional<double>& scale, float* dst) const {
+    const int64_t slot_elems = hc_blk_ * d_;
+    const int64_t head = 2 * h + (value ? 1 : 0);
+    for (int64_t j = 0; j < kv_per_blk_; ++j) {
+      float* row = dst + j * d_;
+      if (j >= valid) {
+        std::fill(row, row + d_, 0.0f);
+        continue;
+      }
+      to_float(kv_dtype_, buf + (j * slot_elems + head * d_) * kv_bytes_, d_, row);
+      if (scale) {
+        const auto sc = static_cast<float>(*scale);
+        for (int64_t c = 0; c < d_; ++c) row[c] = round_to(q_dtype_, row[c] * sc);
+      }
+    }
+  }
+
+  void flash(int64_t heads_blk, int64_t h, int64_t s, int64_t a, int64_t b, int64_t r0,
+             int64_t kv_blk, const std::byte* buf) {
+    const int64_t kv_len = view_.kv_len(s);
+    const int64_t kv_start = kv_blk * kv_per_blk_;
+    const int64_t valid = std::min(kv_per_blk_, kv_len - kv_start);
+    const int64_t rows = (b - a) * group_;
+    const int64_t nk = kv_per_blk_;
+    extract(buf, h, false, valid, p_.k_scale, k_.data());
+    extract(buf, h, true, valid, p_.v_scale, v_.data());
+    const int64_t q_head0 = heads_blk * hq_blk_ + h * group_;
+    for (int64_t r = a; r < b; ++r) {
+      for (int64_t g = 0; g < group_; ++g) {
+        to_float(q_dtype_,
+                 in_.q.data() + view_.q_offset(r, q_head0 + g) * dtype_size(q_dtype_), d_,
+                 q_.data() + ((r - a) * group_ + g) * d_);
+      }
+    }
+    Map q(q_.data(), rows, d_), k(k_.data(), nk, d_), v(v_.data(), nk, d_);
+    Map logits(logits_.data(), rows, nk), qkv(qkv_.data(), rows, d_);
+    logits.noalias() = q * k.transpose();
+
+    const int64_t q_pos0 = view_.q_position(s, a - view_.q_start(s));
+    float* m = m_.data() + h * rows_max_ + (a - r0) * group_;
+    float* l = l_.data() + h * rows_max_ + (a - r0) * group_;
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t q_pos = q_pos0 + i / group_;
+      float* x = logits_.data() + i * nk;
+      for (int64_t j = 0; j < nk; ++j) {
+        float y = x[j] * sm_scale_;
+        if (p_.soft_cap) {
+          const auto cap = static_cast<float>(*p_.soft_cap);
+          y = cap * std::tanh(y / cap);
+        }
+        const int64_t t = kv_start + j;
+        const bool masked = q_pos < t || (p_.sliding_window && q_pos - *p_.sliding_window >= t);
+        x[j] = y + (masked ? mask_value_ : 0.0f);
+      }
+      const float m_curr = max_propagating_nan(x, nk);
+      float l_curr = 0.0f;
+      for (int64_t j = 0; j < nk; ++j) l_curr += (x[j] = std::exp(x[j] - m_curr));
+      const float m_prev = kv_blk == 0 ? -std::numeric_limits<float>::infinity() : m[i];
+      const float l_prev = kv_blk == 0 ? 0.0f : l[i];
+      const float m_next = std::isnan(m_prev)   ? m_prev
+                           : std::isnan(m_curr) ? m_curr
+                                                : std::max(m_prev, m_curr);
+      const float alpha = std::exp(m_prev - m_next);
+      const float beta = std::exp(m_curr - m_next);
+      const float l_alpha = alpha * l_prev;
+      const float l_next = l_alpha + beta * l_curr;
+      m[i] = m_next;
+      l[i] = l_next == 0.0f ? 1.0f : l_next;
+      scales_[static_cast<size_t>(i)] = {l_alpha, beta, l[i]};
+    }
+    qkv.noalias() = logits * v;
+    for (int64_t i = 0; i < rows; ++i) {
+      const int64_t r = a + i / group_;
+      const int64_t g = i % group_;
+      float* o = acc_.data() + ((r - r0) * hq_blk_ + h * group_ + g) * d_;
+      const float* add = qkv_.data() + i * d_;
+      const Scales& sc = scales_[static_cast<size_t>(i)];
+      for (int64_t c = 0; c < d_; ++c) {
+        const float o_curr = kv_blk == 0 ? 0.0f : o[c];
+        o[c] = (sc.l_alpha * o_curr + sc.beta * add[c]) / sc.l_next_safe;
+      }
+    }
+  }
+
+  void store(int64_t heads_blk, int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      for (int64_t hq = 0; hq < hq_blk_; ++hq) {
+        const int64_t dst = view_.q_offset(r, heads_blk * hq_blk_ + hq);
+        const float* src = acc_.data() + ((r - r0) * hq_blk_ + hq) * d_;
+        for (int64_t c = 0; c < d_; ++c) store_float(q_dtype_, out_.data(), dst + c, src[c]);
+      }
+    }
+  }
+
+  const Inputs& in_;
+  const Params& p_;
+  const PagedKvView view_;
+  Tensor& out_;
+  const DType q_dtype_, kv_dtype_;
+  const int64_t kv_bytes_, d_, group_, hc_blk_, hq_blk_, hkv_blk_, bkv_, bq_, kv_per_blk_,
+      rows_max_;
+  std::vector<std::byte> kv_buf_;  // [2, bkv, S, Hc_blk, D] in the KV dtype
+  std::vector<float> k_, v_;        // [bkv * S, D]
+  std::vector<float> q_;            // [bq * group, D]
+  std::vector<float> logits_;       // [bq * group, bkv * S], then the weights s_curr
+  std::vector<float> qkv_;          // [bq * group, D]
+  std::vector<float> m_, l_;        // [Hkv_blk, bq * group]
+  std::vector<float> acc_;          // [bq, Hq_blk, D]
+  std::vector<Scales> scales_;      // [bq * group]: this KV block's update of each row
+  const float mask_value_, sm_scale_;
+};
+
+}  // namespace
+
+KernelPlan plan_kernel(const Inputs& in, const Params& p, const TargetProfile& target) {
+  const PagedKvView view(in);
+  KernelPlan plan{};
+  const auto heads = min_heads_per_block(view.num_q_heads(), 2 * view.num_kv_heads(),
+                                         in.q.dtype(), in.kv_pages.dtype());
+  if (!heads) throw std::invalid_argument("plan_kernel: heads not tileable (validate first)");
+  plan.heads = *heads;
+  const VmemShape shape{.page_size = view.page_size(),
+                        .head_dim = view.head_dim(),
+                        .q_heads_per_kv = view.q_heads_per_kv(),
+                        .heads = plan.heads,
+                        .q_dtype = in.q.dtype(),
+                        .kv_dtype = in.kv_pages.dtype()};
+  const int64_t limit = p.vmem_limit_bytes.value_or(default_scoped_vmem_limit(target));
+  if (p.num_kv_pages_per_block && p.num_queries_per_block) {
+    plan.blocks = {*p.num_kv_pages_per_block, *p.num_queries_per_block};
+  } else {
+    const auto blocks = default_block_sizes(shape, view.pages_per_seq(), in.q.dim(0), limit);
+    if (!blocks) throw std::invalid_argument("plan_kernel: no block sizes fit (validate first)");
+    plan.blocks = *blocks;
+  }
+  plan.num_heads_blks = view.num_q_heads() / plan.heads.q_heads;
+  plan.num_q_blks = (in.q.dim(0) + plan.blocks.queries_per_block - 1) / plan.blocks.queries_per_block;
+  plan.vmem_bytes = vmem_need_bytes(shape, plan.blocks);
+  return plan;
+}
+
+Tensor tiled_attention(const Inputs& in, const Params& p, const KernelOptions& options) {
+  const KernelPlan plan = plan_kernel(in, p, options.target);
+  Tensor out(in.q.dtype(), in.q.shape());
+  const int64_t cells = plan.num_heads_blks * plan.num_q_blks;
+  const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const auto workers = static_cast<int>(
+      std::min<int64_t>(std::max<int64_t>(cells, 1), options.threads > 0 ? options.threads : hw));
+  std::atomic<int64_t> next{0};
+  auto work = [&] {
+    CellWorker worker(in, p, plan, out);
+    for (int64_t c = next++; c < cells; c = next++) {
+      worker.run(c / plan.num_q_blks, c % plan.num_q_blks);
+    }
+  };
+  if (workers <= 1) {
+    work();
+    return out;
+  }
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(workers - 1));
+  for (int w = 1; w < workers; ++w) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
+}  // namespace rpa
