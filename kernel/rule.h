@@ -53,6 +53,10 @@ std::string_view mode_name(Mode m);
   X(sm_scale_nonfinite, false, true, false, "a NaN or inf sm_scale makes the softmax NaN")      \
   X(mask_value_nonfinite, false, true, false,                                                   \
     "-inf makes the TPU's online softmax NaN on fully masked blocks; +inf/NaN break both")      \
+  X(mask_value_too_large, false, true, false,                                                  \
+    "the TPU kernel adds mask_value to the zero-padded key slots past kv_len of a sequence's "  \
+    "last KV block; unless exp() underflows there they enter the softmax, which the reference " \
+    "never does")                                                                               \
   X(k_scale_nonfinite, false, true, false, "a NaN or inf k_scale makes every logit NaN")        \
   X(v_scale_nonfinite, false, true, false, "a NaN or inf v_scale makes every output NaN")       \
   X(kv_pages_per_block_range, true, false, false, "JAX bounds the KV block by pages_per_seq")   \
