@@ -9,6 +9,10 @@
 #include <thread>
 #include <vector>
 
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
 #include <Eigen/Core>
 
 #include "kernel/paged_kv_view.h"
@@ -75,7 +79,10 @@ class CellWorker {
         acc_(static_cast<size_t>(bq_ * hq_blk_ * d_)),
         scales_(static_cast<size_t>(rows_max_)),
         mask_value_(static_cast<float>(p.effective_mask_value())),
-        sm_scale_(static_cast<float>(p.sm_scale)) {}
+        sm_scale_(static_cast<float>(p.sm_scale)),
+        exact_skips_(std::isfinite(mask_value_) &&
+                     mask_value_ <= static_cast<float>(kMaxExactMaskValue)),
+        direct_f32_(kv_dtype_ == DType::kFloat32 && !p.k_scale && !p.v_scale) {}
 
   void run(int64_t heads_blk, int64_t q_blk) {
     const int64_t r0 = q_blk * bq_;
@@ -107,9 +114,25 @@ class CellWorker {
     const int64_t a = std::max(view_.q_start(s), r0);  // this block's rows of the sequence
     const int64_t b = std::min(view_.q_end(s), r1);
     const int64_t kv_len = view_.kv_len(s);
+    const int64_t first_pos = view_.q_position(s, a - view_.q_start(s));
+    const int64_t last_pos = view_.q_position(s, b - 1 - view_.q_start(s));
+    bool started = false;
     for (int64_t kv_blk = 0; kv_blk * kv_per_blk_ < kv_len; ++kv_blk) {
+      const int64_t kv_start = kv_blk * kv_per_blk_;
+      const int64_t valid = std::min(kv_per_blk_, kv_len - kv_start);
+      // Exact skip: every key of the block is masked for every row (after the last row's
+      // position, or before the first row's window), so its weight is exp(mask - m) = 0
+      // against each row's real maximum, which another block supplies; a block processed
+      // before that one is wiped by alpha = 0 all the same.
+      const bool all_masked =
+          kv_start > last_pos ||
+          (p_.sliding_window && kv_start + valid - 1 <= first_pos - *p_.sliding_window);
+      if (exact_skips_ && all_masked) continue;
       const std::byte* buf = copy_kv_block(heads_blk, s, kv_blk, kv_blk % 2);
-      for (int64_t h = 0; h < hkv_blk_; ++h) flash(heads_blk, h, s, a, b, r0, kv_blk, buf);
+      for (int64_t h = 0; h < hkv_blk_; ++h) {
+        flash(heads_blk, h, s, a, b, r0, kv_blk, !started, buf);
+      }
+      started = true;
     }
   }
 
@@ -121,7 +144,11 @@ class CellWorker {
     const int64_t end_page = std::min(view_.pages_per_seq(), (view_.kv_len(s) + S - 1) / S);
     const int64_t slot_bytes = hc_blk_ * d_ * kv_bytes_;
     std::byte* dst = kv_buf_.data() + half * kv_per_blk_ * slot_bytes;
-    for (int64_t i = 0; i < bkv_; ++i) {
+    // With exact skips the slots past the last valid token are never read: copy only the
+    // pages that hold valid tokens.
+    const int64_t valid = std::min(kv_per_blk_, view_.kv_len(s) - kv_blk * kv_per_blk_);
+    const int64_t pages = exact_skips_ ? (valid + S - 1) / S : bkv_;
+    for (int64_t i = 0; i < pages; ++i) {
       const int64_t page_slot = kv_blk * bkv_ + i;
       const int64_t token0 = (page_slot < end_page ? page_slot : 0) * S;
       for (int64_t slot = 0; slot < S; ++slot) {
@@ -135,11 +162,11 @@ class CellWorker {
 
   // Extracts K or V of local kv head h from the buffer as float32, zero at or past kv_len
   // (the TPU masks the NaN that unused slots may hold), scaled as the definition says.
-  void extract(const std::byte* buf, int64_t h, bool value, int64_t valid,
+  void extract(const std::byte* buf, int64_t h, bool value, int64_t valid, int64_t n,
                const std::optional<double>& scale, float* dst) const {
     const int64_t slot_elems = hc_blk_ * d_;
     const int64_t head = 2 * h + (value ? 1 : 0);
-    for (int64_t j = 0; j < kv_per_blk_; ++j) {
+    for (int64_t j = 0; j < n; ++j) {
       float* row = dst + j * d_;
       if (j >= valid) {
         std::fill(row, row + d_, 0.0f);
@@ -153,15 +180,31 @@ class CellWorker {
     }
   }
 
+  // One kv head's share of a KV block for one sequence's rows [a, b): logits, mask, soft
+  // cap and JAX's online-softmax update of m, l and the accumulator. first: no earlier
+  // block of this sequence contributed (JAX's kv_blk_idx == 0 initialisation).
   void flash(int64_t heads_blk, int64_t h, int64_t s, int64_t a, int64_t b, int64_t r0,
-             int64_t kv_blk, const std::byte* buf) {
+             int64_t kv_blk, bool first, const std::byte* buf) {
     const int64_t kv_len = view_.kv_len(s);
     const int64_t kv_start = kv_blk * kv_per_blk_;
     const int64_t valid = std::min(kv_per_blk_, kv_len - kv_start);
     const int64_t rows = (b - a) * group_;
-    const int64_t nk = kv_per_blk_;
-    extract(buf, h, false, valid, p_.k_scale, k_.data());
-    extract(buf, h, true, valid, p_.v_scale, v_.data());
+    // With exact skips only the valid slots take part: a padded slot's logit is exactly
+    // mask_value and its weight exactly 0 (see sequence()). Otherwise, as on the TPU, every
+    // slot of the block does, zero-filled past kv_len.
+    const int64_t nk = exact_skips_ ? valid : kv_per_blk_;
+    const int64_t slot_elems = hc_blk_ * d_;
+    const float* kp = k_.data();
+    const float* vp = v_.data();
+    Eigen::Index stride = d_;
+    if (direct_f32_ && nk == valid) {  // float32 KV, unscaled: read the buffer in place
+      kp = reinterpret_cast<const float*>(buf) + 2 * h * d_;
+      vp = kp + d_;
+      stride = slot_elems;
+    } else {
+      extract(buf, h, false, valid, nk, p_.k_scale, k_.data());
+      extract(buf, h, true, valid, nk, p_.v_scale, v_.data());
+    }
     const int64_t q_head0 = heads_blk * hq_blk_ + h * group_;
     for (int64_t r = a; r < b; ++r) {
       for (int64_t g = 0; g < group_; ++g) {
@@ -170,31 +213,33 @@ class CellWorker {
                  q_.data() + ((r - a) * group_ + g) * d_);
       }
     }
-    Map q(q_.data(), rows, d_), k(k_.data(), nk, d_), v(v_.data(), nk, d_);
-    Map logits(logits_.data(), rows, nk), qkv(qkv_.data(), rows, d_);
+    using StridedMap = Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>>;
+    const StridedMap k(kp, nk, d_, Eigen::OuterStride<>(stride));
+    const StridedMap v(vp, nk, d_, Eigen::OuterStride<>(stride));
+    Map q(q_.data(), rows, d_), logits(logits_.data(), rows, nk), qkv(qkv_.data(), rows, d_);
     logits.noalias() = q * k.transpose();
 
     const int64_t q_pos0 = view_.q_position(s, a - view_.q_start(s));
     float* m = m_.data() + h * rows_max_ + (a - r0) * group_;
     float* l = l_.data() + h * rows_max_ + (a - r0) * group_;
     for (int64_t i = 0; i < rows; ++i) {
-      const int64_t q_pos = q_pos0 + i / group_;
-      float* x = logits_.data() + i * nk;
-      for (int64_t j = 0; j < nk; ++j) {
-        float y = x[j] * sm_scale_;
-        if (p_.soft_cap) {
-          const auto cap = static_cast<float>(*p_.soft_cap);
-          y = cap * std::tanh(y / cap);
-        }
-        const int64_t t = kv_start + j;
-        const bool masked = q_pos < t || (p_.sliding_window && q_pos - *p_.sliding_window >= t);
-        x[j] = y + (masked ? mask_value_ : 0.0f);
+      Eigen::Map<Eigen::ArrayXf> x(logits_.data() + i * nk, nk);
+      x *= sm_scale_;
+      if (p_.soft_cap) {
+        const auto cap = static_cast<float>(*p_.soft_cap);
+        x = cap * (x / cap).tanh();
       }
-      const float m_curr = max_propagating_nan(x, nk);
-      float l_curr = 0.0f;
-      for (int64_t j = 0; j < nk; ++j) l_curr += (x[j] = std::exp(x[j] - m_curr));
-      const float m_prev = kv_blk == 0 ? -std::numeric_limits<float>::infinity() : m[i];
-      const float l_prev = kv_blk == 0 ? 0.0f : l[i];
+      // Keys t with q_pos - W < t <= q_pos are visible; the mask value is added elsewhere.
+      const int64_t q_pos = q_pos0 + i / group_;
+      const int64_t lo = p_.sliding_window ? q_pos - *p_.sliding_window + 1 - kv_start : 0;
+      const int64_t hi = q_pos + 1 - kv_start;
+      for (int64_t j = 0; j < std::min(std::max<int64_t>(lo, 0), nk); ++j) x[j] += mask_value_;
+      for (int64_t j = std::max<int64_t>(hi, 0); j < nk; ++j) x[j] += mask_value_;
+      const float m_curr = max_propagating_nan(x.data(), nk);
+      x = (x - m_curr).exp();
+      const float l_curr = x.sum();
+      const float m_prev = first ? -std::numeric_limits<float>::infinity() : m[i];
+      const float l_prev = first ? 0.0f : l[i];
       const float m_next = std::isnan(m_prev)   ? m_prev
                            : std::isnan(m_curr) ? m_curr
                                                 : std::max(m_prev, m_curr);
@@ -214,7 +259,7 @@ class CellWorker {
       const float* add = qkv_.data() + i * d_;
       const Scales& sc = scales_[static_cast<size_t>(i)];
       for (int64_t c = 0; c < d_; ++c) {
-        const float o_curr = kv_blk == 0 ? 0.0f : o[c];
+        const float o_curr = first ? 0.0f : o[c];
         o[c] = (sc.l_alpha * o_curr + sc.beta * add[c]) / sc.l_next_safe;
       }
     }
@@ -246,6 +291,25 @@ class CellWorker {
   std::vector<float> acc_;          // [bq, Hq_blk, D]
   std::vector<Scales> scales_;      // [bq * group]: this KV block's update of each row
   const float mask_value_, sm_scale_;
+  // Padded slots and fully masked blocks weigh exactly 0 (mask_value <= -1e30, what strict
+  // validation requires), so they may be left out; -inf or a small mask keeps the TPU's
+  // full computation, NaN included.
+  const bool exact_skips_;
+  const bool direct_f32_;  // K and V are read from the buffer in place
+};
+
+// Flushes float32 subnormals to zero on this thread while alive, as TPUs do: with them on,
+// a few subnormal softmax weights (exp(s - m) for s - m < -87) put x86 multiplies into
+// microcode assists and slow the whole kernel by an order of magnitude.
+class FlushSubnormals {
+ public:
+#if defined(__SSE__)
+  FlushSubnormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040); }  // FTZ | DAZ
+  ~FlushSubnormals() { _mm_setcsr(saved_); }
+
+ private:
+  unsigned saved_;
+#endif
 };
 
 }  // namespace
@@ -286,6 +350,7 @@ Tensor tiled_attention(const Inputs& in, const Params& p, const KernelOptions& o
       std::min<int64_t>(std::max<int64_t>(cells, 1), options.threads > 0 ? options.threads : hw));
   std::atomic<int64_t> next{0};
   auto work = [&] {
+    const FlushSubnormals flush;
     CellWorker worker(in, p, plan, out);
     for (int64_t c = next++; c < cells; c = next++) {
       worker.run(c / plan.num_q_blks, c % plan.num_q_blks);

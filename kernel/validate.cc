@@ -21,9 +21,6 @@ std::string opt_int(const std::optional<int64_t>& v) { return v ? I(*v) : "None"
 // JAX's dynamic checks run on int32 jax arrays: sums and differences wrap.
 int32_t wrap32(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); }
 
-// strict: the largest mask value that keeps the kernel's padded KV slots out of the softmax.
-constexpr double kMaxMaskValue = -1e30;
-
 // Two's complement addition without signed overflow (JAX's int32 sums wrap anyway).
 int64_t add_wrapping(int64_t a, int64_t b) {
   return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b));
@@ -297,7 +294,7 @@ class Walk {
       return false;
     // A padded slot's logit is exactly mask_value; at or below -1e30 its weight
     // exp(mask_value - m) is 0 in float32 against any logit of magnitude below 1e29.
-    if (p_.mask_value && finite_as_float32(*p_.mask_value) && *p_.mask_value > kMaxMaskValue &&
+    if (p_.mask_value && finite_as_float32(*p_.mask_value) && *p_.mask_value > kMaxExactMaskValue &&
         reject(RuleId::mask_value_too_large,
                "mask_value=" + F(*p_.mask_value) + " must be at most -1e+30.") &&
         c_.done())

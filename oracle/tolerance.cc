@@ -47,15 +47,20 @@ double min_subnormal(DType t) {
 //    result: 2^(1-prec) * |want| for each narrower-than-float32 rounding, or, where the
 //    result is subnormal in that dtype, one smallest subnormal (an absolute term).
 //
+// 4. Subnormal float32 values: TPUs (and the tiled kernel, for speed) flush them to zero,
+//    the reference keeps them. Each of the kv_len products p_t v_t may lose up to the
+//    smallest normal float32, 2^-126, and so may the result: (kv_len + 1) * 2^-126.
+//
 // So atol = M * (1e-5 + [V narrow] (2^(1-prec_V) + kv_len * min_subnormal_V))
-//           + [V narrow] min_subnormal_V + [q narrower than V] min_subnormal_q and
+//           + [V narrow] min_subnormal_V + [q narrower than V] min_subnormal_q
+//           + (kv_len + 1) * 2^-126 and
 // rtol = [V narrow] 2^(1-prec_V) + [q narrower than V] 2^(1-prec_q). For float32 this is the
 // DESIGN target of 1e-5 * M; for bfloat16 q and V it is 2^-7 * M plus one bf16 ulp of the
 // value.
 Tolerance tolerance_for(DType q_dtype, DType v_dtype, double max_abs_v, int64_t max_kv_len) {
   Tolerance tol;
   double abs_scale = 1e-5;
-  double abs_floor = 0.0;
+  double abs_floor = static_cast<double>(max_kv_len + 1) * std::ldexp(1.0, -126);
   if (v_dtype != DType::kFloat32) {
     const double ulp = std::ldexp(1.0, 1 - precision_bits(v_dtype));
     abs_scale += ulp + static_cast<double>(max_kv_len) * min_subnormal(v_dtype);

@@ -118,17 +118,20 @@ TEST(Tolerance, Float8E5M2UnderFloat32Q) {
 }
 
 TEST(Tolerance, ZeroMaxVLeavesOnlyTheSubnormalFloor) {
-  // atol = M * (...) + floor = floor: 0 for float32, one smallest subnormal of each
-  // narrower-than-float32 rounding otherwise; rtol does not depend on M.
-  EXPECT_EQ(tolerance_for(DType::kFloat32, DType::kFloat32, 0.0, 9).atol, 0.0);
+  // atol = M * (...) + floor = floor: (kv_len + 1) * 2^-126 for float32's flushed
+  // subnormals, plus one smallest subnormal of each narrower-than-float32 rounding; rtol
+  // does not depend on M.
+  EXPECT_EQ(tolerance_for(DType::kFloat32, DType::kFloat32, 0.0, 9).atol, 10 * std::ldexp(1.0, -126));
   EXPECT_EQ(tolerance_for(DType::kFloat32, DType::kFloat32, 0.0, 9).rtol, 0.0);
-  EXPECT_EQ(tolerance_for(DType::kBFloat16, DType::kBFloat16, 0.0, 9).atol, std::ldexp(1.0, -133));
+  EXPECT_EQ(tolerance_for(DType::kBFloat16, DType::kBFloat16, 0.0, 9).atol,
+            std::ldexp(1.0, -133) + 10 * std::ldexp(1.0, -126));
   EXPECT_DOUBLE_EQ(tolerance_for(DType::kBFloat16, DType::kBFloat16, 0.0, 9).rtol, 0.0078125);
   EXPECT_EQ(tolerance_for(DType::kBFloat16, DType::kFloat8E4M3FN, 0.0, 512).atol, std::ldexp(1.0, -9));
   EXPECT_DOUBLE_EQ(tolerance_for(DType::kBFloat16, DType::kFloat8E4M3FN, 0.0, 512).rtol, 0.125);
   EXPECT_EQ(tolerance_for(DType::kFloat32, DType::kFloat8E5M2, 0.0, 512).atol, std::ldexp(1.0, -16));
   // bf16 q over float32 V: the q rounding's floor.
-  EXPECT_EQ(tolerance_for(DType::kBFloat16, DType::kFloat32, 0.0, 512).atol, std::ldexp(1.0, -133));
+  EXPECT_EQ(tolerance_for(DType::kBFloat16, DType::kFloat32, 0.0, 512).atol,
+            std::ldexp(1.0, -133) + 513 * std::ldexp(1.0, -126));
   EXPECT_DOUBLE_EQ(tolerance_for(DType::kBFloat16, DType::kFloat32, 0.0, 512).rtol, 0.0078125);
 }
 
