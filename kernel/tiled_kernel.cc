@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -22,6 +23,25 @@ namespace {
 
 using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using Map = Eigen::Map<RowMajor>;
+
+// Scratch is 64-byte aligned: Eigen's vector loops start at the first aligned element, so
+// with the 16-byte alignment malloc gives, the order of a sum (and so its last bit) would
+// follow the heap address from call to call.
+template <class T>
+struct Aligned64 {
+  using value_type = T;
+  Aligned64() = default;
+  template <class U>
+  explicit Aligned64(const Aligned64<U>&) {}
+  T* allocate(size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64}));
+  }
+  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
+  friend bool operator==(const Aligned64&, const Aligned64&) { return true; }
+};
+
+template <class T>
+using Scratch = std::vector<T, Aligned64<T>>;
 
 // JAX's jnp.max: a NaN anywhere makes the maximum NaN.
 float max_propagating_nan(const float* x, int64_t n) {
@@ -282,14 +302,14 @@ class CellWorker {
   const DType q_dtype_, kv_dtype_;
   const int64_t kv_bytes_, d_, group_, hc_blk_, hq_blk_, hkv_blk_, bkv_, bq_, kv_per_blk_,
       rows_max_;
-  std::vector<std::byte> kv_buf_;  // [2, bkv, S, Hc_blk, D] in the KV dtype
-  std::vector<float> k_, v_;        // [bkv * S, D]
-  std::vector<float> q_;            // [bq * group, D]
-  std::vector<float> logits_;       // [bq * group, bkv * S], then the weights s_curr
-  std::vector<float> qkv_;          // [bq * group, D]
-  std::vector<float> m_, l_;        // [Hkv_blk, bq * group]
-  std::vector<float> acc_;          // [bq, Hq_blk, D]
-  std::vector<Scales> scales_;      // [bq * group]: this KV block's update of each row
+  Scratch<std::byte> kv_buf_;  // [2, bkv, S, Hc_blk, D] in the KV dtype
+  Scratch<float> k_, v_;        // [bkv * S, D]
+  Scratch<float> q_;            // [bq * group, D]
+  Scratch<float> logits_;       // [bq * group, bkv * S], then the weights s_curr
+  Scratch<float> qkv_;          // [bq * group, D]
+  Scratch<float> m_, l_;        // [Hkv_blk, bq * group]
+  Scratch<float> acc_;          // [bq, Hq_blk, D]
+  Scratch<Scales> scales_;      // [bq * group]: this KV block's update of each row
   const float mask_value_, sm_scale_;
   // Padded slots and fully masked blocks weigh exactly 0 (mask_value <= -1e30, what strict
   // validation requires), so they may be left out; -inf or a small mask keeps the TPU's
