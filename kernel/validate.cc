@@ -311,27 +311,11 @@ class Walk {
                                                      "].") &&
         c_.done())
       return false;
-    if (bkv && *bkv <= 0) {
-      blocks_ok_ = false;
-      if (reject(RuleId::kv_pages_per_block_nonpositive,
-                 "num_kv_pages_per_block=" + I(*bkv) + " must be positive.") &&
-          c_.done())
-        return false;
-    }
-    if (bq && *bq <= 0) {
-      blocks_ok_ = false;
-      if (reject(RuleId::queries_per_block_nonpositive,
-                 "num_queries_per_block=" + I(*bq) + " must be positive.") &&
-          c_.done())
-        return false;
-    }
-    if (vmem && *vmem <= 0) {
-      blocks_ok_ = false;
-      if (reject(RuleId::vmem_limit_nonpositive,
-                 "vmem_limit_bytes=" + I(*vmem) + " must be positive.") &&
-          c_.done())
-        return false;
-    }
+    if (!positive_block_param(RuleId::kv_pages_per_block_nonpositive, "num_kv_pages_per_block",
+                              bkv) ||
+        !positive_block_param(RuleId::queries_per_block_nonpositive, "num_queries_per_block", bq) ||
+        !positive_block_param(RuleId::vmem_limit_nonpositive, "vmem_limit_bytes", vmem))
+      return false;
     if (bkv.has_value() != bq.has_value()) {
       blocks_ok_ = false;
       if (reject(RuleId::block_sizes_partial, "num_kv_pages_per_block=" + opt_int(bkv) +
@@ -350,6 +334,13 @@ class Walk {
         return false;
     }
     return true;
+  }
+
+  // A block size or VMEM limit that is given must be positive. Returns false to stop.
+  bool positive_block_param(RuleId id, const char* name, const std::optional<int64_t>& v) {
+    if (!v || *v > 0) return true;
+    blocks_ok_ = false;
+    return !(reject(id, std::string(name) + "=" + I(*v) + " must be positive.") && c_.done());
   }
 
   bool finite_scalar(RuleId id, const char* name, const std::optional<double>& v) {

@@ -5,29 +5,13 @@ Usage: cli_validate_test.py RPA_BINARY REPO_ROOT
 """
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
-RPA, ROOT = sys.argv[1], sys.argv[2]
-sys.path.insert(0, os.path.join(ROOT, "tools"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_harness import MODES, check, finish, rpa  # noqa: E402  (reads argv)
 import make_mode_corpus  # noqa: E402
 import rpa_case  # noqa: E402
-
-MODES = os.path.join(ROOT, "corpus", "modes")
-results = {"passed": 0, "failed": 0}
-
-
-def rpa(*args):
-    return subprocess.run([RPA, *args], capture_output=True, text=True)
-
-
-def check(name, cond, detail=""):
-    if cond:
-        results["passed"] += 1
-    else:
-        results["failed"] += 1
-        print(f"FAIL {name} {detail}")
 
 
 def test_usage_errors():
@@ -125,8 +109,7 @@ def main():
         test_jax_crash_flag()
         test_all(tmp)
         test_target(tmp)
-    print(f"rpa validate CLI: {results['passed']} passed, {results['failed']} failed")
-    return 1 if results["failed"] else 0
+    return finish("rpa validate CLI")
 
 
 if __name__ == "__main__":
