@@ -10,5 +10,6 @@ namespace rpa {
 int validate_command(const std::vector<std::string_view>& args);
 int run_command(const std::vector<std::string_view>& args);
 int check_command(const std::vector<std::string_view>& args);
+int bench_command(const std::vector<std::string_view>& args);
 
 }  // namespace rpa

@@ -19,6 +19,7 @@ int main_impl(int argc, char** argv) {
   if (command == "validate") return validate_command(args);
   if (command == "run") return run_command(args);
   if (command == "check") return check_command(args);
+  if (command == "bench") return bench_command(args);
   if (command == "--help" || command == "-h" || command == "help") {
     std::printf("%s", kUsage);
     return kExitOk;

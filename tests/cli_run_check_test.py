@@ -268,6 +268,14 @@ def test_usage(tmp):
         check(f"usage {args[0]} {args[2:]} nothing on stdout", p.stdout == "", repr(p.stdout))
 
 
+def test_bench_usage():
+    # Timing runs belong to `rpa bench` itself (seconds each); only its usage is tested here.
+    for args in (["bench", "--preset", "nope"], ["bench", "--frob"]):
+        p = rpa(*args)
+        check(f"usage {args}", p.returncode == 64 and p.stderr.startswith("rpa: "),
+              f"rc={p.returncode} stderr={p.stderr[:200]!r}")
+
+
 def test_unreadable(tmp):
     missing = os.path.join(tmp, "missing.npz")
     garbage = os.path.join(tmp, "garbage.npz")
@@ -316,6 +324,7 @@ def main():
         test_check_without_or_with_bad_out(tmp)
         test_strict_gate_in_jax_mode()
         test_usage(tmp)
+        test_bench_usage()
         test_unreadable(tmp)
         test_run_json_without_output(tmp)
     return finish("rpa run/check CLI")
