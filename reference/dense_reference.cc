@@ -93,7 +93,9 @@ ReferenceResult dense_reference(const Inputs& in, const Params& p) {
             if (masked) x += mask_value;
           }
           const double m = logits.row(r).maxCoeff<Eigen::PropagateNaN>();
-          logits.row(r) = (logits.row(r).array() - m).exp().matrix();
+          // std::exp, not Eigen's vectorized exp: that returns subnormals around 5e-309
+          // instead of 0 for masked logits, which are then slow to multiply (and not 0).
+          for (int64_t t = 0; t < kv_len; ++t) logits(r, t) = std::exp(logits(r, t) - m);
           logits.row(r) /= logits.row(r).sum();
         }
         if (round_to_v) logits = logits.unaryExpr([&](double x) { return double{round_double_to(v_dtype, x)}; });
