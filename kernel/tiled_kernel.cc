@@ -43,20 +43,20 @@ struct Aligned64 {
 template <class T>
 using Scratch = std::vector<T, Aligned64<T>>;
 
-// JAX's jnp.max: a NaN anywhere makes the maximum NaN.
-float max_propagating_nan(const float* x, int64_t n) {
-  float m = -std::numeric_limits<float>::infinity();
-  for (int64_t i = 0; i < n; ++i) {
-    if (std::isnan(x[i])) return x[i];
-    m = std::max(m, x[i]);
-  }
-  return m;
-}
-
-// Reads n elements of a float dtype into float32.
+// Reads n elements of a float dtype into float32 (bfloat16 by its bits, in a loop the
+// compiler vectorizes).
 void to_float(DType t, const std::byte* src, int64_t n, float* dst) {
   if (t == DType::kFloat32) {
     std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+    return;
+  }
+  if (t == DType::kBFloat16) {
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, src + 2 * i, sizeof bits);
+      const uint32_t word = uint32_t{bits} << 16;
+      std::memcpy(dst + i, &word, sizeof word);
+    }
     return;
   }
   for (int64_t i = 0; i < n; ++i) dst[i] = load_float(t, src, i);
@@ -135,7 +135,8 @@ class CellWorker {
     const int64_t b = std::min(view_.q_end(s), r1);
     const int64_t kv_len = view_.kv_len(s);
     const int64_t first_pos = view_.q_position(s, a - view_.q_start(s));
-    const int64_t last_pos = view_.q_position(s, b - 1 - view_.q_start(s));
+    last_pos_ = view_.q_position(s, b - 1 - view_.q_start(s));
+    const int64_t last_pos = last_pos_;
     bool started = false;
     for (int64_t kv_blk = 0; kv_blk * kv_per_blk_ < kv_len; ++kv_blk) {
       const int64_t kv_start = kv_blk * kv_per_blk_;
@@ -212,12 +213,15 @@ class CellWorker {
     // With exact skips only the valid slots take part: a padded slot's logit is exactly
     // mask_value and its weight exactly 0 (see sequence()). Otherwise, as on the TPU, every
     // slot of the block does, zero-filled past kv_len.
-    const int64_t nk = exact_skips_ ? valid : kv_per_blk_;
+    // Keys after the last row's position are masked for every row: with exact skips they are
+    // left out too (prefill's causal triangle).
+    const int64_t nk =
+        exact_skips_ ? std::min(valid, last_pos_ + 1 - kv_start) : kv_per_blk_;
     const int64_t slot_elems = hc_blk_ * d_;
     const float* kp = k_.data();
     const float* vp = v_.data();
     Eigen::Index stride = d_;
-    if (direct_f32_ && nk == valid) {  // float32 KV, unscaled: read the buffer in place
+    if (direct_f32_ && exact_skips_) {  // float32 KV, unscaled: read the buffer in place
       kp = reinterpret_cast<const float*>(buf) + 2 * h * d_;
       vp = kp + d_;
       stride = slot_elems;
@@ -255,7 +259,7 @@ class CellWorker {
       const int64_t hi = q_pos + 1 - kv_start;
       for (int64_t j = 0; j < std::min(std::max<int64_t>(lo, 0), nk); ++j) x[j] += mask_value_;
       for (int64_t j = std::max<int64_t>(hi, 0); j < nk; ++j) x[j] += mask_value_;
-      const float m_curr = max_propagating_nan(x.data(), nk);
+      const float m_curr = x.maxCoeff<Eigen::PropagateNaN>();
       x = (x - m_curr).exp();
       const float l_curr = x.sum();
       const float m_prev = first ? -std::numeric_limits<float>::infinity() : m[i];
@@ -290,6 +294,10 @@ class CellWorker {
       for (int64_t hq = 0; hq < hq_blk_; ++hq) {
         const int64_t dst = view_.q_offset(r, heads_blk * hq_blk_ + hq);
         const float* src = acc_.data() + ((r - r0) * hq_blk_ + hq) * d_;
+        if (q_dtype_ == DType::kFloat32) {
+          std::memcpy(out_.data() + dst * 4, src, static_cast<size_t>(d_) * sizeof(float));
+          continue;
+        }
         for (int64_t c = 0; c < d_; ++c) store_float(q_dtype_, out_.data(), dst + c, src[c]);
       }
     }
@@ -316,6 +324,7 @@ class CellWorker {
   // full computation, NaN included.
   const bool exact_skips_;
   const bool direct_f32_;  // K and V are read from the buffer in place
+  int64_t last_pos_ = 0;   // position of the current sequence's last row in the block
 };
 
 // Flushes float32 subnormals to zero on this thread while alive, as TPUs do: with them on,
