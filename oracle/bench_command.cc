@@ -115,8 +115,7 @@ Row measure(const bench::Workload& w, const Preset& preset, int index, int total
   row.reference_first_s = ref_s.front();
   row.reference_ms = median(ref_s) * 1e3;
 
-  const Tolerance tol = tolerance_for(w.inputs.q.dtype(), w.inputs.kv_pages.dtype(),
-                                      ref->max_abs_v_eff, ref->max_kv_len);
+  const Tolerance tol = tolerance_for_case(w.inputs, w.params, *ref);
   row.cmp = compare_outputs(kernel_out, ref->out, PagedKvView(w.inputs), tol);
   if (!row.cmp.agree()) {
     std::fprintf(stderr,

@@ -54,9 +54,7 @@ int check_command(const std::vector<std::string_view>& args) {
   }
 
   const ReferenceResult ref = dense_reference(c->inputs, c->params);
-  const DType v_dtype = c->params.v_scale ? c->inputs.q.dtype() : c->inputs.kv_pages.dtype();
-  const Tolerance tol =
-      tolerance_for(c->inputs.q.dtype(), v_dtype, ref.max_abs_v_eff, ref.max_kv_len);
+  const Tolerance tol = tolerance_for_case(c->inputs, c->params, ref);
   const Comparison cmp = compare_outputs(out, ref.out, PagedKvView(c->inputs), tol);
   if (a.json) {
     JsonWriter j;

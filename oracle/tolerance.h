@@ -5,6 +5,9 @@
 #include <cstdint>
 
 #include "kernel/dtype.h"
+#include "kernel/inputs.h"
+#include "kernel/params.h"
+#include "reference/dense_reference.h"
 
 namespace rpa {
 
@@ -19,6 +22,11 @@ struct Tolerance {
 // max_kv_len the longest sequence that produced rows. The derivation is in the
 // definition's comment.
 Tolerance tolerance_for(DType q_dtype, DType v_dtype, double max_abs_v, int64_t max_kv_len);
+
+// The tolerance for comparing an output of (in, p) with the dense reference's result r:
+// tolerance_for plus the float32 rounding of large logits, 2 * M * 2^-24 *
+// r.max_logit_abs_sum (derivation in tolerance.cc). What every caller should use.
+Tolerance tolerance_for_case(const Inputs& in, const Params& p, const ReferenceResult& r);
 
 // Bits of precision (significand bits, the implicit one included) of a float dtype.
 int precision_bits(DType t);

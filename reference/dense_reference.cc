@@ -82,6 +82,11 @@ ReferenceResult dense_reference(const Inputs& in, const Params& p) {
           for (int64_t c = 0; c < d; ++c) q(r, c) = load_float(q_dtype, in.q.data(), q0 + c);
         }
         Matrix logits = (q * kv.k.transpose()) * p.sm_scale;
+        const Matrix abs_sums = q.cwiseAbs() * kv.k.cwiseAbs().transpose();
+        if (abs_sums.size() > 0) {
+          const double bound = std::fabs(p.sm_scale) * abs_sums.maxCoeff<Eigen::PropagateNumbers>();
+          if (std::isfinite(bound)) result.max_logit_abs_sum = std::max(result.max_logit_abs_sum, bound);
+        }
         for (int64_t r = 0; r < q_len; ++r) {
           const int64_t q_pos = view.q_position(s, r);
           for (int64_t t = 0; t < kv_len; ++t) {

@@ -21,6 +21,9 @@ struct ReferenceResult {
   double max_abs_v_eff = 0.0;
   // Largest kv_len among the sequences with q_len > 0 (0 if none).
   int64_t max_kv_len = 0;
+  // Largest |sm_scale| * sum_d |q_d K_eff_d| over the logits computed (0 if none): how
+  // large float32 rounding in a logit's dot product can be, for the tolerance.
+  double max_logit_abs_sum = 0.0;
 };
 
 // Precondition: strict validation accepted (in, params). It does not validate: the oracle

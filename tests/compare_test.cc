@@ -487,5 +487,24 @@ TEST(CompareFloat32VsBFloat16, MixedDtypesCompareByValue) {
   EXPECT_EQ(c.compared, kDefined);
 }
 
+TEST(Tolerance, CaseToleranceGrowsWithLogitMagnitude) {
+  // tolerance_for_case = tolerance_for + 2 * 2^-24 * max_logit_abs_sum * M. float32, M = 4,
+  // kv_len 10, bound 2^20: base atol 4e-5 + 11 * 2^-126, plus 2 * 2^-24 * 2^20 * 4 = 0.5.
+  testing::InputsSpec spec;
+  spec.seqs = {{1, 10}};
+  const Inputs in = testing::build_inputs(spec);
+  ReferenceResult r;
+  r.max_abs_v_eff = 4.0;
+  r.max_kv_len = 10;
+  r.max_logit_abs_sum = std::ldexp(1.0, 20);
+  const Tolerance t = tolerance_for_case(in, Params{}, r);
+  EXPECT_DOUBLE_EQ(t.atol, 4e-5 + 0.5);
+  EXPECT_EQ(t.rtol, 0.0);
+  // With v_scale, V_eff takes q's dtype (float32 here too): same numbers.
+  Params scaled;
+  scaled.v_scale = 2.0;
+  EXPECT_DOUBLE_EQ(tolerance_for_case(in, scaled, r).atol, 4e-5 + 0.5);
+}
+
 }  // namespace
 }  // namespace rpa

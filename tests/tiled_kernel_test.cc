@@ -138,8 +138,7 @@ Tensor expect_kernel_agrees(const Inputs& in, const Params& p) {
   if (::testing::Test::HasFatalFailure()) return {};
   const PagedKvView view(in);
   const ReferenceResult ref = dense_reference(in, p);
-  const DType v_dtype = p.v_scale ? in.q.dtype() : in.kv_pages.dtype();
-  const Tolerance tol = tolerance_for(in.q.dtype(), v_dtype, ref.max_abs_v_eff, ref.max_kv_len);
+  const Tolerance tol = tolerance_for_case(in, p, ref);
   const Tensor one = tiled_attention(in, p, KernelOptions{.threads = 1});
   const Tensor two = tiled_attention(in, p, KernelOptions{.threads = 2});
   EXPECT_TRUE(one == two) << "threads 1 and 2 give different bits";
@@ -428,7 +427,7 @@ TEST(TiledKernelMaskValue, SmallMaskValueIsAddedOnWholeKvBlocks) {
           const Tensor one = tiled_attention(in, pb, KernelOptions{.threads = 1});
           EXPECT_TRUE(one == tiled_attention(in, pb, KernelOptions{.threads = 2}));
           const Comparison c = compare_outputs(
-              one, ref.out, view, tolerance_for(dt.q, dt.kv, ref.max_abs_v_eff, ref.max_kv_len));
+              one, ref.out, view, tolerance_for_case(in, pb, ref));
           EXPECT_TRUE(c.agree()) << describe_mismatch(c);
         }
       }

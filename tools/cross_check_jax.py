@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Cross-checks `rpa validate --mode jax` against JAX's own validation.
+"""Cross-checks rpa against JAX: validation (jax mode), and the dense reference.
+
+Validation: `rpa validate --mode jax` is compared with JAX's own validation.
 
 For every case, JAX's validation is called exactly as a user would call it from numpy
 arrays (bfloat16 / float8 as ml_dtypes arrays, parameters as Python floats and ints,
@@ -37,6 +39,30 @@ Run it on case files or directories (every .npz below them), or on random cases:
 It prints one line per case (OK or DIFF, with both sides), a tally of what JAX did on
 the inputs rpa flags jax_crash, and last `cross_check_jax: N passed, M failed`. The exit
 status is 1 if any case differs. --keep DIR copies each differing random case there.
+
+Reference mode checks rpa's dense reference against JAX's own ref_ragged_paged_attention
+on N random strict-valid cases:
+
+    /tmp/jaxvenv/bin/python tools/cross_check_jax.py --rpa /tmp/xc-build/rpa \\
+        --reference 300 --seed 1 --keep /tmp/xc-ref-diffs [--jit]
+
+Each case is built valid by construction (reference_case): 1-6 sequences mixing decode
+(q_len 1) and prefill (q_len up to kv_len), kv_len 1..80, shuffled pages, garbage page
+indices past each sequence's last page and in padding slots (garbage kv_lens and
+cu_q_lens there too), NaN in every unused page slot and q row, dtypes and head counts
+only as the kernel's XLA tiling takes them, and random sm_scale, sliding_window,
+soft_cap, mask_value, k_scale, v_scale. Strict `rpa validate` must accept every one (a
+rejection is a generator bug and fails). JAX's reference runs on CPU (eagerly, every
+argument a jnp array, about 5 s a case, nearly all of it XLA compiling each jnp operation
+for its shapes; --jit compiles each case as one jax.jit instead, about 5x faster, but
+XLA's fusion then rounds an element differently here and there). Its defined rows,
+padded with zeros to q's shape, are saved as `out`, and `rpa check --json` compares them
+with rpa's reference under rpa's tolerance. Each disagreement prints the case and rpa's
+JSON (first mismatch, got, want, allowed); --keep DIR copies the case, with JAX's output
+as `out`, there. The tolerance used, max |jax - rpa| / (atol + rtol * |rpa|) over
+defined elements (rpa's output from `rpa run --impl reference`), is tabulated per dtype
+combination and per data scale. The last line is `cross_check_jax reference: N passed,
+M failed`; the exit status is 1 on any failure.
 """
 
 import argparse
@@ -49,6 +75,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 import warnings
 
@@ -553,6 +580,326 @@ def run_random(kernel, rpa, count, seed, keep, tally):
             os.remove(path)
 
 
+# --- reference mode: rpa's dense reference against JAX's ref_ragged_paged_attention ---
+
+# (q dtype, kv dtype) combinations, and (num_q_heads, num_kv_heads) shapes, drawn from.
+_REF_DTYPE_COMBOS = (("float32", "float32"), ("bfloat16", "bfloat16"),
+                     ("bfloat16", "float8_e4m3fn"), ("bfloat16", "float8_e5m2"),
+                     ("float32", "float8_e4m3fn"))
+_REF_HEADS = ((1, 1), (2, 1), (4, 2), (8, 2), (4, 4), (8, 8), (16, 2))
+_REF_PAGE_SIZES = (1, 2, 4, 8, 16)
+_REF_HEAD_DIMS = (1, 8, 32, 128)
+# get_dtype_packing: how many elements of the dtype share one 32-bit word.
+_PACKING = {"float32": 1, "bfloat16": 2, "float8_e4m3fn": 4, "float8_e5m2": 4}
+_REF_PARAM_NAMES = ("sm_scale", "sliding_window", "soft_cap", "mask_value", "k_scale",
+                    "v_scale")
+
+
+def _xla_fully_tileable(n, packing):
+    """JAX's can_be_xla_fully_tiled (get_min_heads_per_blk): the one head-count condition
+    on a strict-valid case that depends on the dtypes."""
+    if n % packing:
+        return False
+    n //= packing
+    return n in (1, 2, 4, 8) or n % 8 == 0
+
+
+def _garbage_index(rng, num_pages):
+    """An index the definition never reads: out of range either way, or a real page."""
+    return int(_pick(rng, (-1, -7, _INT32_MIN, _INT32_MAX, num_pages, num_pages + 7,
+                           int(rng.integers(0, 1 << 30)),
+                           int(rng.integers(0, max(num_pages, 1))))))
+
+
+def _normal(rng, shape, scale, dtype_name):
+    return (rng.standard_normal(shape) * scale).astype(np.float32).astype(
+        _DATA_DTYPES[dtype_name])
+
+
+def reference_case(rng):
+    """Builds one strict-valid case constructively (no rejection loop).
+
+    Returns:
+      (arrays, params, info): the six input arrays (q / kv_pages as float32 or ml_dtypes
+      arrays), the parameters to pass (sm_scale always; the others only when set), and a
+      dict describing the case (dtypes, dims, sequences, data scales) for messages.
+    """
+    q_dtype, kv_dtype = _pick(rng, _REF_DTYPE_COMBOS)
+    # Only head counts the kernel's XLA tiling takes for this KV dtype (strict rejects the
+    # rest with heads_not_tileable): fp8 KV needs num_combined_kv_heads % 4 == 0.
+    heads = [h for h in _REF_HEADS if _xla_fully_tileable(2 * h[1], _PACKING[kv_dtype])]
+    hq, hkv = _pick(rng, heads)
+    d = _pick(rng, _REF_HEAD_DIMS)
+    s = _pick(rng, _REF_PAGE_SIZES)
+
+    ns = int(rng.integers(1, 7))
+    seqs = []
+    for _ in range(ns):
+        kv_len = int(rng.integers(1, 81))
+        if rng.random() < 0.5:
+            q_len = 1  # decode
+        elif rng.random() < 0.3:
+            q_len = kv_len  # a whole prompt
+        else:
+            q_len = int(rng.integers(1, kv_len + 1))  # prefill after a cached prefix
+        seqs.append((q_len, kv_len))
+    n = ns + int(rng.integers(0, 3))  # max_num_seqs, with padding slots
+    used_pages = [-(-kv_len // s) for _, kv_len in seqs]
+    pps = max(used_pages) + int(rng.integers(0, 3))
+    num_pages = sum(used_pages) + int(rng.integers(0, 4))
+    total = sum(q for q, _ in seqs)
+    t = total + int(rng.integers(0, 4))  # max_num_batched_tokens, with padding rows
+
+    q_scale = _pick(rng, (1.0,) * 8 + (10.0, 0.01))
+    kv_scale = _pick(rng, (1.0,) * 8 + (10.0, 0.01))
+    q = _normal(rng, (t, hq, d), q_scale, q_dtype)
+    q[total:] = np.nan  # rows past cu_q_lens[num_seqs] belong to no sequence
+    kv_pages = np.full((num_pages, s, 2 * hkv, d), np.nan, np.float32).astype(
+        _DATA_DTYPES[kv_dtype])
+    kv_lens = np.zeros(n, np.int32)
+    cu = np.zeros(n + 1, np.int32)
+    page_indices = np.zeros((n, pps), np.int32)
+    free = list(rng.permutation(num_pages))  # a shuffled free list, as an allocator's
+    for i, (q_len, kv_len) in enumerate(seqs):
+        kv_lens[i] = kv_len
+        cu[i + 1] = cu[i] + q_len
+        for j in range(pps):
+            if j >= used_pages[i]:
+                page_indices[i, j] = _garbage_index(rng, num_pages)
+                continue
+            page = int(free.pop())
+            page_indices[i, j] = page
+            used = min(s, kv_len - j * s)
+            kv_pages[page, :used] = _normal(rng, (used, 2 * hkv, d), kv_scale, kv_dtype)
+    # Padding sequence slots: garbage everywhere (strict ignores them, as the definition).
+    for i in range(ns, n):
+        kv_lens[i] = _pick(rng, (0, -3, _INT32_MAX, int(rng.integers(0, 10**6))))
+        cu[i + 1] = _pick(rng, (int(cu[ns]), -1, _INT32_MAX, int(rng.integers(0, 10**6))))
+        for j in range(pps):
+            page_indices[i, j] = _garbage_index(rng, num_pages)
+
+    max_kv_len = max(kv_len for _, kv_len in seqs)
+    params = dict(sm_scale=float(_pick(rng, (1.0 / np.sqrt(d), 1.0, 0.3))))
+    if rng.random() < 0.3:
+        params["sliding_window"] = int(rng.integers(1, max_kv_len + 6))
+    if rng.random() < 0.3:
+        params["soft_cap"] = float(_pick(rng, (5.0, 50.0)))
+    if rng.random() < 0.5:
+        params["mask_value"] = float(_pick(rng, (-1e9, -1.0, -1e30, -2.381976426469702e38)))
+    for name in ("k_scale", "v_scale"):
+        if rng.random() < 0.3:
+            params[name] = float(_pick(rng, (0.5, 2.0)))
+    arrays = dict(q=q, kv_pages=kv_pages, kv_lens=kv_lens, page_indices=page_indices,
+                  cu_q_lens=cu, num_seqs=np.array([ns], np.int32))
+    info = dict(dtypes=f"{q_dtype}/{kv_dtype}", Hq=hq, Hkv=hkv, D=d, S=s, T=t, N=n,
+                pps=pps, P=num_pages, seqs=seqs, q_scale=q_scale, kv_scale=kv_scale)
+    return arrays, params, info
+
+
+def describe_reference_case(info, params):
+    seqs = ",".join(f"({q},{kv})" for q, kv in info["seqs"])
+    return (f"{info['dtypes']} Hq={info['Hq']} Hkv={info['Hkv']} D={info['D']} "
+            f"S={info['S']} T={info['T']} N={info['N']} pps={info['pps']} P={info['P']} "
+            f"(q_len,kv_len)=[{seqs}] data_scale q={info['q_scale']:g} "
+            f"kv={info['kv_scale']:g} " +
+            " ".join(f"{k}={v!r}" for k, v in params.items()))
+
+
+def jax_reference(kernel, arrays, params, jit=False):
+    """JAX's ref_ragged_paged_attention on the case, on CPU, padded with zero rows to q's
+    shape (JAX returns only the cu_q_lens[num_seqs] defined rows).
+
+    By default the call is eager, as JAX's tests make it: every argument a jnp array, each
+    jnp operation compiled on its own for its shapes (most of the time goes there). With
+    jit, the call is one jax.jit over q and kv_pages with the index arrays as constants
+    (its Python loop over sequences needs them concrete): one compilation per case, about
+    5x faster, but XLA then fuses operations and an element may round differently from
+    the eager call (one float32 ulp, or one step of a bfloat16 / float8 rounding).
+    """
+    import jax  # pylint: disable=import-outside-toplevel
+    import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
+    kwargs = {name: params.get(name) for name in _REF_PARAM_NAMES}
+    if jit:
+        index = [np.asarray(arrays[name]) for name in rpa_case.REQUIRED_ARRAYS[2:]]
+        call = jax.jit(lambda q, kv: kernel.ref_ragged_paged_attention(q, kv, *index,
+                                                                       **kwargs))
+        got = call(jnp.asarray(arrays["q"]), jnp.asarray(arrays["kv_pages"]))
+    else:
+        args = [jnp.asarray(arrays[name]) for name in rpa_case.REQUIRED_ARRAYS]
+        got = kernel.ref_ragged_paged_attention(*args, **kwargs)
+    got = np.asarray(got)
+    q = arrays["q"]
+    rows = int(arrays["cu_q_lens"][int(arrays["num_seqs"][0])])
+    if got.shape != (rows,) + q.shape[1:] or got.dtype != q.dtype:
+        raise ValueError(f"JAX returned {got.dtype}{list(got.shape)}, expected "
+                         f"{q.dtype}{[rows] + list(q.shape[1:])}")
+    out = np.zeros(q.shape, q.dtype)
+    out[:rows] = got
+    return out
+
+
+def _rpa_json(rpa, *args):
+    """Runs rpa with args; returns (exit code, parsed JSON or None, stderr text)."""
+    proc = subprocess.run([rpa, *args], capture_output=True, text=True, check=False)
+    try:
+        out = json.loads(proc.stdout)
+    except ValueError:
+        out = None
+    return proc.returncode, out, (proc.stderr.strip() or proc.stdout.strip())
+
+
+def tolerance_used(jax_out, rpa_out, rows, atol, rtol):
+    """max over defined rows of |jax - rpa| / (atol + rtol * |rpa|) (rpa's comparison:
+    NaN == NaN and equal infinities count 0, any other non-finite pair counts inf)."""
+    a = np.asarray(jax_out[:rows], np.float64)
+    b = np.asarray(rpa_out[:rows], np.float64)
+    if a.size == 0:
+        return 0.0
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        same_special = (np.isnan(a) & np.isnan(b)) | (np.isinf(a) & (a == b))
+        err = np.abs(a - b)
+        allowed = atol + rtol * np.abs(b)
+        ratio = np.where(allowed > 0, err / np.where(allowed > 0, allowed, 1.0),
+                         np.where(err == 0, 0.0, np.inf))
+    ratio = np.where(same_special, 0.0, ratio)
+    ratio = np.where(np.isfinite(a) & np.isfinite(b) | same_special, ratio, np.inf)
+    return float(ratio.max())
+
+
+@dataclasses.dataclass
+class ReferenceTally:
+    passed: int = 0
+    failed: int = 0
+    rejected: int = 0       # strict rejected a generated case: a generator bug
+    jax_errors: int = 0     # JAX's reference raised
+    jax_nan: int = 0        # JAX's reference put NaN / inf into a defined row
+    inconsistent: int = 0   # rpa check's verdict and the recomputed tolerance used disagree
+    # dtype combo -> list of (tolerance used, case label)
+    used: collections.defaultdict = dataclasses.field(
+        default_factory=lambda: collections.defaultdict(list))
+    # "q xA, kv xB" data scales -> list of tolerance used
+    by_scale: collections.defaultdict = dataclasses.field(
+        default_factory=lambda: collections.defaultdict(list))
+    outcomes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+
+
+def check_reference_case(kernel, rpa, path, arrays, params, info, label, tally, jit=False):
+    """One reference case: JAX's output saved as `out`, `rpa check`, tolerance used.
+    Returns True if both sides agree."""
+    text = describe_reference_case(info, params)
+    combo = info["dtypes"]
+    rc, verdict, err = _rpa_json(rpa, "validate", path, "--json")
+    if rc != 0:
+        tally.rejected += 1
+        tally.failed += 1
+        tally.outcomes[(combo, "rejected")] += 1
+        print(f"DIFF {label}: strict validation rejects a generated case (generator bug): "
+              f"exit {rc} {json.dumps(verdict) if verdict else err}\n     {text}")
+        return False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out = jax_reference(kernel, arrays, params, jit)
+    except Exception as e:  # pylint: disable=broad-except
+        tally.jax_errors += 1
+        tally.failed += 1
+        tally.outcomes[(combo, "jax error")] += 1
+        print(f"DIFF {label}: JAX's ref_ragged_paged_attention raised "
+              f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}\n     {text}")
+        return False
+    rows = int(arrays["cu_q_lens"][int(arrays["num_seqs"][0])])
+    jax_nonfinite = not np.all(np.isfinite(np.asarray(out[:rows], np.float32)))
+    rpa_case.save_case(path, **arrays, out=out, **params)
+    rc, cmp, err = _rpa_json(rpa, "check", path, "--json")
+    if rc not in (0, 1) or not isinstance(cmp, dict) or "agree" not in cmp:
+        tally.failed += 1
+        tally.outcomes[(combo, "no verdict")] += 1
+        print(f"DIFF {label}: rpa check gave no verdict: exit {rc}: {err}\n     {text}")
+        return False
+    agree = bool(cmp["agree"]) and rc == 0
+    # rpa's own output, for the tolerance used.
+    rpa_out_path = path[:-len(".npz")] + ".rpa.npz"
+    rc_run, _, err_run = _rpa_json(rpa, "run", path, "--impl", "reference", "-o",
+                                   rpa_out_path, "--json")
+    used = float("nan")
+    if rc_run == 0:
+        rpa_out = rpa_case.load_case(rpa_out_path)["out"]
+        os.remove(rpa_out_path)
+        used = tolerance_used(out, rpa_out, rows, cmp["atol"], cmp["rtol"])
+        tally.used[combo].append((used, label))
+        tally.by_scale[f"q x{info['q_scale']:g}, kv x{info['kv_scale']:g}"].append(used)
+        if (used <= 1.0) != agree:
+            tally.inconsistent += 1
+            print(f"NOTE {label}: rpa check says agree={agree} but the recomputed tolerance "
+                  f"used is {used:.4g}")
+    else:
+        print(f"NOTE {label}: rpa run failed: exit {rc_run}: {err_run}")
+    if jax_nonfinite:
+        tally.jax_nan += 1
+        print(f"NOTE {label}: JAX's reference has NaN / inf in a defined row (a JAX finding "
+              f"if rpa's has none)")
+    if agree:
+        tally.passed += 1
+        tally.outcomes[(combo, "agree")] += 1
+        print(f"OK   {label}: {combo} tolerance used {used:.3g}")
+        return True
+    tally.failed += 1
+    tally.outcomes[(combo, "disagree")] += 1
+    print(f"DIFF {label}: tolerance used {used:.4g}\n     {text}\n     {json.dumps(cmp)}")
+    return False
+
+
+def run_reference(kernel, rpa, count, seed, keep, jit=False):
+    """Checks rpa's dense reference against JAX's on `count` random strict-valid cases."""
+    rng = np.random.default_rng(seed)
+    tally = ReferenceTally()
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="cross_check_jax.") as tmp:
+        for i in range(count):
+            arrays, params, info = reference_case(rng)
+            path = os.path.join(tmp, f"reference_{seed}_{i}.npz")
+            rpa_case.save_case(path, **arrays, **params)
+            label = f"reference seed={seed} #{i}"
+            if not check_reference_case(kernel, rpa, path, arrays, params, info, label,
+                                        tally, jit):
+                if keep:
+                    os.makedirs(keep, exist_ok=True)
+                    shutil.copy(path, keep)
+            os.remove(path)
+    elapsed = time.monotonic() - start
+
+    print("\ntolerance used = max |jax - rpa| / (atol + rtol * |rpa|) over defined elements "
+          "(1.0 = the tolerance's edge)")
+    header = (f"{'q/kv dtypes':30} {'cases':>5} {'agree':>5} {'diff':>4} {'max':>10} "
+              f"{'p99':>10} {'median':>10}  worst case")
+    print(header)
+    for combo in (f"{q}/{kv}" for q, kv in _REF_DTYPE_COMBOS):
+        values = tally.used.get(combo, [])
+        cases = sum(n for (c, _), n in tally.outcomes.items() if c == combo)
+        agree = tally.outcomes[(combo, "agree")]
+        if values:
+            v = np.array([u for u, _ in values])
+            worst = max(values, key=lambda x: x[0])
+            print(f"{combo:30} {cases:5} {agree:5} {cases - agree:4} {v.max():10.4g} "
+                  f"{np.percentile(v, 99):10.4g} {np.median(v):10.4g}  {worst[1]}")
+        else:
+            print(f"{combo:30} {cases:5} {agree:5} {cases - agree:4} {'-':>10} {'-':>10} "
+                  f"{'-':>10}")
+    print(f"{'data scale':30} {'cases':>5} {'max':>10} {'p99':>10} {'median':>10}")
+    for scale, values in sorted(tally.by_scale.items()):
+        v = np.array(values)
+        print(f"{scale:30} {v.size:5} {v.max():10.4g} {np.percentile(v, 99):10.4g} "
+              f"{np.median(v):10.4g}")
+    print(f"strict rejections of generated cases: {tally.rejected}; JAX errors: "
+          f"{tally.jax_errors}; JAX outputs with NaN / inf: {tally.jax_nan}; verdicts "
+          f"inconsistent with the tolerance used: {tally.inconsistent}")
+    rate = count / elapsed if elapsed else 0.0
+    print(f"{count} cases in {elapsed:.1f} s, JAX {'jit' if jit else 'eager'} "
+          f"({rate:.2f} cases/s)")
+    print(f"cross_check_jax reference: {tally.passed} passed, {tally.failed} failed")
+    return tally.failed == 0
+
+
 def _default_rpa():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     built = os.path.join(root, "build", "release", "rpa")
@@ -561,33 +908,49 @@ def _default_rpa():
 
 def main(argv=None):
     parser = argparse.ArgumentParser(
-        description="Compare `rpa validate --mode jax` with JAX's validation.")
+        description="Compare `rpa validate --mode jax` with JAX's validation, and rpa's "
+        "dense reference with JAX's ref_ragged_paged_attention.")
     parser.add_argument("paths", nargs="*", help="case files, or directories of .npz")
     parser.add_argument("--rpa", default=_default_rpa(), help="the rpa binary")
     parser.add_argument("--random", type=int, default=0, metavar="N",
                         help="also check N random small cases")
+    parser.add_argument("--reference", type=int, default=0, metavar="N",
+                        help="check rpa's dense reference against JAX's "
+                        "ref_ragged_paged_attention on N random strict-valid cases")
+    parser.add_argument("--jit", action="store_true",
+                        help="--reference: run JAX's reference as one jax.jit per case "
+                        "(about 5x faster; an element may round differently from the eager "
+                        "call)")
     parser.add_argument("--seed", type=int, default=0, metavar="S",
                         help="seed of the random cases")
     parser.add_argument("--keep", metavar="DIR", help="copy differing random cases here")
     args = parser.parse_args(argv)
-    if not args.paths and not args.random:
-        parser.error("give case files / directories, or --random N")
+    if not args.paths and not args.random and not args.reference:
+        parser.error("give case files / directories, --random N or --reference N")
     if not os.path.exists(args.rpa) and not shutil.which(args.rpa):
         parser.error(f"no rpa binary at {args.rpa} (build it, or pass --rpa)")
+    if args.reference and ml_dtypes is None:
+        parser.error("--reference needs ml_dtypes (JAX installs it)")
 
     kernel = _kernel_module()
-    tally = Tally()
-    for path in case_paths(args.paths):
-        check_file(kernel, args.rpa, path, tally)
-    if args.random:
-        run_random(kernel, args.rpa, args.random, args.seed, args.keep, tally)
-    for (rule, what), n in sorted(tally.crash_outcomes.items()):
-        print(f"jax_crash rule {rule}: JAX {what} x{n}")
-    if tally.normalized:
-        print(f"({tally.normalized} agreeing messages needed numpy / jax Array reprs "
-              "normalized)")
-    print(f"cross_check_jax: {tally.passed} passed, {tally.failed} failed")
-    return 1 if tally.failed else 0
+    ok = True
+    if args.paths or args.random:
+        tally = Tally()
+        for path in case_paths(args.paths):
+            check_file(kernel, args.rpa, path, tally)
+        if args.random:
+            run_random(kernel, args.rpa, args.random, args.seed, args.keep, tally)
+        for (rule, what), n in sorted(tally.crash_outcomes.items()):
+            print(f"jax_crash rule {rule}: JAX {what} x{n}")
+        if tally.normalized:
+            print(f"({tally.normalized} agreeing messages needed numpy / jax Array reprs "
+                  "normalized)")
+        print(f"cross_check_jax: {tally.passed} passed, {tally.failed} failed")
+        ok = not tally.failed
+    if args.reference:
+        ok = run_reference(kernel, args.rpa, args.reference, args.seed, args.keep,
+                           args.jit) and ok
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
