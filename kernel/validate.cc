@@ -390,13 +390,7 @@ class Walk {
       index = std::max<int64_t>(index + N_ + 1, 0);
       deferred_.push_back({RuleId::num_seqs_negative, message});
     }
-    const int64_t total = cu(index);
-    if (total > T_ && reject(RuleId::total_q_tokens_too_large,
-                             "Total q tokens " + I(total) +
-                                 " must be less or equal to max_num_batched_tokens=" + I(T_) +
-                                 ".") &&
-        c_.done())
-      return;
+    if (!total_tokens_rule(cu(index))) return;
     for (int64_t i = 0; i < ns.value; ++i) {
       const int64_t q_len = wrap32(cu(i + 1) - cu(i));
       if (q_len > kv_len(i)) {
@@ -436,13 +430,7 @@ class Walk {
       return;
     }
     if (!strict_sequence_rules(ns)) return;
-    const int64_t total = cu(ns);
-    if (total > T_ && reject(RuleId::total_q_tokens_too_large,
-                             "Total q tokens " + I(total) +
-                                 " must be less or equal to max_num_batched_tokens=" + I(T_) +
-                                 ".") &&
-        c_.done())
-      return;
+    if (!total_tokens_rule(cu(ns))) return;
     for (int64_t i = 0; i < ns; ++i) {
       if (cu(i + 1) - cu(i) > kv_len(i)) {
         if (reject(RuleId::q_len_exceeds_kv_len,
@@ -454,6 +442,15 @@ class Walk {
       }
     }
     page_index_rule(ns);
+  }
+
+  // cu_q_lens[num_seqs] rows must fit in q. Returns false to stop.
+  bool total_tokens_rule(int64_t total) {
+    return !(total > T_ &&
+             reject(RuleId::total_q_tokens_too_large,
+                    "Total q tokens " + I(total) +
+                        " must be less or equal to max_num_batched_tokens=" + I(T_) + ".") &&
+             c_.done());
   }
 
   // The first `used` kv_lens (JAX: all N, padding included, in int32 arithmetic; strict:
