@@ -43,6 +43,10 @@ struct Aligned64 {
 template <class T>
 using Scratch = std::vector<T, Aligned64<T>>;
 
+// Up to this many rows (query rows x q heads per kv head) a block is a matrix-vector
+// product in all but name.
+constexpr int64_t kFewRows = 8;
+
 // Reads n elements of a float dtype into float32 (bfloat16 by its bits, in a loop the
 // compiler vectorizes).
 void to_float(DType t, const std::byte* src, int64_t n, float* dst) {
@@ -241,7 +245,16 @@ class CellWorker {
     const StridedMap k(kp, nk, d_, Eigen::OuterStride<>(stride));
     const StridedMap v(vp, nk, d_, Eigen::OuterStride<>(stride));
     Map q(q_.data(), rows, d_), logits(logits_.data(), rows, nk), qkv(qkv_.data(), rows, d_);
-    logits.noalias() = q * k.transpose();
+    // Decode's few rows make Eigen's GEMM mostly packing; dot products and row updates read
+    // each K and V row once instead.
+    const bool few_rows = rows <= kFewRows;
+    if (few_rows) {
+      for (int64_t j = 0; j < nk; ++j) {
+        for (int64_t i = 0; i < rows; ++i) logits(i, j) = q.row(i).dot(k.row(j));
+      }
+    } else {
+      logits.noalias() = q * k.transpose();
+    }
 
     const int64_t q_pos0 = view_.q_position(s, a - view_.q_start(s));
     float* m = m_.data() + h * rows_max_ + (a - r0) * group_;
@@ -275,7 +288,14 @@ class CellWorker {
       l[i] = l_next == 0.0f ? 1.0f : l_next;
       scales_[static_cast<size_t>(i)] = {l_alpha, beta, l[i]};
     }
-    qkv.noalias() = logits * v;
+    if (few_rows) {
+      qkv.setZero();
+      for (int64_t j = 0; j < nk; ++j) {
+        for (int64_t i = 0; i < rows; ++i) qkv.row(i) += logits(i, j) * v.row(j);
+      }
+    } else {
+      qkv.noalias() = logits * v;
+    }
     for (int64_t i = 0; i < rows; ++i) {
       const int64_t r = a + i / group_;
       const int64_t g = i % group_;
