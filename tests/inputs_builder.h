@@ -54,6 +54,20 @@ inline Inputs build_inputs(const InputsSpec& s) {
   return in;
 }
 
+// One sequence in one page of page_size tokens, head_dim 1: the smallest layout, for cases
+// worked out by hand. Heads and dtypes keep InputsSpec's defaults.
+inline InputsSpec one_page_spec(SeqLens seq, int64_t page_size) {
+  InputsSpec s;
+  s.seqs = {seq};
+  s.head_dim = 1;
+  s.page_size = page_size;
+  s.pages_per_seq = 1;
+  s.max_num_seqs = 1;
+  s.max_num_batched_tokens = seq.q_len;
+  s.total_num_pages = 1;
+  return s;
+}
+
 // A tensor of the same contents viewed under another shape or dtype, for shape and dtype
 // mutations: a zero tensor, since validation only reads index arrays.
 inline Tensor zeros(DType t, Shape shape) { return Tensor(t, std::move(shape)); }

@@ -26,16 +26,11 @@ Inputs tiny(std::vector<float> q, std::vector<float> k, std::vector<float> v,
             DType q_dtype = DType::kFloat32, DType kv_dtype = DType::kFloat32,
             int64_t num_heads = 1) {
   const int64_t num_q_heads = num_heads;
-  InputsSpec s;
-  s.seqs = {{static_cast<int32_t>(q.size()), static_cast<int32_t>(k.size())}};
+  InputsSpec s = testing::one_page_spec(
+      {static_cast<int32_t>(q.size()), static_cast<int32_t>(k.size())},
+      static_cast<int64_t>(k.size()));
   s.num_q_heads = num_q_heads;
   s.num_kv_heads = num_heads;
-  s.head_dim = 1;
-  s.page_size = static_cast<int64_t>(k.size());
-  s.pages_per_seq = 1;
-  s.max_num_seqs = 1;
-  s.max_num_batched_tokens = static_cast<int64_t>(q.size());
-  s.total_num_pages = 1;
   s.q_dtype = q_dtype;
   s.kv_dtype = kv_dtype;
   Inputs in = testing::build_inputs(s);
@@ -130,15 +125,7 @@ TEST(DenseReference, SmallMaskValueIsAddedNotSubstituted) {
 TEST(DenseReference, GqaHeadMapsToHeadOverGroupSize) {
   // 4 q heads over 2 kv heads: heads 0, 1 read kv head 0 (v = 10), heads 2, 3 kv head 1
   // (v = 20). A h % Hkv mapping would give 10, 20, 10, 20.
-  InputsSpec s;
-  s.seqs = {{1, 2}};
-  s.head_dim = 1;
-  s.page_size = 2;
-  s.pages_per_seq = 1;
-  s.max_num_seqs = 1;
-  s.max_num_batched_tokens = 1;
-  s.total_num_pages = 1;
-  Inputs in = testing::build_inputs(s);
+  Inputs in = testing::build_inputs(testing::one_page_spec({1, 2}, 2));
   for (int64_t t = 0; t < 2; ++t) {
     in.kv_pages.set_float(t * 4 + 1, 10.0);  // V of kv head 0
     in.kv_pages.set_float(t * 4 + 3, 20.0);  // V of kv head 1

@@ -440,16 +440,9 @@ TEST(TiledKernelMaskValue, SmallMaskValueIsAddedOnWholeKvBlocks) {
 // TPU, also weighs the empty slot 1 (logit 0 + mask_value = -1, V zero-filled): 1 / (1 +
 // e^-1). With the default mask value that weight underflows and both give 1.
 TEST(TiledKernelMaskValue, SmallMaskValueWeighsPaddedSlotsAsOnTheTpu) {
-  testing::InputsSpec s;
-  s.seqs = {{1, 1}};
+  testing::InputsSpec s = testing::one_page_spec({1, 1}, 2);
   s.num_q_heads = 1;
   s.num_kv_heads = 1;
-  s.head_dim = 1;
-  s.page_size = 2;
-  s.pages_per_seq = 1;
-  s.max_num_seqs = 1;
-  s.max_num_batched_tokens = 1;
-  s.total_num_pages = 1;
   Inputs in = testing::build_inputs(s);
   in.q.set_float(0, 0.0);         // q of row 0
   in.kv_pages.set_float(0, 0.0);  // K of token 0
