@@ -1,0 +1,240 @@
+// One case builder, two sources of choices (STYLE.md): build_case(source) draws a CaseSpec
+// from RapidCheck picks (RcSource) or fuzzer bytes (ByteSource), and encode_case() writes the
+// bytes that make ByteSource draw a given spec again. All three run the same visit_case(),
+// which names every choice in order with its range; ranges depend only on earlier choices,
+// so decoding what was encoded walks the same ranges.
+//
+// An Io has one operation, num(field, lo, hi, favourites): a source overwrites the field
+// with a value in [lo, hi]; the encoder reads it. `favourites` only steer RapidCheck
+// towards edge values; `sized` ranges grow with RapidCheck's size.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernel/dtype.h"
+#include "kernel/heads_per_block.h"
+#include "kernel/target_profile.h"
+#include "kernel/vmem_budget.h"
+#include "properties/case_spec.h"
+#include "properties/mutation.h"
+
+namespace rpa::props {
+
+struct BuildOptions {
+  int max_mutations = 2;  // 0: every case is valid in strict mode
+};
+
+// Bounds of generated cases. The sized ones (sequences, kv_len) are reached at RapidCheck
+// size 800; the default run (max_size 100) stays at an eighth of them, 6 sequences of up to
+// 96 tokens, so that every property finishes in seconds on two cores (the reference is
+// O(q rows * kv_len * Hq * D) in double).
+inline constexpr int64_t kMaxSeqs = 48;
+inline constexpr int64_t kMaxPaddingSlots = 3;
+inline constexpr int64_t kMaxKvLen = 768;
+inline constexpr int64_t kMaxHeadDim = 256;
+inline constexpr int64_t kMaxPageSize = 32;
+inline constexpr int64_t kMaxQHeads = 16;
+inline constexpr int64_t kMaxExtraPages = 4;   // unused pages in the pool
+inline constexpr int64_t kMaxExtraTokens = 4;  // q rows past the last sequence
+inline constexpr int64_t kInt32Min = std::numeric_limits<int32_t>::min();
+inline constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+inline constexpr DType kQDtypes[] = {DType::kFloat32, DType::kBFloat16};
+inline constexpr Profile kProfiles[] = {Profile::kMixed, Profile::kDecode, Profile::kPrefill};
+inline constexpr DataKind kDataKinds[] = {DataKind::kNormal, DataKind::kLarge,
+                                          DataKind::kAllEqual};
+inline constexpr double kSmScales[] = {1.0, 0.5, 0.125, 0.08838834764831845, 2.0, 10.0, -0.5};
+inline constexpr double kSoftCaps[] = {5.0, 1.0, 2.5, 10.0, 30.0, 50.0, 1e-3, -5.0};
+inline constexpr double kMaskValues[] = {kDefaultMaskValue, -1e30, -1e38,
+                                         -3.4028234663852886e38};
+inline constexpr double kKvScales[] = {1.0, 0.5, 2.0, 0.0, -1.0};
+
+// Picks one of `options` into f (the encoder finds f among them).
+template <class Io, class T>
+void among(Io& io, T& f, std::span<const T> options) {
+  const auto at = std::find(options.begin(), options.end(), f);
+  int64_t i = at == options.end() ? 0 : at - options.begin();
+  io.num(i, 0, static_cast<int64_t>(options.size()) - 1, {});
+  f = options[static_cast<size_t>(i)];
+}
+
+template <class Io>
+void flag(Io& io, bool& f) {
+  int64_t v = f ? 1 : 0;
+  io.num(v, 0, 1, {});
+  f = v != 0;
+}
+
+// An optional field: present or not, then its value.
+template <class Io, class T, class Body>
+void maybe(Io& io, std::optional<T>& f, Body body) {
+  bool present = f.has_value();
+  flag(io, present);
+  if (!present) {
+    f.reset();
+    return;
+  }
+  if (!f) f.emplace();
+  body(*f);
+}
+
+// The kernel's VMEM need for the spec's blocks (or the smallest, (1, 1), when JAX picks
+// them): the least vmem_limit_bytes a valid case may give.
+int64_t least_vmem_limit(const CaseSpec& spec);
+
+// The combined KV heads counts the kernel tiles for kv_dtype, as num_kv_heads choices.
+std::vector<int64_t> tileable_kv_heads(DType kv_dtype);
+
+template <class Io>
+void visit_case(Io& io, CaseSpec& s, const BuildOptions& options) {
+  among(io, s.profile, std::span<const Profile>(kProfiles));
+  among(io, s.q_dtype, std::span<const DType>(kQDtypes));
+  // Strict validity: KV in q's dtype, or float8 under any q.
+  const DType kv_dtypes[] = {s.q_dtype, DType::kFloat8E4M3FN, DType::kFloat8E5M2};
+  among(io, s.kv_dtype, std::span<const DType>(kv_dtypes));
+  const std::vector<int64_t> kv_heads = tileable_kv_heads(s.kv_dtype);
+  among(io, s.num_kv_heads, std::span<const int64_t>(kv_heads));
+  std::vector<int64_t> ratios;
+  for (int64_t r : {1, 2, 4, 8}) {
+    if (s.num_kv_heads * r <= kMaxQHeads) ratios.push_back(r);
+  }
+  among(io, s.q_per_kv, std::span<const int64_t>(ratios));
+  io.num(s.head_dim, 1, kMaxHeadDim, {1, 2, 8, 64, 128});
+  io.num(s.page_size, 1, kMaxPageSize, {1, 2, 4, 16});
+
+  int64_t n = s.num_seqs();
+  io.sized(n, 0, kMaxSeqs, {1});
+  s.seqs.resize(static_cast<size_t>(n));
+  const int64_t S = s.page_size;
+  for (SeqSpec& q : s.seqs) {
+    const int64_t kv_lo = s.profile == Profile::kDecode ? 1 : 0;
+    io.sized(q.kv_len, kv_lo, kMaxKvLen, {kv_lo, 1, S - 1, S, S + 1, 2 * S, 3 * S + 1});
+    if (s.profile == Profile::kDecode) {
+      q.q_len = std::min<int64_t>(q.kv_len, 1);
+    } else {
+      io.num(q.q_len, 0, q.kv_len, {s.profile == Profile::kPrefill ? q.kv_len : 1, q.kv_len, 0});
+    }
+  }
+  int64_t padding = s.max_num_seqs - n;
+  io.num(padding, n == 0 ? 1 : 0, kMaxPaddingSlots, {});
+  s.max_num_seqs = n + padding;
+
+  const int64_t min_pps = std::max<int64_t>(1, pages_for(s.max_kv_len(), S));
+  int64_t extra_pps = s.pages_per_seq - min_pps;
+  io.num(extra_pps, 0, 3, {0, 1});
+  s.pages_per_seq = min_pps + extra_pps;
+
+  // Page table: the entries the kernel reads (the sequence's pages, and entry 0 of every
+  // row it prefetches) name real pages, drawn with repetition so pages get shared.
+  const int64_t N = s.max_num_seqs, pps = s.pages_per_seq;
+  auto read_entries = [&](int64_t i) -> int64_t {
+    if (i < n) return std::max<int64_t>(1, pages_for(s.seqs[static_cast<size_t>(i)].kv_len, S));
+    return i == 0 ? 1 : 0;
+  };
+  int64_t used = 0;
+  for (int64_t i = 0; i < N; ++i) used += read_entries(i);
+  io.num(s.num_pages, 1, used + kMaxExtraPages, {used, used + 1});
+  const int64_t P = s.num_pages;
+  s.page_indices.resize(static_cast<size_t>(N * pps));
+  for (int64_t i = 0; i < N; ++i) {
+    for (int64_t j = 0; j < pps; ++j) {
+      int64_t& e = s.page_indices[static_cast<size_t>(i * pps + j)];
+      if (j < read_entries(i)) {
+        io.num(e, 0, P - 1, {});
+      } else {
+        io.num(e, kInt32Min, kInt32Max, {-1, P, 0, int64_t{1} << 29});
+      }
+    }
+  }
+  s.pad_kv_lens.resize(static_cast<size_t>(N - n));
+  s.pad_cu_q_lens.resize(static_cast<size_t>(N - n));
+  for (int64_t& v : s.pad_kv_lens) {
+    // Padding the definition never reads; the first four keep JAX's all-slots
+    // pages_per_seq check passing, the rest trip it (a documented over-rejection).
+    io.num(v, kInt32Min, kInt32Max, {0, 1, S, pps * S, pps * S + 1, int64_t{1} << 30, -5});
+  }
+  const int64_t total = s.total_q_len();
+  for (int64_t& v : s.pad_cu_q_lens) {
+    io.num(v, kInt32Min, kInt32Max, {total, 0, -1, total + kMaxExtraTokens + 1});
+  }
+  int64_t extra_tokens = s.max_num_batched_tokens - total;
+  io.num(extra_tokens, 0, kMaxExtraTokens, {0});
+  s.max_num_batched_tokens = total + extra_tokens;
+
+  among(io, s.data, std::span<const DataKind>(kDataKinds));
+  io.num(s.data_seed, 0, 0xffffffff, {});
+  flag(io, s.nan_garbage);
+
+  Params& p = s.params;
+  among(io, p.sm_scale, std::span<const double>(kSmScales));
+  maybe(io, p.sliding_window, [&](int64_t& w) {
+    const int64_t kv = s.max_kv_len();
+    io.num(w, 1, kv + 2, {1, 2, kv, kv + 1});
+  });
+  maybe(io, p.soft_cap, [&](double& c) { among(io, c, std::span<const double>(kSoftCaps)); });
+  maybe(io, p.mask_value, [&](double& m) { among(io, m, std::span<const double>(kMaskValues)); });
+  maybe(io, p.k_scale, [&](double& k) { among(io, k, std::span<const double>(kKvScales)); });
+  maybe(io, p.v_scale, [&](double& v) { among(io, v, std::span<const double>(kKvScales)); });
+  bool blocks = p.num_kv_pages_per_block.has_value();
+  flag(io, blocks);
+  if (blocks) {
+    // pages_per_seq + 1 and + 2 are strict-valid (the kernel clamps page slots); JAX
+    // rejects them.
+    p.num_kv_pages_per_block = p.num_kv_pages_per_block.value_or(1);
+    io.num(*p.num_kv_pages_per_block, 1, pps + 2, {1, pps, pps + 1});
+    const int64_t T = s.max_num_batched_tokens;
+    p.num_queries_per_block = p.num_queries_per_block.value_or(1);
+    io.num(*p.num_queries_per_block, 1, T + 2, {1, T, 8});
+  } else {
+    p.num_kv_pages_per_block.reset();
+    p.num_queries_per_block.reset();
+  }
+  const int64_t least = least_vmem_limit(s);
+  const int64_t capacity = default_target_profile().vmem_capacity_bytes;
+  maybe(io, p.vmem_limit_bytes, [&](int64_t& v) {
+    io.num(v, least, capacity, {least, capacity, default_scoped_vmem_limit(default_target_profile())});
+  });
+
+  int64_t count = static_cast<int64_t>(s.mutations.size());
+  io.num(count, 0, options.max_mutations, {});
+  s.mutations.resize(static_cast<size_t>(count));
+  for (size_t k = 0; k < s.mutations.size(); ++k) {
+    std::vector<MutationKind> kinds;
+    for (MutationKind kind : all_mutation_kinds()) {
+      bool clash = !mutation_applies(kind, s);
+      for (size_t e = 0; e < k; ++e) {
+        clash = clash || mutation_group(s.mutations[e].kind) == mutation_group(kind);
+      }
+      if (!clash) kinds.push_back(kind);
+    }
+    among(io, s.mutations[k].kind, std::span<const MutationKind>(kinds));
+    io.num(s.mutations[k].arg, 0, 0xffff, {0, 1, 2, 3});
+  }
+}
+
+template <class Source>
+CaseSpec build_case(Source& source, const BuildOptions& options = {}) {
+  CaseSpec spec;
+  visit_case(source, spec, options);
+  return spec;
+}
+
+// The bytes from which ByteSource builds `spec` again (spec must have been built with the
+// same options).
+std::vector<uint8_t> encode_case(const CaseSpec& spec, const BuildOptions& options = {});
+CaseSpec decode_case(std::span<const uint8_t> bytes, const BuildOptions& options = {});
+
+// encode_case in lower-case hex, as `rpa gen --spec` takes it; and back (nullopt unless
+// the text is an even number of hex digits).
+std::string spec_hex(const CaseSpec& spec);
+std::optional<std::vector<uint8_t>> bytes_from_hex(std::string_view hex);
+
+}  // namespace rpa::props

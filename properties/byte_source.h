@@ -1,0 +1,41 @@
+// Choices read from, or written to, raw bytes: the libFuzzer side of build_case. Reads go
+// front to back, each choice taking the fewest bytes that cover its range, little-endian;
+// a source that runs out answers the low end of every range, and it never throws.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <vector>
+
+namespace rpa::props {
+
+class ByteSource {
+ public:
+  explicit ByteSource(std::span<const uint8_t> bytes) : bytes_(bytes) {}
+
+  void num(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites);
+  void sized(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites) {
+    num(f, lo, hi, favourites);
+  }
+  size_t consumed() const { return pos_; }
+
+ private:
+  std::span<const uint8_t> bytes_;
+  size_t pos_ = 0;
+};
+
+// The inverse of ByteSource: writes the bytes from which it reads the same values.
+class ByteSink {
+ public:
+  void num(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites);
+  void sized(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites) {
+    num(f, lo, hi, favourites);
+  }
+  const std::vector<uint8_t>& bytes() const { return bytes_; }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+}  // namespace rpa::props

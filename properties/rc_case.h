@@ -1,0 +1,73 @@
+// RapidCheck's side of build_case: RcSource turns each choice into a RapidCheck pick, so
+// counterexamples shrink pick by pick (shapes first, then contents sized to them), and
+// showValue prints a CaseSpec as a bug report with the command that replays it.
+#pragma once
+
+#include <rapidcheck.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <ostream>
+#include <vector>
+
+#include "properties/build_case.h"
+#include "properties/case_spec.h"
+
+namespace rpa::props {
+
+// RapidCheck's size (0 .. max_size, 100 by default) at which sized ranges reach their full
+// bounds: the default run draws up to an eighth of them, RC_PARAMS="max_size=800" all.
+inline constexpr int kFullSize = 800;
+
+// Only valid inside a generator run (gen::exec) or a property body.
+class RcSource {
+ public:
+  RcSource() : size_(*rc::gen::withSize([](int size) { return rc::gen::just(size); })) {}
+
+  // Uniform in [lo, hi] whatever the size, or two times in three one of the favourites that
+  // fall in range.
+  void num(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites) {
+    f = pick(lo, hi, favourites);
+  }
+  // As num, with hi scaled by size / kFullSize.
+  void sized(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites) {
+    const int64_t scaled = lo + (hi - lo) * std::min(size_, kFullSize) / kFullSize;
+    f = pick(lo, std::max(lo, scaled), favourites);
+  }
+
+ private:
+  static int64_t pick(int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites) {
+    if (hi <= lo) return lo;
+    std::vector<int64_t> edges;
+    for (int64_t v : favourites) {
+      if (v >= lo && v <= hi && std::find(edges.begin(), edges.end(), v) == edges.end()) {
+        edges.push_back(v);
+      }
+    }
+    // inRange scales its range with the size; at the nominal size 100 it spans all of it.
+    auto uniform = rc::gen::resize(100, rc::gen::inRange<int64_t>(lo, hi + 1));
+    if (edges.empty()) return *uniform;
+    return *rc::gen::weightedOneOf<int64_t>({{2, rc::gen::elementOf(edges)}, {1, uniform}});
+  }
+
+  int size_;
+};
+
+inline rc::Gen<CaseSpec> gen_case(BuildOptions options = {}) {
+  return rc::gen::exec([options] {
+    RcSource source;
+    return build_case(source, options);
+  });
+}
+
+// Valid cases only: every one is accepted by strict validation by construction.
+inline rc::Gen<CaseSpec> gen_valid_case() { return gen_case({.max_mutations = 0}); }
+
+// Found by RapidCheck (argument-dependent lookup) when it prints a counterexample.
+inline void showValue(const CaseSpec& spec, std::ostream& os) {
+  os << describe(spec) << "\n  replay: rpa gen --spec " << spec_hex(spec)
+     << " -o case.npz && rpa check case.npz";
+}
+
+}  // namespace rpa::props

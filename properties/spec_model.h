@@ -1,0 +1,22 @@
+// The spec model (DESIGN.md section 9): the verdict each validation mode must give a
+// generated case, from what its mutations declared plus the rules that hold whatever was
+// mutated (JAX's over-rejections of padding and KV blocks, the strict VMEM budget).
+// Written from the rule table's semantics, never by calling the validator.
+#pragma once
+
+#include <optional>
+
+#include "kernel/rule.h"
+#include "properties/materialize.h"
+
+namespace rpa::props {
+
+// The first failure in the mode's reporting order, or nullopt for a valid case.
+std::optional<Failure> expected_failure(const Materialized& m, Mode mode);
+
+// Where a rule's failure falls in the mode's reporting order (smaller first): table order,
+// except that jax mode meets a float num_seqs right after its pages_per_seq check and
+// reports page_size_zero and a negative num_seqs after everything else (rule.h).
+int report_rank(RuleId rule, Mode mode);
+
+}  // namespace rpa::props

@@ -1,0 +1,78 @@
+// Properties of validation and of the case builder (DESIGN.md section 9): both modes report
+// exactly what the spec model expects, and a generated case survives encoding to bytes.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include "kernel/validate.h"
+#include "properties/rc_case.h"
+#include "properties/spec_model.h"
+
+namespace rpa::props {
+namespace {
+
+std::string verdict(const std::optional<Failure>& f) {
+  return f ? std::string(rule_info(f->rule).name) + ": " + f->message : "valid";
+}
+
+void assert_modes_match_model(const Materialized& m) {
+  for (Mode mode : {Mode::kStrict, Mode::kJax}) {
+    const std::optional<Failure> want = expected_failure(m, mode);
+    const std::optional<Failure> got = validate(m.inputs, m.params, {.mode = mode});
+    RC_LOG() << mode_name(mode) << " mode: spec model says " << verdict(want)
+             << "\n  validate says " << verdict(got) << "\n";
+    RC_ASSERT(got == want);
+  }
+}
+
+// Valid cases and cases with up to two mutations (one shape, the rest parameters).
+RC_GTEST_PROP(Validation, BothModesMatchSpecModel, ()) {
+  const CaseSpec spec = *gen_case();
+  const Materialized m = materialize(spec);
+  const std::optional<Failure> strict = expected_failure(m, Mode::kStrict);
+  RC_TAG(strict ? rule_info(strict->rule).name : "valid");
+  assert_modes_match_model(m);
+}
+
+// Every mutation in turn on the same valid case, so each rule is hit in every run.
+RC_GTEST_PROP(Validation, EveryMutationMatchesSpecModel, ()) {
+  CaseSpec spec = *gen_valid_case();
+  const int64_t arg = *rc::gen::inRange<int64_t>(0, 0x10000).as("mutation arg");
+  for (MutationKind kind : all_mutation_kinds()) {
+    if (!mutation_applies(kind, spec)) continue;
+    spec.mutations = {{kind, arg}};
+    RC_LOG() << "mutation " << mutation_name(kind) << "(" << arg << ")\n";
+    assert_modes_match_model(materialize(spec));
+  }
+}
+
+// Valid by construction: strict accepts; JAX accepts too, except for its two documented
+// over-rejections (garbage kv_lens in padding slots, a KV block past pages_per_seq).
+RC_GTEST_PROP(Validation, AcceptsValidCases, ()) {
+  const CaseSpec spec = *gen_valid_case();
+  const Materialized m = materialize(spec);
+  const std::optional<Failure> strict = validate(m.inputs, m.params, {.mode = Mode::kStrict});
+  RC_LOG() << "strict: " << verdict(strict) << "\n";
+  RC_ASSERT(!strict.has_value());
+  const std::optional<Failure> jax = validate(m.inputs, m.params, {.mode = Mode::kJax});
+  RC_LOG() << "jax: " << verdict(jax) << "\n";
+  RC_ASSERT(!jax || jax->rule == RuleId::pages_per_seq_too_small ||
+            jax->rule == RuleId::kv_pages_per_block_range);
+  RC_CLASSIFY(jax.has_value(), "jax over-rejects");
+  RC_TAG(profile_name(spec.profile), dtype_name(spec.q_dtype), dtype_name(spec.kv_dtype));
+}
+
+RC_GTEST_PROP(CaseSpec, DecodeEncodeRoundTrips, ()) {
+  const CaseSpec spec = *gen_case();
+  RC_ASSERT(decode_case(encode_case(spec)) == spec);
+}
+
+// Any bytes decode to a case, and that case encodes back to bytes that decode to it.
+RC_GTEST_PROP(CaseSpec, AnyBytesDecode, (const std::vector<uint8_t>& bytes)) {
+  const CaseSpec spec = decode_case(bytes);
+  RC_ASSERT(decode_case(encode_case(spec)) == spec);
+  const Materialized m = materialize(spec);
+  RC_ASSERT(validate(m.inputs, m.params, {.mode = Mode::kStrict}) == expected_failure(m, Mode::kStrict));
+}
+
+}  // namespace
+}  // namespace rpa::props
