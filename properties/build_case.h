@@ -33,9 +33,9 @@ struct BuildOptions {
 };
 
 // Bounds of generated cases. The sized ones (sequences, kv_len) are reached at RapidCheck
-// size 800; the default run (max_size 100) stays at an eighth of them, 6 sequences of up to
-// 96 tokens, so that every property finishes in seconds on two cores (the reference is
-// O(q rows * kv_len * Hq * D) in double).
+// size 400 (rc_case.h); the default run (max_size 100) stays at a quarter of them, 12
+// sequences of up to 192 tokens, so that every property finishes in seconds on two cores
+// (the reference is O(q rows * kv_len * Hq * D) in double).
 inline constexpr int64_t kMaxSeqs = 48;
 inline constexpr int64_t kMaxPaddingSlots = 3;
 inline constexpr int64_t kMaxKvLen = 768;
@@ -84,6 +84,16 @@ void maybe(Io& io, std::optional<T>& f, Body body) {
   }
   if (!f) f.emplace();
   body(*f);
+}
+
+// How many leading entries of page_indices row i the kernel reads: the sequence's pages,
+// and at least entry 0 of every sequence and of slot 0, which it prefetches regardless.
+// Needs seqs, page_size and max_num_seqs drawn.
+inline int64_t read_page_entries(const CaseSpec& s, int64_t i) {
+  if (i < s.num_seqs()) {
+    return std::max<int64_t>(1, pages_for(s.seqs[static_cast<size_t>(i)].kv_len, s.page_size));
+  }
+  return i == 0 ? 1 : 0;
 }
 
 // The kernel's VMEM need for the spec's blocks (or the smallest, (1, 1), when JAX picks
@@ -135,10 +145,7 @@ void visit_case(Io& io, CaseSpec& s, const BuildOptions& options) {
   // Page table: the entries the kernel reads (the sequence's pages, and entry 0 of every
   // row it prefetches) name real pages, drawn with repetition so pages get shared.
   const int64_t N = s.max_num_seqs, pps = s.pages_per_seq;
-  auto read_entries = [&](int64_t i) -> int64_t {
-    if (i < n) return std::max<int64_t>(1, pages_for(s.seqs[static_cast<size_t>(i)].kv_len, S));
-    return i == 0 ? 1 : 0;
-  };
+  auto read_entries = [&](int64_t i) { return read_page_entries(s, i); };
   int64_t used = 0;
   for (int64_t i = 0; i < N; ++i) used += read_entries(i);
   io.num(s.num_pages, 1, used + kMaxExtraPages, {used, used + 1});
@@ -190,18 +197,26 @@ void visit_case(Io& io, CaseSpec& s, const BuildOptions& options) {
     // rejects them.
     p.num_kv_pages_per_block = p.num_kv_pages_per_block.value_or(1);
     io.num(*p.num_kv_pages_per_block, 1, pps + 2, {1, pps, pps + 1});
-    const int64_t T = s.max_num_batched_tokens;
+    // Up to 512 rows: past that the q blocks alone outgrow a v6e's VMEM at D 256.
+    const int64_t bq_max = std::min<int64_t>(s.max_num_batched_tokens + 2, 512);
     p.num_queries_per_block = p.num_queries_per_block.value_or(1);
-    io.num(*p.num_queries_per_block, 1, T + 2, {1, T, 8});
-  } else {
+    io.num(*p.num_queries_per_block, 1, bq_max, {1, bq_max - 2, 8});
+  }
+  const int64_t capacity = default_target_profile().vmem_capacity_bytes;
+  if (!blocks || least_vmem_limit(s) > capacity) {
     p.num_kv_pages_per_block.reset();
     p.num_queries_per_block.reset();
   }
   const int64_t least = least_vmem_limit(s);
-  const int64_t capacity = default_target_profile().vmem_capacity_bytes;
-  maybe(io, p.vmem_limit_bytes, [&](int64_t& v) {
-    io.num(v, least, capacity, {least, capacity, default_scoped_vmem_limit(default_target_profile())});
-  });
+  const int64_t default_limit = default_scoped_vmem_limit(default_target_profile());
+  auto limit = [&](int64_t& v) { io.num(v, least, capacity, {least, capacity, default_limit}); };
+  if (least > default_limit) {
+    // Big blocks: the default scoped limit would not hold them, so a valid case says more.
+    p.vmem_limit_bytes = p.vmem_limit_bytes.value_or(least);
+    limit(*p.vmem_limit_bytes);
+  } else {
+    maybe(io, p.vmem_limit_bytes, limit);
+  }
 
   int64_t count = static_cast<int64_t>(s.mutations.size());
   io.num(count, 0, options.max_mutations, {});

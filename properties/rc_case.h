@@ -17,8 +17,8 @@
 namespace rpa::props {
 
 // RapidCheck's size (0 .. max_size, 100 by default) at which sized ranges reach their full
-// bounds: the default run draws up to an eighth of them, RC_PARAMS="max_size=800" all.
-inline constexpr int kFullSize = 800;
+// bounds: the default run draws up to a quarter of them, RC_PARAMS="max_size=400" all.
+inline constexpr int kFullSize = 400;
 
 // Only valid inside a generator run (gen::exec) or a property body.
 class RcSource {
@@ -30,10 +30,11 @@ class RcSource {
   void num(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites) {
     f = pick(lo, hi, favourites);
   }
-  // As num, with hi scaled by size / kFullSize.
+  // As num, with hi scaled by (size + 8) / kFullSize, rounded up: even size 0 draws a
+  // sequence or a few tokens.
   void sized(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites) {
-    const int64_t scaled = lo + (hi - lo) * std::min(size_, kFullSize) / kFullSize;
-    f = pick(lo, std::max(lo, scaled), favourites);
+    const int64_t grown = std::min(size_ + 8, kFullSize);
+    f = pick(lo, lo + ((hi - lo) * grown + kFullSize - 1) / kFullSize, favourites);
   }
 
  private:

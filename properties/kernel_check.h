@@ -1,0 +1,54 @@
+// Checks the kernel properties share: one comparison against the reference, reported the
+// way `rpa check` reports it.
+#pragma once
+
+#include <rapidcheck.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernel/inputs.h"
+#include "kernel/paged_kv_view.h"
+#include "kernel/params.h"
+#include "kernel/tensor.h"
+#include "oracle/compare.h"
+#include "oracle/tolerance.h"
+#include "reference/dense_reference.h"
+
+namespace rpa::props {
+
+// got agrees with the reference within the case's tolerance, and is NaN nowhere the
+// reference is finite.
+inline void assert_agrees(const Inputs& in, const Params& p, const Tensor& got,
+                          const ReferenceResult& ref) {
+  const PagedKvView view(in);
+  const Comparison c = compare_outputs(got, ref.out, view, tolerance_for_case(in, p, ref));
+  RC_LOG() << "kernel vs reference: " << describe_mismatch(c) << " (max abs error "
+           << c.max_abs_err << ", atol " << c.tol.atol << ", rtol " << c.tol.rtol << ")\n";
+  RC_ASSERT(c.agree());
+  const int64_t defined = view.total_q_tokens() * view.num_q_heads() * view.head_dim();
+  for (int64_t e = 0; e < defined; ++e) {
+    if (!std::isnan(ref.out.float_at(e))) RC_ASSERT(!std::isnan(got.float_at(e)));
+  }
+}
+
+// Moves element e one unit in the last place of its dtype away from zero (float32 or
+// bfloat16: the bit pattern's magnitude goes up by one).
+inline void step_one_ulp(Tensor& t, int64_t e) {
+  const int size = dtype_size(t.dtype());
+  std::byte* p = t.data() + e * size;
+  if (size == 4) {
+    uint32_t bits;
+    std::memcpy(&bits, p, 4);
+    ++bits;
+    std::memcpy(p, &bits, 4);
+  } else {
+    uint16_t bits;
+    std::memcpy(&bits, p, 2);
+    ++bits;
+    std::memcpy(p, &bits, 2);
+  }
+}
+
+}  // namespace rpa::props

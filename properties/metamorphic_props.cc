@@ -1,0 +1,215 @@
+// Metamorphic properties (DESIGN.md section 9): changes that the definition says cannot
+// matter leave the outputs unchanged. Bit-identical where the kernel's arithmetic is the
+// same operation for operation (page permutation, garbage, soft_cap sign, a window that
+// covers every key, thread count); within the tolerance where the schedule changes the
+// float32 summation order (block sizes, sequence order, GQA vs MHA heads blocks).
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "kernel/paged_kv_view.h"
+#include "kernel/tiled_kernel.h"
+#include "kernel/validate.h"
+#include "properties/kernel_check.h"
+#include "properties/materialize.h"
+#include "properties/rc_case.h"
+#include "reference/dense_reference.h"
+
+namespace rpa::props {
+namespace {
+
+// A permutation of 0 .. n-1 drawn by RapidCheck (shrinks towards the identity).
+std::vector<int64_t> gen_permutation(int64_t n, const char* name) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  for (int64_t i = n - 1; i > 0; --i) {
+    const int64_t j = *rc::gen::inRange<int64_t>(0, i + 1).as(name);
+    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
+  }
+  return order;
+}
+
+void assert_strict_valid(const Inputs& in, const Params& p) {
+  const std::optional<Failure> f = validate(in, p, {.mode = Mode::kStrict});
+  RC_LOG() << "strict: " << (f ? f->message : "valid") << "\n";
+  RC_ASSERT(!f.has_value());
+}
+
+void copy_bytes(const Tensor& from, int64_t from_elem, Tensor& to, int64_t to_elem, int64_t n) {
+  const int64_t size = dtype_size(from.dtype());
+  std::memcpy(to.data() + to_elem * size, from.data() + from_elem * size,
+              static_cast<size_t>(n * size));
+}
+
+// Physical page p moves to perm[p]; page_indices follow it.
+Inputs permute_pages(const Inputs& in, const std::vector<int64_t>& perm) {
+  Inputs out = in;
+  const int64_t P = in.kv_pages.dim(0);
+  const int64_t page_elems = in.kv_pages.numel() / std::max<int64_t>(P, 1);
+  for (int64_t p = 0; p < P; ++p) {
+    copy_bytes(in.kv_pages, p * page_elems, out.kv_pages, perm[static_cast<size_t>(p)] * page_elems,
+               page_elems);
+  }
+  for (int64_t e = 0; e < in.page_indices.numel(); ++e) {
+    const int64_t v = in.page_indices.int_at(e);
+    if (v >= 0 && v < P) out.page_indices.set_int(e, perm[static_cast<size_t>(v)]);
+  }
+  return out;
+}
+
+// Sequence k of the result is sequence order[k] of `in`, with its q rows, kv_len and page
+// row; padding slots and rows stay where they were.
+Inputs reorder_sequences(const Inputs& in, const std::vector<int64_t>& order) {
+  const PagedKvView v(in);
+  Inputs out = in;
+  const int64_t row_elems = v.num_q_heads() * v.head_dim();
+  const int64_t pps = v.pages_per_seq();
+  int64_t row = 0;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const int64_t s = order[k];
+    const auto sk = static_cast<int64_t>(k);
+    copy_bytes(in.q, v.q_start(s) * row_elems, out.q, row * row_elems, v.q_len(s) * row_elems);
+    out.kv_lens.set_int(sk, v.kv_len(s));
+    copy_bytes(in.page_indices, s * pps, out.page_indices, sk * pps, pps);
+    row += v.q_len(s);
+    out.cu_q_lens.set_int(sk + 1, row);
+  }
+  return out;
+}
+
+// Rows of `reordered` (an output of reorder_sequences(in, order)) moved back to in's order.
+Tensor restore_rows(const Tensor& reordered, const Inputs& in, const std::vector<int64_t>& order) {
+  const PagedKvView v(in);
+  const int64_t row_elems = v.num_q_heads() * v.head_dim();
+  Tensor out = reordered;
+  int64_t row = 0;
+  for (int64_t s : order) {
+    copy_bytes(reordered, row * row_elems, out, v.q_start(s) * row_elems, v.q_len(s) * row_elems);
+    row += v.q_len(s);
+  }
+  return out;
+}
+
+// One kv head per query head: head h reads a copy of kv head h / (Hq / Hkv).
+Inputs repeat_kv_heads(const Inputs& in) {
+  const PagedKvView v(in);
+  const int64_t Hq = v.num_q_heads(), D = v.head_dim(), ratio = v.q_heads_per_kv();
+  const int64_t tokens = in.kv_pages.dim(0) * in.kv_pages.dim(1);
+  const int64_t Hc = in.kv_pages.dim(2);
+  Inputs out = in;
+  out.kv_pages = Tensor(in.kv_pages.dtype(), {in.kv_pages.dim(0), in.kv_pages.dim(1), 2 * Hq, D});
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t h = 0; h < Hq; ++h) {
+      for (int64_t kv = 0; kv < 2; ++kv) {
+        copy_bytes(in.kv_pages, (t * Hc + 2 * (h / ratio) + kv) * D, out.kv_pages,
+                   (t * 2 * Hq + 2 * h + kv) * D, D);
+      }
+    }
+  }
+  return out;
+}
+
+RC_GTEST_PROP(Metamorphic, PagePermutationIsBitIdentical, ()) {
+  const CaseSpec spec = *gen_valid_case();
+  const Materialized m = materialize(spec);
+  const std::vector<int64_t> perm = gen_permutation(spec.num_pages, "page swap");
+  const Inputs permuted = permute_pages(m.inputs, perm);
+  assert_strict_valid(permuted, m.params);
+  RC_ASSERT(tiled_attention(permuted, m.params) == tiled_attention(m.inputs, m.params));
+  RC_ASSERT(dense_reference(permuted, m.params).out == dense_reference(m.inputs, m.params).out);
+}
+
+RC_GTEST_PROP(Metamorphic, SequenceOrderOnlyMovesRows, ()) {
+  const CaseSpec spec = *gen_valid_case();
+  const Materialized m = materialize(spec);
+  const std::vector<int64_t> order = gen_permutation(spec.num_seqs(), "sequence swap");
+  const Inputs reordered = reorder_sequences(m.inputs, order);
+  assert_strict_valid(reordered, m.params);
+  const ReferenceResult ref = dense_reference(m.inputs, m.params);
+  RC_ASSERT(restore_rows(dense_reference(reordered, m.params).out, m.inputs, order) == ref.out);
+  // Query blocks now group other rows together: same math, other float32 order.
+  assert_agrees(m.inputs, m.params,
+                restore_rows(tiled_attention(reordered, m.params), m.inputs, order), ref);
+}
+
+// Everything the definition never reads: NaN or finite filler, other garbage page
+// indices, other padding kv_lens and cu_q_lens.
+RC_GTEST_PROP(Metamorphic, GarbageIsNeverRead, ()) {
+  const CaseSpec spec = *gen_valid_case();
+  CaseSpec other = spec;
+  other.nan_garbage = !spec.nan_garbage;
+  const int64_t salt = *rc::gen::inRange<int64_t>(1, 1000).as("garbage salt");
+  for (int64_t i = 0; i < spec.max_num_seqs; ++i) {
+    for (int64_t j = read_page_entries(spec, i); j < spec.pages_per_seq; ++j) {
+      other.page_indices[static_cast<size_t>(i * spec.pages_per_seq + j)] = -salt - j;
+    }
+  }
+  for (int64_t& v : other.pad_kv_lens) v = salt * 1000;
+  for (int64_t& v : other.pad_cu_q_lens) v = -salt;
+  const Materialized a = materialize(spec);
+  const Materialized b = materialize(other);
+  assert_strict_valid(b.inputs, b.params);
+  RC_ASSERT(tiled_attention(b.inputs, b.params) == tiled_attention(a.inputs, a.params));
+  RC_ASSERT(dense_reference(b.inputs, b.params).out == dense_reference(a.inputs, a.params).out);
+}
+
+RC_GTEST_PROP(Metamorphic, BlockSizesAndThreadsKeepTheAnswer, ()) {
+  const CaseSpec spec = *gen_valid_case();
+  const Materialized m = materialize(spec);
+  Params p = m.params;
+  p.num_kv_pages_per_block = *rc::gen::inRange<int64_t>(1, spec.pages_per_seq + 3).as("bkv");
+  p.num_queries_per_block = *rc::gen::inRange<int64_t>(
+                                 1, std::min<int64_t>(spec.max_num_batched_tokens + 3, 513))
+                                 .as("bq");
+  p.vmem_limit_bytes = default_target_profile().vmem_capacity_bytes;
+  const int threads = *rc::gen::inRange(1, 3).as("threads");
+  assert_strict_valid(m.inputs, p);
+  // The reference ignores tuning: one answer for both.
+  const ReferenceResult ref = dense_reference(m.inputs, m.params);
+  RC_ASSERT(dense_reference(m.inputs, p).out == ref.out);
+  assert_agrees(m.inputs, p, tiled_attention(m.inputs, p, {.threads = threads}), ref);
+  assert_agrees(m.inputs, m.params, tiled_attention(m.inputs, m.params, {.threads = 1}), ref);
+}
+
+RC_GTEST_PROP(Metamorphic, GqaEqualsRepeatedKvHeads, ()) {
+  const CaseSpec spec = *gen_valid_case();
+  const Materialized m = materialize(spec);
+  const Inputs mha = repeat_kv_heads(m.inputs);
+  Params p = m.params;
+  // More kv heads per block need more VMEM.
+  p.vmem_limit_bytes = default_target_profile().vmem_capacity_bytes;
+  assert_strict_valid(mha, p);
+  const ReferenceResult ref = dense_reference(m.inputs, m.params);
+  RC_ASSERT(dense_reference(mha, p).out == ref.out);
+  assert_agrees(m.inputs, m.params, tiled_attention(mha, p), ref);
+}
+
+RC_GTEST_PROP(Metamorphic, WindowCoveringEveryKeyIsNoWindow, ()) {
+  const CaseSpec spec = *gen_valid_case();
+  const Materialized m = materialize(spec);
+  Params none = m.params, wide = m.params;
+  none.sliding_window.reset();
+  wide.sliding_window =
+      spec.max_kv_len() + *rc::gen::inRange<int64_t>(0, 3).as("window - max kv_len");
+  if (*wide.sliding_window == 0) wide.sliding_window = 1;
+  RC_ASSERT(tiled_attention(m.inputs, wide) == tiled_attention(m.inputs, none));
+  RC_ASSERT(dense_reference(m.inputs, wide).out == dense_reference(m.inputs, none).out);
+}
+
+RC_GTEST_PROP(Metamorphic, SoftCapSignDoesNotMatter, ()) {
+  const CaseSpec spec = *gen_valid_case();
+  const Materialized m = materialize(spec);
+  Params pos = m.params, neg = m.params;
+  const double cap = *rc::gen::element(0.5, 1.0, 5.0, 30.0).as("soft_cap");
+  pos.soft_cap = cap;
+  neg.soft_cap = -cap;
+  // c * tanh(s / c) is even in c, and tanh is odd in float32 too.
+  RC_ASSERT(tiled_attention(m.inputs, neg) == tiled_attention(m.inputs, pos));
+  RC_ASSERT(dense_reference(m.inputs, neg).out == dense_reference(m.inputs, pos).out);
+}
+
+}  // namespace
+}  // namespace rpa::props
