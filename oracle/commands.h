@@ -11,5 +11,6 @@ int validate_command(const std::vector<std::string_view>& args);
 int run_command(const std::vector<std::string_view>& args);
 int check_command(const std::vector<std::string_view>& args);
 int bench_command(const std::vector<std::string_view>& args);
+int gen_command(const std::vector<std::string_view>& args);
 
 }  // namespace rpa

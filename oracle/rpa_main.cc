@@ -20,6 +20,7 @@ int main_impl(int argc, char** argv) {
   if (command == "run") return run_command(args);
   if (command == "check") return check_command(args);
   if (command == "bench") return bench_command(args);
+  if (command == "gen") return gen_command(args);
   if (command == "--help" || command == "-h" || command == "help") {
     std::printf("%s", kUsage);
     return kExitOk;

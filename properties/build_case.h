@@ -28,8 +28,12 @@
 
 namespace rpa::props {
 
+// Options only narrow the choices, so a spec built with any options encodes (and replays)
+// under the defaults.
 struct BuildOptions {
+  int min_mutations = 0;
   int max_mutations = 2;  // 0: every case is valid in strict mode
+  std::optional<Profile> profile;  // draw this batch mix instead of picking one
 };
 
 // Bounds of generated cases. The sized ones (sequences, kv_len) are reached at RapidCheck
@@ -105,7 +109,11 @@ std::vector<int64_t> tileable_kv_heads(DType kv_dtype);
 
 template <class Io>
 void visit_case(Io& io, CaseSpec& s, const BuildOptions& options) {
-  among(io, s.profile, std::span<const Profile>(kProfiles));
+  if (options.profile) {
+    s.profile = *options.profile;
+  } else {
+    among(io, s.profile, std::span<const Profile>(kProfiles));
+  }
   among(io, s.q_dtype, std::span<const DType>(kQDtypes));
   // Strict validity: KV in q's dtype, or float8 under any q.
   const DType kv_dtypes[] = {s.q_dtype, DType::kFloat8E4M3FN, DType::kFloat8E5M2};
@@ -219,7 +227,7 @@ void visit_case(Io& io, CaseSpec& s, const BuildOptions& options) {
   }
 
   int64_t count = static_cast<int64_t>(s.mutations.size());
-  io.num(count, 0, options.max_mutations, {});
+  io.num(count, options.min_mutations, options.max_mutations, {});
   s.mutations.resize(static_cast<size_t>(count));
   for (size_t k = 0; k < s.mutations.size(); ++k) {
     std::vector<MutationKind> kinds;

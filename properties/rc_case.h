@@ -13,12 +13,9 @@
 
 #include "properties/build_case.h"
 #include "properties/case_spec.h"
+#include "properties/random_source.h"
 
 namespace rpa::props {
-
-// RapidCheck's size (0 .. max_size, 100 by default) at which sized ranges reach their full
-// bounds: the default run draws up to a quarter of them, RC_PARAMS="max_size=400" all.
-inline constexpr int kFullSize = 400;
 
 // Only valid inside a generator run (gen::exec) or a property body.
 class RcSource {
@@ -30,11 +27,10 @@ class RcSource {
   void num(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites) {
     f = pick(lo, hi, favourites);
   }
-  // As num, with hi scaled by (size + 8) / kFullSize, rounded up: even size 0 draws a
-  // sequence or a few tokens.
+  // As num, with hi scaled by RapidCheck's size (0 .. max_size, 100 by default):
+  // RC_PARAMS="max_size=400" reaches the full bounds (random_source.h).
   void sized(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites) {
-    const int64_t grown = std::min(size_ + 8, kFullSize);
-    f = pick(lo, lo + ((hi - lo) * grown + kFullSize - 1) / kFullSize, favourites);
+    f = pick(lo, sized_bound(lo, hi, size_), favourites);
   }
 
  private:
@@ -63,7 +59,11 @@ inline rc::Gen<CaseSpec> gen_case(BuildOptions options = {}) {
 }
 
 // Valid cases only: every one is accepted by strict validation by construction.
-inline rc::Gen<CaseSpec> gen_valid_case() { return gen_case({.max_mutations = 0}); }
+inline rc::Gen<CaseSpec> gen_valid_case() {
+  BuildOptions valid;
+  valid.max_mutations = 0;
+  return gen_case(valid);
+}
 
 // Found by RapidCheck (argument-dependent lookup) when it prints a counterexample.
 inline void showValue(const CaseSpec& spec, std::ostream& os) {

@@ -1,0 +1,112 @@
+// rpa gen: one generated case as a case file, from a seed or from the hex a failing
+// property prints, with the verdicts the spec model expects.
+#include <charconv>
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "oracle/case_file.h"
+#include "oracle/cli_args.h"
+#include "oracle/commands.h"
+#include "oracle/exit_codes.h"
+#include "properties/build_case.h"
+#include "properties/materialize.h"
+#include "properties/random_source.h"
+#include "properties/spec_model.h"
+
+namespace rpa {
+namespace {
+
+using props::BuildOptions;
+using props::CaseSpec;
+
+std::optional<BuildOptions> profile_options(std::string_view name) {
+  BuildOptions o;
+  o.max_mutations = 0;
+  if (name.empty()) return o;
+  if (name == "edge") {
+    o.min_mutations = 1;
+    o.max_mutations = 2;
+    return o;
+  }
+  for (props::Profile p : props::kProfiles) {
+    if (props::profile_name(p) == name) {
+      o.profile = p;
+      return o;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string expectation(const std::optional<Failure>& f) {
+  return f ? std::string(rule_info(f->rule).name) + ": " + f->message : "valid";
+}
+
+}  // namespace
+
+int gen_command(const std::vector<std::string_view>& args) {
+  std::optional<uint64_t> seed;
+  int size = 100;
+  std::string spec_text, profile, output;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    if (a != "--seed" && a != "--size" && a != "--spec" && a != "--profile" && a != "-o") {
+      return usage_error("unknown option " + std::string(a));
+    }
+    if (i + 1 >= args.size()) return usage_error(std::string(a) + " needs a value");
+    const std::string_view v = args[++i];
+    if (a == "--seed") {
+      uint64_t s = 0;
+      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), s);
+      if (ec != std::errc() || end != v.data() + v.size()) {
+        return usage_error("--seed takes a non-negative integer");
+      }
+      seed = s;
+    } else if (a == "--size") {
+      int n = 0;
+      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (ec != std::errc() || end != v.data() + v.size() || n < 0 || n > props::kFullSize) {
+        return usage_error("--size takes 0 to " + std::to_string(props::kFullSize));
+      }
+      size = n;
+    } else if (a == "--spec") {
+      spec_text = v;
+    } else if (a == "--profile") {
+      profile = v;
+    } else {
+      output = v;
+    }
+  }
+  if (seed.has_value() == !spec_text.empty()) return usage_error("gen needs --seed or --spec");
+  if (output.empty()) return usage_error("gen needs -o CASE.npz");
+  const std::optional<BuildOptions> options = profile_options(profile);
+  if (!options) return usage_error("--profile takes decode, prefill, mixed or edge");
+  if (!spec_text.empty() && (!profile.empty() || size != 100)) {
+    return usage_error("--profile and --size go with --seed");
+  }
+
+  CaseSpec spec;
+  if (seed) {
+    props::RandomSource source(*seed, size);
+    spec = props::build_case(source, *options);
+  } else {
+    const auto bytes = props::bytes_from_hex(spec_text);
+    if (!bytes) return usage_error("--spec takes the hex digits a property printed");
+    spec = props::decode_case(*bytes);
+  }
+  const props::Materialized m = props::materialize(spec);
+  Case c;
+  c.inputs = m.inputs;
+  c.params = m.params;
+  if (std::string err; !write_case_file(output, c, &err)) {
+    std::fprintf(stderr, "rpa: %s\n", err.c_str());
+    return kExitUnreadable;
+  }
+  std::printf("%s\n  spec: %s\n  expected strict: %s\n  expected jax: %s\nwrote %s\n",
+              props::describe(spec).c_str(), props::spec_hex(spec).c_str(),
+              expectation(props::expected_failure(m, Mode::kStrict)).c_str(),
+              expectation(props::expected_failure(m, Mode::kJax)).c_str(), output.c_str());
+  return kExitOk;
+}
+
+}  // namespace rpa
