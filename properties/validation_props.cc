@@ -3,7 +3,11 @@
 #include <gtest/gtest.h>
 #include <rapidcheck/gtest.h>
 
+#include <set>
+#include <utility>
+
 #include "kernel/validate.h"
+#include "properties/random_source.h"
 #include "properties/rc_case.h"
 #include "properties/spec_model.h"
 
@@ -59,6 +63,38 @@ RC_GTEST_PROP(Validation, AcceptsValidCases, ()) {
             jax->rule == RuleId::kv_pages_per_block_range);
   RC_CLASSIFY(jax.has_value(), "jax over-rejects");
   RC_TAG(profile_name(spec.profile), dtype_name(spec.q_dtype), dtype_name(spec.kv_dtype));
+}
+
+// The mutations reach every rule of the table, in the mode(s) that enforce it, and the
+// validator reports each one somewhere (so no rule is modelled but never exercised).
+TEST(Mutations, ReachEveryRule) {
+  std::set<std::pair<RuleId, Mode>> expected, reported;
+  BuildOptions valid;
+  valid.max_mutations = 0;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    RandomSource source(seed, 100);
+    CaseSpec spec = build_case(source, valid);
+    for (MutationKind kind : all_mutation_kinds()) {
+      if (!mutation_applies(kind, spec)) continue;
+      for (int64_t arg = 0; arg < 6; ++arg) {
+        spec.mutations = {{kind, arg}};
+        const Materialized m = materialize(spec);
+        for (Mode mode : {Mode::kStrict, Mode::kJax}) {
+          if (const auto f = expected_failure(m, mode)) expected.insert({f->rule, mode});
+          if (const auto f = validate(m.inputs, m.params, {.mode = mode})) {
+            reported.insert({f->rule, mode});
+          }
+        }
+      }
+    }
+  }
+  for (const RuleInfo& rule : rule_table()) {
+    for (Mode mode : {Mode::kStrict, Mode::kJax}) {
+      if (!rule.in(mode)) continue;
+      EXPECT_TRUE(expected.contains({rule.id, mode})) << rule.name << " in " << mode_name(mode);
+      EXPECT_TRUE(reported.contains({rule.id, mode})) << rule.name << " in " << mode_name(mode);
+    }
+  }
 }
 
 RC_GTEST_PROP(CaseSpec, DecodeEncodeRoundTrips, ()) {
