@@ -72,6 +72,21 @@ std::vector<bool> read_kv_slots(const CaseSpec& s) {
 }
 
 Materialized materialize(const CaseSpec& s) {
+  Materialized m = materialize_valid(s);
+  apply_mutations(s, m);
+  return m;
+}
+
+void apply_mutations(const CaseSpec& s, Materialized& m) {
+  std::vector<MutationSpec> order = s.mutations;
+  std::stable_sort(order.begin(), order.end(), [](const MutationSpec& a, const MutationSpec& b) {
+    if (is_shape_mutation(a) != is_shape_mutation(b)) return is_shape_mutation(a);
+    return a.kind < b.kind;
+  });
+  for (const MutationSpec& mu : order) apply_mutation(mu, s, m.inputs, m.params, m.declared);
+}
+
+Materialized materialize_valid(const CaseSpec& s) {
   Materialized m;
   Inputs& in = m.inputs;
   const int64_t T = s.max_num_batched_tokens, Hq = s.num_q_heads(), D = s.head_dim;
@@ -105,13 +120,6 @@ Materialized materialize(const CaseSpec& s) {
   in.cu_q_lens = int32_tensor({N + 1}, cu_q_lens);
   in.num_seqs = int32_tensor({1}, {s.num_seqs()});
   m.params = s.params;
-
-  std::vector<MutationSpec> order = s.mutations;
-  std::stable_sort(order.begin(), order.end(), [](const MutationSpec& a, const MutationSpec& b) {
-    if (is_shape_mutation(a) != is_shape_mutation(b)) return is_shape_mutation(a);
-    return a.kind < b.kind;
-  });
-  for (const MutationSpec& mu : order) apply_mutation(mu, s, in, m.params, m.declared);
   return m;
 }
 

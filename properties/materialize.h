@@ -16,10 +16,16 @@ struct Materialized {
   std::vector<Declared> declared;  // what the mutations make each mode report
 };
 
-// Builds the valid case, then applies the spec's mutations: the shape one first, then the
-// parameter ones in table order, so that each declares its failure on the final arrays.
+// Builds the valid case, then applies the spec's mutations (apply_mutations).
 // Deterministic: the same spec gives the same bytes.
 Materialized materialize(const CaseSpec& spec);
+
+// The valid case alone: spec's mutations are ignored.
+Materialized materialize_valid(const CaseSpec& spec);
+
+// Applies spec's mutations to its materialized valid case: the shape one first, then the
+// parameter ones in table order, so that each declares its failure on the final arrays.
+void apply_mutations(const CaseSpec& spec, Materialized& m);
 
 // Whether KV slot `slot` of page `page` holds a token some sequence reads.
 std::vector<bool> read_kv_slots(const CaseSpec& spec);

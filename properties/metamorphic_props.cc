@@ -39,6 +39,7 @@ void assert_strict_valid(const Inputs& in, const Params& p) {
 }
 
 void copy_bytes(const Tensor& from, int64_t from_elem, Tensor& to, int64_t to_elem, int64_t n) {
+  if (n == 0) return;  // empty tensors may have no storage at all
   const int64_t size = dtype_size(from.dtype());
   std::memcpy(to.data() + to_elem * size, from.data() + from_elem * size,
               static_cast<size_t>(n * size));

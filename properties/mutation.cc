@@ -457,13 +457,14 @@ class Mutator {
   void smem_budget_exceeded() {
     const TargetProfile& t = default_target_profile();
     const int64_t wide = t.smem_capacity_bytes / 4 / N() + 1 + variant(8);
-    Tensor pages(DType::kInt32, {N(), wide});
+    std::vector<int32_t> pages(static_cast<size_t>(N() * wide), -1);
     for (int64_t i = 0; i < N(); ++i) {
-      for (int64_t j = 0; j < wide; ++j) {
-        pages.set_int(i * wide + j, j < pps() ? in_.page_indices.int_at(i * pps() + j) : -1);
+      for (int64_t j = 0; j < pps(); ++j) {
+        pages[static_cast<size_t>(i * wide + j)] =
+            static_cast<int32_t>(in_.page_indices.int_at(i * pps() + j));
       }
     }
-    in_.page_indices = std::move(pages);
+    in_.page_indices = Tensor::from_int32({N(), wide}, pages);
     strict(RuleId::smem_budget_exceeded,
            "the prefetched index arrays need " + S(smem_need_bytes(N(), wide)) +
                " bytes of SMEM, more than the " + std::string(t.name) + " capacity of " +
