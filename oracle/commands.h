@@ -12,5 +12,6 @@ int run_command(const std::vector<std::string_view>& args);
 int check_command(const std::vector<std::string_view>& args);
 int bench_command(const std::vector<std::string_view>& args);
 int gen_command(const std::vector<std::string_view>& args);
+int campaign_command(const std::vector<std::string_view>& args);
 
 }  // namespace rpa

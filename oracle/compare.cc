@@ -36,6 +36,8 @@ Comparison compare_outputs(const Tensor& got, const Tensor& want, const PagedKvV
           if (std::isfinite(err)) {
             c.max_abs_err = std::max(c.max_abs_err, err);
             if (b != 0.0) c.max_rel_err = std::max(c.max_rel_err, err / std::fabs(b));
+            const double used = allowed > 0.0 ? err / allowed : (err > 0.0 ? INFINITY : 0.0);
+            c.max_budget_used = std::max(c.max_budget_used, used);
           }
           // A NaN or infinity that is not the same special value on both sides never agrees
           // (an infinite want would otherwise allow an infinite difference).

@@ -29,6 +29,9 @@ struct Comparison {
   int64_t mismatches = 0;  // elements outside the tolerance
   double max_abs_err = 0.0;  // over elements where both sides are finite
   double max_rel_err = 0.0;  // |got - want| / |want| over finite, nonzero want
+  // The largest |got - want| / (atol + rtol * |want|) over elements where both sides are
+  // finite: how much of its tolerance the closest call used (> 1 is a mismatch).
+  double max_budget_used = 0.0;
   std::optional<ElementMismatch> first;  // the first mismatch in row-major order
   bool agree() const { return mismatches == 0; }
 };

@@ -425,6 +425,23 @@ TEST_F(Compare, MaxErrorsOverFiniteElements) {
   EXPECT_EQ(within.max_rel_err, 1.0 / 512);
 }
 
+TEST_F(Compare, BudgetUsedIsTheWorstErrorOverItsAllowance) {
+  // atol 2^-10, rtol 2^-4: an error of 2^-10 at want 0 uses 1 budget (allowed 2^-10);
+  // 2^-6 at want 1 uses 2^-6 / (2^-10 + 2^-4) = 0.2424...; a NaN elsewhere is no finite error.
+  const Tolerance tol{std::ldexp(1.0, -10), std::ldexp(1.0, -4)};
+  want.set_float(at(0, 0, 0), 1.0);
+  got.set_float(at(0, 0, 0), 1.0 + std::ldexp(1.0, -6));
+  got.set_float(at(1, 1, 1), kNaN);
+  const Comparison one = compare_outputs(got, want, view, tol);
+  EXPECT_DOUBLE_EQ(one.max_budget_used, std::ldexp(1.0, -6) / (std::ldexp(1.0, -10) + std::ldexp(1.0, -4)));
+  want.set_float(at(2, 0, 0), 0.0);
+  got.set_float(at(2, 0, 0), std::ldexp(1.0, -10));
+  EXPECT_DOUBLE_EQ(compare_outputs(got, want, view, tol).max_budget_used, 1.0);
+  // Zero tolerance: an exact match uses nothing, any finite error is infinitely over.
+  EXPECT_EQ(compare_outputs(want, want, view, Tolerance{}).max_budget_used, 0.0);
+  EXPECT_EQ(compare_outputs(got, want, view, Tolerance{}).max_budget_used, kInf);
+}
+
 TEST(CompareBFloat16, BFloat16Tensors) {
   const Inputs in = testing::build_inputs(spec(DType::kBFloat16));
   const PagedKvView view(in);

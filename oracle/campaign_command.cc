@@ -1,0 +1,267 @@
+// rpa campaign: the main job. For a bounded time it draws cases from the property
+// generators (valid ones, and ones with named mutations), checks both validation modes
+// against the spec model and the tiled kernel against the dense reference, shows a live
+// progress line, and ends with a summary (also written to --report as JSON and markdown)
+// whose findings each come with the command that replays them.
+#include <unistd.h>
+
+#include <charconv>
+#include <cmath>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "kernel/paged_kv_view.h"
+#include "kernel/python_repr.h"
+#include "kernel/tiled_kernel.h"
+#include "kernel/validate.h"
+#include "oracle/case_file.h"
+#include "oracle/cli_args.h"
+#include "oracle/commands.h"
+#include "oracle/compare.h"
+#include "oracle/exit_codes.h"
+#include "oracle/json_writer.h"
+#include "oracle/tolerance.h"
+#include "properties/build_case.h"
+#include "properties/materialize.h"
+#include "properties/random_source.h"
+#include "properties/spec_model.h"
+#include "reference/dense_reference.h"
+
+namespace rpa {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Finding {
+  std::string check;   // "validation (jax)", "kernel vs reference", "exception"
+  std::string detail;  // one line
+  std::string spec;    // spec hex: rpa gen --spec replays it
+};
+
+struct Stats {
+  int64_t cases = 0, mutated = 0, validation_checks = 0, kernel_checks = 0;
+  std::map<std::string, int64_t> verdicts[2];  // per mode: rule name (or "valid") -> count
+  std::map<std::string, double> worst_budget;  // "q/kv" dtypes -> max share of tolerance used
+  std::map<std::string, int64_t> pair_checks;
+  int64_t findings_total = 0;
+  std::vector<Finding> findings;  // the first kMaxFindings
+};
+
+constexpr size_t kMaxFindings = 20;
+constexpr Mode kModes[] = {Mode::kStrict, Mode::kJax};
+
+std::string verdict(const std::optional<Failure>& f) {
+  return f ? std::string(rule_info(f->rule).name) + ": " + f->message : "valid";
+}
+
+void record(Stats& st, Finding f) {
+  ++st.findings_total;
+  if (st.findings.size() < kMaxFindings) st.findings.push_back(std::move(f));
+}
+
+uint64_t case_seed(uint64_t seed, int64_t i) {
+  return seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(i) * 0xbf58476d1ce4e5b9ULL;
+}
+
+// Case i: even ones valid, odd ones with one or two mutations; sizes cycle 0..100 as in a
+// RapidCheck run.
+props::CaseSpec case_spec(uint64_t seed, int64_t i) {
+  props::BuildOptions options;
+  options.min_mutations = i % 2 == 0 ? 0 : 1;
+  options.max_mutations = i % 2 == 0 ? 0 : 2;
+  props::RandomSource source(case_seed(seed, i), static_cast<int>(i % 101));
+  return props::build_case(source, options);
+}
+
+// Threads alternate 1 and 2 over the valid cases.
+void run_case(const props::CaseSpec& spec, int64_t i, Stats& st) {
+  ++st.cases;
+  st.mutated += spec.mutations.empty() ? 0 : 1;
+  const props::Materialized m = props::materialize(spec);
+
+  bool strict_valid = false;
+  for (int k = 0; k < 2; ++k) {
+    const Mode mode = kModes[k];
+    const std::optional<Failure> want = props::expected_failure(m, mode);
+    const std::optional<Failure> got = validate(m.inputs, m.params, {.mode = mode});
+    ++st.validation_checks;
+    ++st.verdicts[k][got ? std::string(rule_info(got->rule).name) : "valid"];
+    if (got != want) {
+      record(st, {"validation (" + std::string(mode_name(mode)) + ")",
+                  "spec model: " + verdict(want) + " | validate: " + verdict(got),
+                  props::spec_hex(spec)});
+    }
+    if (mode == Mode::kStrict) strict_valid = !got && !want;
+  }
+  if (!strict_valid) return;
+
+  const ReferenceResult ref = dense_reference(m.inputs, m.params);
+  const Tensor out =
+      tiled_attention(m.inputs, m.params, {.threads = static_cast<int>(i / 2 % 2) + 1});
+  const Comparison c = compare_outputs(out, ref.out, PagedKvView(m.inputs),
+                                       tolerance_for_case(m.inputs, m.params, ref));
+  ++st.kernel_checks;
+  const std::string pair =
+      std::string(dtype_name(spec.q_dtype)) + "/" + std::string(dtype_name(spec.kv_dtype));
+  ++st.pair_checks[pair];
+  double& worst = st.worst_budget[pair];
+  worst = std::max(worst, c.max_budget_used);
+  if (!c.agree()) record(st, {"kernel vs reference", describe_mismatch(c), props::spec_hex(spec)});
+}
+
+std::string replay(const Finding& f) {
+  return "rpa gen --spec " + f.spec + " -o case.npz && rpa " +
+         (f.check.starts_with("validation (jax)") ? "validate --mode jax case.npz"
+          : f.check.starts_with("validation")     ? "validate case.npz"
+                                                  : "check case.npz");
+}
+
+std::string summary_text(const Stats& st, double seconds, uint64_t seed) {
+  std::string s = "rpa campaign: " + py_float_repr(std::round(seconds * 10) / 10) + " s, seed " +
+                  std::to_string(seed) + ": " + std::to_string(st.cases) + " cases (" +
+                  std::to_string(st.cases - st.mutated) + " valid, " + std::to_string(st.mutated) +
+                  " with mutations)\n";
+  for (int k = 0; k < 2; ++k) {
+    s += "  " + std::string(mode_name(kModes[k])) + " verdicts:";
+    for (const auto& [rule, n] : st.verdicts[k]) s += " " + rule + " " + std::to_string(n);
+    s += "\n";
+  }
+  s += "  validation vs spec model: " + std::to_string(st.validation_checks) + " checks\n";
+  s += "  kernel vs reference: " + std::to_string(st.kernel_checks) +
+       " cases; most of the tolerance used, per q/kv dtypes:";
+  for (const auto& [pair, worst] : st.worst_budget) {
+    s += " " + pair + " " + py_float_repr(std::round(worst * 1000) / 1000) + " (" +
+         std::to_string(st.pair_checks.at(pair)) + ")";
+  }
+  s += "\n  findings: " + std::to_string(st.findings_total) + "\n";
+  for (const Finding& f : st.findings) {
+    s += "    " + f.check + ": " + f.detail + "\n      replay: " + replay(f) + "\n";
+  }
+  return s;
+}
+
+std::string summary_json(const Stats& st, double seconds, uint64_t seed) {
+  JsonWriter j;
+  j.begin_object().key("seconds").value(seconds).key("seed").value(static_cast<int64_t>(seed));
+  j.key("cases").value(st.cases).key("mutated_cases").value(st.mutated);
+  j.key("validation_checks").value(st.validation_checks);
+  for (int k = 0; k < 2; ++k) {
+    j.key(std::string(mode_name(kModes[k])) + "_verdicts").begin_object();
+    for (const auto& [rule, n] : st.verdicts[k]) j.key(rule).value(n);
+    j.end_object();
+  }
+  j.key("kernel_checks").value(st.kernel_checks).key("max_tolerance_used").begin_object();
+  for (const auto& [pair, worst] : st.worst_budget) j.key(pair).value(worst);
+  j.end_object().key("findings_total").value(st.findings_total).key("findings").begin_array();
+  for (const Finding& f : st.findings) {
+    j.begin_object().key("check").value(f.check).key("detail").value(f.detail);
+    j.key("spec").value(f.spec).key("replay").value(replay(f)).end_object();
+  }
+  return j.end_array().end_object().str();
+}
+
+std::string summary_markdown(const Stats& st, double seconds, uint64_t seed) {
+  std::string s = "# rpa campaign\n\n" + std::to_string(st.cases) + " cases in " +
+                  py_float_repr(std::round(seconds * 10) / 10) + " s (seed " +
+                  std::to_string(seed) + "): " + std::to_string(st.cases - st.mutated) +
+                  " valid, " + std::to_string(st.mutated) + " with named mutations.\n\n" +
+                  "## Verdicts\n\n| rule | strict | jax |\n|---|---|---|\n";
+  std::map<std::string, std::pair<int64_t, int64_t>> rows;
+  for (const auto& [rule, n] : st.verdicts[0]) rows[rule].first = n;
+  for (const auto& [rule, n] : st.verdicts[1]) rows[rule].second = n;
+  for (const auto& [rule, n] : rows) {
+    s += "| " + rule + " | " + std::to_string(n.first) + " | " + std::to_string(n.second) + " |\n";
+  }
+  s += "\n## Kernel vs reference\n\n| q / kv | cases | most of the tolerance used |\n|---|---|---|\n";
+  for (const auto& [pair, worst] : st.worst_budget) {
+    s += "| " + pair + " | " + std::to_string(st.pair_checks.at(pair)) + " | " +
+         py_float_repr(worst) + " |\n";
+  }
+  s += "\n## Findings: " + std::to_string(st.findings_total) + "\n\n";
+  for (const Finding& f : st.findings) {
+    s += "- **" + f.check + "**: " + f.detail + "\n  `" + replay(f) + "`\n";
+  }
+  return s;
+}
+
+bool write_text(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  return static_cast<bool>(out);
+}
+
+std::optional<uint64_t> parse_u64(std::string_view v) {
+  uint64_t n = 0;
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+  if (ec != std::errc() || end != v.data() + v.size()) return std::nullopt;
+  return n;
+}
+
+}  // namespace
+
+int campaign_command(const std::vector<std::string_view>& args) {
+  uint64_t seconds = 60, seed = 1;
+  std::string report;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string_view a = args[i];
+    if (a != "--seconds" && a != "--seed" && a != "--report") {
+      return usage_error("unknown option " + std::string(a));
+    }
+    if (i + 1 >= args.size()) return usage_error(std::string(a) + " needs a value");
+    const std::string_view v = args[++i];
+    if (a == "--report") {
+      report = v;
+      continue;
+    }
+    const std::optional<uint64_t> n = parse_u64(v);
+    if (!n || (a == "--seconds" && (*n < 1 || *n > 7 * 24 * 3600))) {
+      return usage_error(a == "--seconds" ? "--seconds takes 1 to 604800"
+                                          : "--seed takes a non-negative integer");
+    }
+    (a == "--seconds" ? seconds : seed) = *n;
+  }
+
+  const bool tty = isatty(2) != 0;
+  const auto start = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  double next_progress = 0.0;
+  Stats st;
+  for (int64_t i = 0; elapsed() < static_cast<double>(seconds); ++i) {
+    const props::CaseSpec spec = case_spec(seed, i);
+    try {
+      run_case(spec, i, st);
+    } catch (const std::exception& e) {
+      record(st, {"exception", e.what(), props::spec_hex(spec)});
+    }
+    if (elapsed() >= next_progress) {
+      std::fprintf(stderr, "%s[%5.1f/%llu s] %lld cases, %lld kernel checks, %lld findings%s",
+                   tty ? "\r" : "", elapsed(), static_cast<unsigned long long>(seconds),
+                   static_cast<long long>(st.cases), static_cast<long long>(st.kernel_checks),
+                   static_cast<long long>(st.findings_total), tty ? "" : "\n");
+      next_progress += tty ? 0.25 : 10.0;
+    }
+  }
+  if (tty) std::fprintf(stderr, "\n");
+  const double took = elapsed();
+  std::printf("%s", summary_text(st, took, seed).c_str());
+
+  if (!report.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(report, ec);
+    const std::filesystem::path dir(report);
+    if (ec || !write_text(dir / "summary.json", summary_json(st, took, seed) + "\n") ||
+        !write_text(dir / "summary.md", summary_markdown(st, took, seed))) {
+      std::fprintf(stderr, "rpa: cannot write the report to %s\n", report.c_str());
+      return kExitUnreadable;
+    }
+    std::printf("report: %s/summary.json, %s/summary.md\n", report.c_str(), report.c_str());
+  }
+  return st.findings_total == 0 ? kExitOk : kExitMismatch;
+}
+
+}  // namespace rpa

@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""`rpa campaign` end to end: a short run checks cases in both modes and on the kernel,
+finds nothing on the current code, and writes a JSON and a markdown report whose numbers
+add up; bad options exit 64, an unwritable report directory exits 3.
+
+Usage: cli_campaign_test.py RPA_BINARY REPO_ROOT
+"""
+import json
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_harness import check, finish, rpa  # noqa: E402  (reads argv)
+
+with tempfile.TemporaryDirectory() as tmp:
+    report = os.path.join(tmp, "report")
+    p = rpa("campaign", "--seconds", "2", "--seed", "3", "--report", report)
+    check("exit 0 (no findings)", p.returncode == 0, p.stdout[-400:] + p.stderr[-400:])
+    check("summary line", p.stdout.startswith("rpa campaign: "), p.stdout[:100])
+    check("progress on stderr", " cases, " in p.stderr, p.stderr[:200])
+    with open(os.path.join(report, "summary.json")) as f:
+        s = json.load(f)
+    check("cases drawn", s["cases"] >= 50, str(s["cases"]))
+    check("half of them mutated", abs(s["mutated_cases"] * 2 - s["cases"]) <= 1,
+          f'{s["mutated_cases"]} of {s["cases"]}')
+    check("both modes checked per case", s["validation_checks"] == 2 * s["cases"])
+    for mode in ("strict", "jax"):
+        check(f"{mode} verdicts add up", sum(s[f"{mode}_verdicts"].values()) == s["cases"])
+    valid = s["strict_verdicts"].get("valid", 0)
+    check("every strict-valid case went to the kernel", s["kernel_checks"] == valid,
+          f'{s["kernel_checks"]} vs {valid}')
+    check("strict rejected the mutated ones", s["cases"] - valid >= s["mutated_cases"] * 0.8)
+    check("no findings", s["findings_total"] == 0 and s["findings"] == [], str(s["findings"])[:300])
+    used = s["max_tolerance_used"]
+    check("tolerance use per dtype pair within 1", used and all(0 <= v <= 1 for v in used.values()),
+          str(used))
+    with open(os.path.join(report, "summary.md")) as f:
+        md = f.read()
+    check("markdown report", md.startswith("# rpa campaign") and "| rule | strict | jax |" in md)
+
+    for args, what in [(["--seconds", "0"], "zero seconds"), (["--seconds", "x"], "not a number"),
+                       (["--seed", "-1"], "negative seed"), (["--bogus"], "unknown option"),
+                       (["--report"], "missing value")]:
+        q = rpa("campaign", *args)
+        check(f"usage: {what}", q.returncode == 64 and q.stderr.startswith("rpa: "), q.stderr[:100])
+    blocked = os.path.join(tmp, "file")
+    open(blocked, "w").close()
+    q = rpa("campaign", "--seconds", "1", "--report", os.path.join(blocked, "sub"))
+    check("unwritable report exits 3", q.returncode == 3 and "cannot write" in q.stderr, q.stderr[-200:])
+
+sys.exit(finish("cli.campaign"))
