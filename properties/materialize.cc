@@ -4,19 +4,15 @@
 #include <cmath>
 #include <limits>
 
+#include "properties/random_source.h"
+
 namespace rpa::props {
 namespace {
 
-// splitmix64: a fixed, portable stream (std distributions differ between libraries).
 class Stream {
  public:
   explicit Stream(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
+  uint64_t next() { return splitmix64(state_); }
   // Uniform in [-2, 2) on a 2^-20 grid.
   double uniform() { return static_cast<double>(next() >> 44) / (1 << 20) * 4.0 - 2.0; }
 

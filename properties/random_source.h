@@ -19,6 +19,14 @@ inline int64_t sized_bound(int64_t lo, int64_t hi, int size) {
   return lo + ((hi - lo) * grown + kFullSize - 1) / kFullSize;
 }
 
+// splitmix64: a fixed, portable stream (std:: distributions differ between libraries).
+inline uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 class RandomSource {
  public:
   RandomSource(uint64_t seed, int size) : state_(seed), size_(size) {}
@@ -31,12 +39,7 @@ class RandomSource {
   }
 
  private:
-  uint64_t next() {  // splitmix64
-    uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
+  uint64_t next() { return splitmix64(state_); }
   int64_t pick(int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites) {
     if (hi <= lo) return lo;
     std::vector<int64_t> edges;
