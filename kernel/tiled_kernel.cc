@@ -75,7 +75,7 @@ class CellWorker {
   };
 
  public:
-  CellWorker(const Inputs& in, const Params& p, const KernelPlan& plan, Tensor& out)
+  CellWorker(const Inputs& in, const Params& p, const KernelPlan& plan, bool literal, Tensor& out)
       : in_(in),
         p_(p),
         view_(in),
@@ -104,7 +104,7 @@ class CellWorker {
         scales_(static_cast<size_t>(rows_max_)),
         mask_value_(static_cast<float>(p.effective_mask_value())),
         sm_scale_(static_cast<float>(p.sm_scale)),
-        exact_skips_(std::isfinite(mask_value_) &&
+        exact_skips_(!literal && std::isfinite(mask_value_) &&
                      mask_value_ <= static_cast<float>(kMaxExactMaskValue)),
         direct_f32_(kv_dtype_ == DType::kFloat32 && !p.k_scale && !p.v_scale) {}
 
@@ -400,7 +400,7 @@ Tensor tiled_attention(const Inputs& in, const Params& p, const KernelOptions& o
   std::atomic<int64_t> next{0};
   auto work = [&] {
     const FlushSubnormals flush;
-    CellWorker worker(in, p, plan, out);
+    CellWorker worker(in, p, plan, options.literal_schedule, out);
     for (int64_t c = next++; c < cells; c = next++) {
       worker.run(c / plan.num_q_blks, c % plan.num_q_blks);
     }

@@ -17,6 +17,12 @@ namespace rpa {
 struct KernelOptions {
   int threads = 0;  // worker threads over grid cells; 0: every core
   TargetProfile target = default_target_profile();
+  // Run the TPU schedule literally: copy every page slot of every KV block into the
+  // buffer, zero the slots past kv_len and compute over all of them, as with a mask_value
+  // that does not underflow exp(). By default, under a mask_value <= -1e30, work whose
+  // weight is exactly 0 in float32 is skipped (padded slots, keys after a query block's
+  // last row, fully masked blocks); the properties check both paths against the reference.
+  bool literal_schedule = false;
 };
 
 // The grid and buffers the kernel will use for a call.

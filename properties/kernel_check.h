@@ -33,6 +33,18 @@ inline void assert_agrees(const Inputs& in, const Params& p, const Tensor& got,
   }
 }
 
+// Two kernel outputs for the same case, each within the tolerance of the reference, are
+// within twice the tolerance of each other; `b` stands where the reference would.
+inline void assert_kernels_agree(const Inputs& in, const Params& p, const Tensor& a,
+                                 const Tensor& b, const ReferenceResult& ref) {
+  Tolerance tol = tolerance_for_case(in, p, ref);
+  tol.atol *= 2;
+  tol.rtol *= 2;
+  const Comparison c = compare_outputs(a, b, PagedKvView(in), tol);
+  RC_LOG() << "kernel vs kernel: " << describe_mismatch(c) << "\n";
+  RC_ASSERT(c.agree());
+}
+
 // Moves element e one unit in the last place of its dtype away from zero (float32 or
 // bfloat16: the bit pattern's magnitude goes up by one).
 inline void step_one_ulp(Tensor& t, int64_t e) {
