@@ -172,8 +172,9 @@ void visit_case(Io& io, CaseSpec& s, const BuildOptions& options) {
   s.pad_kv_lens.resize(static_cast<size_t>(N - n));
   s.pad_cu_q_lens.resize(static_cast<size_t>(N - n));
   for (int64_t& v : s.pad_kv_lens) {
-    // Padding the definition never reads; the first four keep JAX's all-slots
-    // pages_per_seq check passing, the rest trip it (a documented over-rejection).
+    // Padding the definition never reads. 0, 1, S, pps * S and -5 keep JAX's all-slots
+    // pages_per_seq check passing; pps * S + 1, 2^30 and most uniform draws trip it (a
+    // documented over-rejection).
     io.num(v, kInt32Min, kInt32Max, {0, 1, S, pps * S, pps * S + 1, int64_t{1} << 30, -5});
   }
   const int64_t total = s.total_q_len();
