@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <cstdint>
 #include <cmath>
 #include <chrono>
 #include <cstdio>
@@ -27,6 +28,7 @@
 #include "oracle/json_writer.h"
 #include "oracle/tolerance.h"
 #include "properties/build_case.h"
+#include "properties/case_codec.h"
 #include "properties/materialize.h"
 #include "properties/random_source.h"
 #include "properties/spec_model.h"
@@ -44,6 +46,7 @@ struct Finding {
 };
 
 struct Stats {
+  int max_size = 100;
   int64_t cases = 0, mutated = 0, validation_checks = 0, kernel_checks = 0;
   std::map<std::string, int64_t> verdicts[2];  // per mode: rule name (or "valid") -> count
   std::map<std::string, double> worst_budget;  // "q/kv" dtypes -> max share of tolerance used
@@ -68,13 +71,13 @@ uint64_t case_seed(uint64_t seed, int64_t i) {
   return seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(i) * 0xbf58476d1ce4e5b9ULL;
 }
 
-// Case i: even ones valid, odd ones with one or two mutations; sizes cycle 0..100 as in a
-// RapidCheck run.
-props::CaseSpec case_spec(uint64_t seed, int64_t i) {
+// Case i: even ones valid, odd ones with one or two mutations; sizes cycle 0..max_size as
+// in a RapidCheck run.
+props::CaseSpec case_spec(uint64_t seed, int64_t i, int max_size) {
   props::BuildOptions options;
   options.min_mutations = i % 2 == 0 ? 0 : 1;
   options.max_mutations = i % 2 == 0 ? 0 : 2;
-  props::RandomSource source(case_seed(seed, i), static_cast<int>(i % 101));
+  props::RandomSource source(case_seed(seed, i), static_cast<int>(i % (max_size + 1)));
   return props::build_case(source, options);
 }
 
@@ -123,7 +126,7 @@ std::string replay(const Finding& f) {
 
 std::string summary_text(const Stats& st, double seconds, uint64_t seed) {
   std::string s = "rpa campaign: " + py_float_repr(std::round(seconds * 10) / 10) + " s, seed " +
-                  std::to_string(seed) + ": " + std::to_string(st.cases) + " cases (" +
+                  std::to_string(seed) + ", sizes 0.." + std::to_string(st.max_size) + ": " + std::to_string(st.cases) + " cases (" +
                   std::to_string(st.cases - st.mutated) + " valid, " + std::to_string(st.mutated) +
                   " with mutations)\n";
   for (int k = 0; k < 2; ++k) {
@@ -148,6 +151,7 @@ std::string summary_text(const Stats& st, double seconds, uint64_t seed) {
 std::string summary_json(const Stats& st, double seconds, uint64_t seed) {
   JsonWriter j;
   j.begin_object().key("seconds").value(seconds).key("seed").value(static_cast<int64_t>(seed));
+  j.key("max_size").value(st.max_size);
   j.key("cases").value(st.cases).key("mutated_cases").value(st.mutated);
   j.key("validation_checks").value(st.validation_checks);
   for (int k = 0; k < 2; ++k) {
@@ -205,34 +209,55 @@ std::optional<uint64_t> parse_u64(std::string_view v) {
 }  // namespace
 
 int campaign_command(const std::vector<std::string_view>& args) {
-  uint64_t seconds = 60, seed = 1;
-  std::string report;
+  uint64_t seconds = 60, seed = 1, max_size = 100;
+  std::optional<std::string> report;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
-    if (a != "--seconds" && a != "--seed" && a != "--report") {
+    if (a != "--seconds" && a != "--seed" && a != "--report" && a != "--max-size") {
       return usage_error("unknown option " + std::string(a));
     }
     if (i + 1 >= args.size()) return usage_error(std::string(a) + " needs a value");
     const std::string_view v = args[++i];
     if (a == "--report") {
-      report = v;
+      if (v.empty()) return usage_error("--report needs a directory");
+      report = std::string(v);
       continue;
     }
     const std::optional<uint64_t> n = parse_u64(v);
-    if (!n || (a == "--seconds" && (*n < 1 || *n > 7 * 24 * 3600))) {
-      return usage_error(a == "--seconds" ? "--seconds takes 1 to 604800"
-                                          : "--seed takes a non-negative integer");
+    if (a == "--seconds") {
+      if (!n || *n < 1 || *n > 7 * 24 * 3600) return usage_error("--seconds takes 1 to 604800");
+      seconds = *n;
+    } else if (a == "--seed") {
+      if (!n || *n > static_cast<uint64_t>(INT64_MAX)) {
+        return usage_error("--seed takes 0 to 9223372036854775807");
+      }
+      seed = *n;
+    } else {
+      if (!n || *n > static_cast<uint64_t>(props::kFullSize)) {
+        return usage_error("--max-size takes 0 to " + std::to_string(props::kFullSize));
+      }
+      max_size = *n;
     }
-    (a == "--seconds" ? seconds : seed) = *n;
+  }
+  // A bad report path fails now, not after the run.
+  if (report) {
+    std::error_code ec;
+    std::filesystem::create_directories(*report, ec);
+    if (ec || !write_text(std::filesystem::path(*report) / "summary.json", "{}\n")) {
+      std::fprintf(stderr, "rpa: cannot write the report to %s\n", report->c_str());
+      return kExitUnreadable;
+    }
   }
 
   const bool tty = isatty(2) != 0;
+  const double step = tty ? 0.25 : 10.0;
   const auto start = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   double next_progress = 0.0;
   Stats st;
+  st.max_size = static_cast<int>(max_size);
   for (int64_t i = 0; elapsed() < static_cast<double>(seconds); ++i) {
-    const props::CaseSpec spec = case_spec(seed, i);
+    const props::CaseSpec spec = case_spec(seed, i, st.max_size);
     try {
       run_case(spec, i, st);
     } catch (const std::exception& e) {
@@ -243,23 +268,21 @@ int campaign_command(const std::vector<std::string_view>& args) {
                    tty ? "\r" : "", elapsed(), static_cast<unsigned long long>(seconds),
                    static_cast<long long>(st.cases), static_cast<long long>(st.kernel_checks),
                    static_cast<long long>(st.findings_total), tty ? "" : "\n");
-      next_progress += tty ? 0.25 : 10.0;
+      next_progress = elapsed() + step;
     }
   }
   if (tty) std::fprintf(stderr, "\n");
   const double took = elapsed();
   std::printf("%s", summary_text(st, took, seed).c_str());
 
-  if (!report.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(report, ec);
-    const std::filesystem::path dir(report);
-    if (ec || !write_text(dir / "summary.json", summary_json(st, took, seed) + "\n") ||
+  if (report) {
+    const std::filesystem::path dir(*report);
+    if (!write_text(dir / "summary.json", summary_json(st, took, seed) + "\n") ||
         !write_text(dir / "summary.md", summary_markdown(st, took, seed))) {
-      std::fprintf(stderr, "rpa: cannot write the report to %s\n", report.c_str());
+      std::fprintf(stderr, "rpa: cannot write the report to %s\n", report->c_str());
       return kExitUnreadable;
     }
-    std::printf("report: %s/summary.json, %s/summary.md\n", report.c_str(), report.c_str());
+    std::printf("report: %s/summary.json, %s/summary.md\n", report->c_str(), report->c_str());
   }
   return st.findings_total == 0 ? kExitOk : kExitMismatch;
 }

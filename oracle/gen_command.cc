@@ -10,6 +10,7 @@
 #include "oracle/commands.h"
 #include "oracle/exit_codes.h"
 #include "properties/build_case.h"
+#include "properties/case_codec.h"
 #include "properties/materialize.h"
 #include "properties/random_source.h"
 #include "properties/spec_model.h"
@@ -46,8 +47,9 @@ std::string expectation(const std::optional<Failure>& f) {
 
 int gen_command(const std::vector<std::string_view>& args) {
   std::optional<uint64_t> seed;
-  int size = 100;
+  std::optional<int> size;
   std::string spec_text, profile, output;
+  bool has_spec = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     if (a != "--seed" && a != "--size" && a != "--spec" && a != "--profile" && a != "-o") {
@@ -71,28 +73,30 @@ int gen_command(const std::vector<std::string_view>& args) {
       size = n;
     } else if (a == "--spec") {
       spec_text = v;
+      has_spec = true;
     } else if (a == "--profile") {
       profile = v;
     } else {
       output = v;
     }
   }
-  if (seed.has_value() == !spec_text.empty()) return usage_error("gen needs --seed or --spec");
+  if (seed.has_value() == has_spec) return usage_error("gen needs one of --seed and --spec");
   if (output.empty()) return usage_error("gen needs -o CASE.npz");
   const std::optional<BuildOptions> options = profile_options(profile);
   if (!options) return usage_error("--profile takes decode, prefill, mixed or edge");
-  if (!spec_text.empty() && (!profile.empty() || size != 100)) {
-    return usage_error("--profile and --size go with --seed");
-  }
+  if (!seed && (!profile.empty() || size)) return usage_error("--profile and --size go with --seed");
 
   CaseSpec spec;
   if (seed) {
-    props::RandomSource source(*seed, size);
+    props::RandomSource source(*seed, size.value_or(100));
     spec = props::build_case(source, *options);
   } else {
-    const auto bytes = props::bytes_from_hex(spec_text);
-    if (!bytes) return usage_error("--spec takes the hex digits a property printed");
-    spec = props::decode_case(*bytes);
+    std::optional<CaseSpec> decoded = props::spec_from_hex(spec_text);
+    if (!decoded) {
+      return usage_error("--spec takes the hex a property or rpa gen printed, whole (" +
+                         std::to_string(spec_text.size()) + " characters given)");
+    }
+    spec = std::move(*decoded);
   }
   const props::Materialized m = props::materialize(spec);
   Case c;

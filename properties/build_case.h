@@ -1,15 +1,17 @@
-// One case builder, two sources of choices (STYLE.md): build_case(source) draws a CaseSpec
-// from RapidCheck picks (RcSource) or fuzzer bytes (ByteSource), and encode_case() writes the
-// bytes that make ByteSource draw a given spec again. All three run the same visit_case(),
+// One case builder, several sources of choices (STYLE.md): build_case(source) draws a
+// CaseSpec from RapidCheck picks (RcSource), fuzzer bytes (ByteSource) or a seeded stream
+// (RandomSource), and encode_case() (case_codec.h) writes the bytes that make ByteSource
+// draw a given spec again. All of them run the same visit_case(),
 // which names every choice in order with its range; ranges depend only on earlier choices,
 // so decoding what was encoded walks the same ranges.
 //
 // An Io has one operation, num(field, lo, hi, favourites): a source overwrites the field
-// with a value in [lo, hi]; the encoder reads it. `favourites` only steer RapidCheck
-// towards edge values; `sized` ranges grow with RapidCheck's size.
+// with a value in [lo, hi]; the encoder (kEncodes) reads it. `favourites` only steer the
+// random sources towards edge values; `sized` ranges grow with their size.
 #pragma once
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
@@ -34,11 +36,14 @@ struct BuildOptions {
   int min_mutations = 0;
   int max_mutations = 2;  // 0: every case is valid in strict mode
   std::optional<Profile> profile;  // draw this batch mix instead of picking one
+  int64_t min_seqs = 0;            // at least this many sequences (up to kMaxSeqs)
+  bool query_rows = false;         // the first sequence has a query row (and a key)
+  bool gqa = false;                // at least two query heads per kv head
 };
 
 // Bounds of generated cases. The sized ones (sequences, kv_len) are reached at RapidCheck
-// size 400 (rc_case.h); the default run (max_size 100) stays at a quarter of them, 12
-// sequences of up to 192 tokens, so that every property finishes in seconds on two cores
+// size 400 (random_source.h); the default run (max_size 100) stays near a quarter of them,
+// 13 sequences of up to 208 tokens, so that every property finishes in seconds on two cores
 // (the reference is O(q rows * kv_len * Hq * D) in double).
 inline constexpr int64_t kMaxSeqs = 48;
 inline constexpr int64_t kMaxPaddingSlots = 3;
@@ -61,10 +66,12 @@ inline constexpr double kMaskValues[] = {kDefaultMaskValue, -1e30, -1e38,
                                          -3.4028234663852886e38};
 inline constexpr double kKvScales[] = {1.0, 0.5, 2.0, 0.0, -1.0};
 
-// Picks one of `options` into f (the encoder finds f among them).
+// Picks one of `options` into f (the encoder finds f among them; a value that is not
+// there was not drawn by build_case and cannot be encoded).
 template <class Io, class T>
 void among(Io& io, T& f, std::span<const T> options) {
   const auto at = std::find(options.begin(), options.end(), f);
+  if (Io::kEncodes && at == options.end()) std::abort();
   int64_t i = at == options.end() ? 0 : at - options.begin();
   io.num(i, 0, static_cast<int64_t>(options.size()) - 1, {});
   f = options[static_cast<size_t>(i)];
@@ -104,8 +111,11 @@ inline int64_t read_page_entries(const CaseSpec& s, int64_t i) {
 // them): the least vmem_limit_bytes a valid case may give.
 int64_t least_vmem_limit(const CaseSpec& spec);
 
-// The combined KV heads counts the kernel tiles for kv_dtype, as num_kv_heads choices.
-std::vector<int64_t> tileable_kv_heads(DType kv_dtype);
+// kv head counts whose combined heads (2 * Hkv) fill whole TPU tiles (DESIGN.md section 3):
+// 2, 4, 8, 16 rows at one value per 32-bit word; float8 packs four, so MQA (2 rows) does
+// not tile.
+inline constexpr int64_t kTileableKvHeads[] = {1, 2, 4, 8};
+inline constexpr int64_t kTileableKvHeadsFloat8[] = {2, 4, 8};
 
 template <class Io>
 void visit_case(Io& io, CaseSpec& s, const BuildOptions& options) {
@@ -118,27 +128,32 @@ void visit_case(Io& io, CaseSpec& s, const BuildOptions& options) {
   // Strict validity: KV in q's dtype, or float8 under any q.
   const DType kv_dtypes[] = {s.q_dtype, DType::kFloat8E4M3FN, DType::kFloat8E5M2};
   among(io, s.kv_dtype, std::span<const DType>(kv_dtypes));
-  const std::vector<int64_t> kv_heads = tileable_kv_heads(s.kv_dtype);
-  among(io, s.num_kv_heads, std::span<const int64_t>(kv_heads));
+  const bool float8 = s.kv_dtype != s.q_dtype;
+  among(io, s.num_kv_heads,
+        float8 ? std::span<const int64_t>(kTileableKvHeadsFloat8)
+               : std::span<const int64_t>(kTileableKvHeads));
   std::vector<int64_t> ratios;
   for (int64_t r : {1, 2, 4, 8}) {
-    if (s.num_kv_heads * r <= kMaxQHeads) ratios.push_back(r);
+    if (s.num_kv_heads * r <= kMaxQHeads && (r > 1 || !options.gqa)) ratios.push_back(r);
   }
   among(io, s.q_per_kv, std::span<const int64_t>(ratios));
   io.num(s.head_dim, 1, kMaxHeadDim, {1, 2, 8, 64, 128});
   io.num(s.page_size, 1, kMaxPageSize, {1, 2, 4, 16});
 
   int64_t n = s.num_seqs();
-  io.sized(n, 0, kMaxSeqs, {1});
+  io.sized(n, std::min(options.min_seqs, kMaxSeqs), kMaxSeqs, {1, 2, 3, 8});
   s.seqs.resize(static_cast<size_t>(n));
   const int64_t S = s.page_size;
-  for (SeqSpec& q : s.seqs) {
-    const int64_t kv_lo = s.profile == Profile::kDecode ? 1 : 0;
+  for (size_t i = 0; i < s.seqs.size(); ++i) {
+    SeqSpec& q = s.seqs[i];
+    const bool row = i == 0 && options.query_rows;
+    const int64_t kv_lo = s.profile == Profile::kDecode || row ? 1 : 0;
     io.sized(q.kv_len, kv_lo, kMaxKvLen, {kv_lo, 1, S - 1, S, S + 1, 2 * S, 3 * S + 1});
     if (s.profile == Profile::kDecode) {
       q.q_len = std::min<int64_t>(q.kv_len, 1);
     } else {
-      io.num(q.q_len, 0, q.kv_len, {s.profile == Profile::kPrefill ? q.kv_len : 1, q.kv_len, 0});
+      io.num(q.q_len, row ? 1 : 0, q.kv_len,
+             {s.profile == Profile::kPrefill ? q.kv_len : 1, q.kv_len, 0});
     }
   }
   int64_t padding = s.max_num_seqs - n;
@@ -251,14 +266,5 @@ CaseSpec build_case(Source& source, const BuildOptions& options = {}) {
   return spec;
 }
 
-// The bytes from which ByteSource builds `spec` again (spec must have been built with the
-// same options).
-std::vector<uint8_t> encode_case(const CaseSpec& spec, const BuildOptions& options = {});
-CaseSpec decode_case(std::span<const uint8_t> bytes, const BuildOptions& options = {});
-
-// encode_case in lower-case hex, as `rpa gen --spec` takes it; and back (nullopt unless
-// the text is an even number of hex digits).
-std::string spec_hex(const CaseSpec& spec);
-std::optional<std::vector<uint8_t>> bytes_from_hex(std::string_view hex);
 
 }  // namespace rpa::props

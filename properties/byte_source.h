@@ -12,13 +12,13 @@ namespace rpa::props {
 
 class ByteSource {
  public:
+  static constexpr bool kEncodes = false;
   explicit ByteSource(std::span<const uint8_t> bytes) : bytes_(bytes) {}
 
   void num(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites);
   void sized(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites) {
     num(f, lo, hi, favourites);
   }
-  size_t consumed() const { return pos_; }
 
  private:
   std::span<const uint8_t> bytes_;
@@ -28,6 +28,7 @@ class ByteSource {
 // The inverse of ByteSource: writes the bytes from which it reads the same values.
 class ByteSink {
  public:
+  static constexpr bool kEncodes = true;
   void num(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites);
   void sized(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites) {
     num(f, lo, hi, favourites);

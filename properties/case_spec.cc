@@ -81,7 +81,7 @@ std::string describe(const CaseSpec& s) {
     for (int64_t v : s.pad_cu_q_lens) os << " " << v;
   }
   os << "\n  data " << data_kind_name(s.data) << " seed " << s.data_seed << ", garbage "
-     << (s.nan_garbage ? "NaN" : "large finite") << "\n  params: sm_scale="
+     << (s.nan_garbage ? "NaN" : "large finite (1e30; float8: its max)") << "\n  params: sm_scale="
      << py_float_repr(s.params.sm_scale);
   print_optional(os, "sliding_window", s.params.sliding_window);
   print_optional(os, "soft_cap", s.params.soft_cap);

@@ -51,8 +51,8 @@ struct CaseSpec {
   std::vector<int64_t> pad_cu_q_lens;  // cu_q_lens[num_seqs + 1 .. N]: garbage
   DataKind data = DataKind::kNormal;
   int64_t data_seed = 0;
-  // Unread q rows and KV slots hold NaN (else a large finite value): either way nothing
-  // the definition reads may depend on them.
+  // Unread q rows and KV slots hold NaN (else the dtype's large finite value: 1e30, or a
+  // float8's max): either way nothing the definition reads may depend on them.
   bool nan_garbage = true;
   Params params;
   // Applied in order to the materialized valid case; empty for a valid case.

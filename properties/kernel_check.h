@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
 #include "kernel/inputs.h"
 #include "kernel/paged_kv_view.h"
@@ -43,24 +42,6 @@ inline void assert_kernels_agree(const Inputs& in, const Params& p, const Tensor
   const Comparison c = compare_outputs(a, b, PagedKvView(in), tol);
   RC_LOG() << "kernel vs kernel: " << describe_mismatch(c) << "\n";
   RC_ASSERT(c.agree());
-}
-
-// Moves element e one unit in the last place of its dtype away from zero (float32 or
-// bfloat16: the bit pattern's magnitude goes up by one).
-inline void step_one_ulp(Tensor& t, int64_t e) {
-  const int size = dtype_size(t.dtype());
-  std::byte* p = t.data() + e * size;
-  if (size == 4) {
-    uint32_t bits;
-    std::memcpy(&bits, p, 4);
-    ++bits;
-    std::memcpy(p, &bits, 4);
-  } else {
-    uint16_t bits;
-    std::memcpy(&bits, p, 2);
-    ++bits;
-    std::memcpy(p, &bits, 2);
-  }
 }
 
 }  // namespace rpa::props

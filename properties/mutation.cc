@@ -541,13 +541,6 @@ std::span<const MutationKind> all_mutation_kinds() { return kAllKinds; }
 
 std::string_view mutation_name(MutationKind k) { return kKinds[static_cast<size_t>(k)].name; }
 
-std::optional<MutationKind> mutation_from_name(std::string_view name) {
-  for (const KindInfo& i : kKinds) {
-    if (i.name == name) return i.kind;
-  }
-  return std::nullopt;
-}
-
 MutationGroup mutation_group(MutationKind k) { return kKinds[static_cast<size_t>(k)].group; }
 
 RuleId mutation_rule(MutationKind k) { return kKinds[static_cast<size_t>(k)].rule; }

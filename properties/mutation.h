@@ -87,7 +87,6 @@ struct MutationSpec {
 
 std::span<const MutationKind> all_mutation_kinds();
 std::string_view mutation_name(MutationKind k);
-std::optional<MutationKind> mutation_from_name(std::string_view name);
 MutationGroup mutation_group(MutationKind k);
 // The rule the mutation is named after (its strict verdict on a case with no other fault;
 // some variants are strict-valid by design, e.g. num_kv_pages_per_block = pages_per_seq + 1).

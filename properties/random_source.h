@@ -29,6 +29,7 @@ inline uint64_t splitmix64(uint64_t& state) {
 
 class RandomSource {
  public:
+  static constexpr bool kEncodes = false;
   RandomSource(uint64_t seed, int size) : state_(seed), size_(size) {}
 
   void num(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "properties/build_case.h"
+#include "properties/case_codec.h"
 #include "properties/case_spec.h"
 #include "properties/random_source.h"
 
@@ -20,6 +21,7 @@ namespace rpa::props {
 // Only valid inside a generator run (gen::exec) or a property body.
 class RcSource {
  public:
+  static constexpr bool kEncodes = false;
   RcSource() : size_(*rc::gen::withSize([](int size) { return rc::gen::just(size); })) {}
 
   // Uniform in [lo, hi] whatever the size, or two times in three one of the favourites that
@@ -59,16 +61,33 @@ inline rc::Gen<CaseSpec> gen_case(BuildOptions options = {}) {
 }
 
 // Valid cases only: every one is accepted by strict validation by construction.
-inline rc::Gen<CaseSpec> gen_valid_case() {
-  BuildOptions valid;
+inline rc::Gen<CaseSpec> gen_valid_case(BuildOptions valid = {}) {
   valid.max_mutations = 0;
   return gen_case(valid);
+}
+
+// What a batch really holds, for RC_TAG: decode rows (q_len 1), prefill rows (q_len > 1),
+// both, or none; and how many sequences.
+inline std::string batch_mix(const CaseSpec& spec) {
+  bool decode = false, prefill = false;
+  for (const SeqSpec& q : spec.seqs) {
+    decode = decode || q.q_len == 1;
+    prefill = prefill || q.q_len > 1;
+  }
+  const int64_t n = spec.num_seqs();
+  const std::string seqs = n <= 1 ? std::to_string(n) + " seq" : n <= 4 ? "2-4 seqs" : "5+ seqs";
+  return std::string(decode && prefill ? "decode+prefill"
+                     : decode          ? "decode only"
+                     : prefill         ? "prefill only"
+                                       : "no rows") +
+         ", " + seqs;
 }
 
 // Found by RapidCheck (argument-dependent lookup) when it prints a counterexample.
 inline void showValue(const CaseSpec& spec, std::ostream& os) {
   os << describe(spec) << "\n  replay: rpa gen --spec " << spec_hex(spec)
-     << " -o case.npz && rpa check case.npz";
+     << " -o case.npz, then rpa check case.npz (kernel properties) or"
+     << " rpa validate case.npz --mode strict|jax (validation properties)";
 }
 
 }  // namespace rpa::props

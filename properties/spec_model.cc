@@ -100,8 +100,9 @@ void strict_vmem_budget(const Inputs& in, const Params& p, const Dims& d,
   out.push_back({RuleId::vmem_budget_exceeded, bkv ? sizes : "no block sizes fit: " + sizes});
 }
 
-}  // namespace
-
+// Where a rule's failure falls in the mode's reporting order (smaller first): table order,
+// except that jax mode meets a float num_seqs right after its pages_per_seq check and
+// reports page_size_zero and a negative num_seqs after everything else (rule.h).
 int report_rank(RuleId rule, Mode mode) {
   const int index = static_cast<int>(rule);
   if (mode == Mode::kStrict) return 2 * index;
@@ -109,6 +110,8 @@ int report_rank(RuleId rule, Mode mode) {
   if (rule == RuleId::page_size_zero || rule == RuleId::num_seqs_negative) return 1000 + index;
   return 2 * index;
 }
+
+}  // namespace
 
 std::optional<Failure> expected_failure(const Materialized& m, Mode mode) {
   std::vector<Failure> candidates;

@@ -14,9 +14,4 @@ namespace rpa::props {
 // The first failure in the mode's reporting order, or nullopt for a valid case.
 std::optional<Failure> expected_failure(const Materialized& m, Mode mode);
 
-// Where a rule's failure falls in the mode's reporting order (smaller first): table order,
-// except that jax mode meets a float num_seqs right after its pages_per_seq check and
-// reports page_size_zero and a negative num_seqs after everything else (rule.h).
-int report_rank(RuleId rule, Mode mode);
-
 }  // namespace rpa::props

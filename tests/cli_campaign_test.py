@@ -39,14 +39,21 @@ with tempfile.TemporaryDirectory() as tmp:
         md = f.read()
     check("markdown report", md.startswith("# rpa campaign") and "| rule | strict | jax |" in md)
 
+    check("summary names the sizes", "sizes 0..100" in p.stdout and s["max_size"] == 100)
+    q = rpa("campaign", "--seconds", "1", "--max-size", "400", "--seed", "9223372036854775807")
+    check("--max-size 400 and the largest seed", q.returncode == 0 and "sizes 0..400" in q.stdout,
+          q.stdout[:200] + q.stderr[-200:])
     for args, what in [(["--seconds", "0"], "zero seconds"), (["--seconds", "x"], "not a number"),
                        (["--seed", "-1"], "negative seed"), (["--bogus"], "unknown option"),
-                       (["--report"], "missing value")]:
+                       (["--report"], "missing value"), (["--report", ""], "empty report"),
+                       (["--seed", "9223372036854775808"], "seed past int64"),
+                       (["--max-size", "401"], "size past the full bounds")]:
         q = rpa("campaign", *args)
         check(f"usage: {what}", q.returncode == 64 and q.stderr.startswith("rpa: "), q.stderr[:100])
     blocked = os.path.join(tmp, "file")
     open(blocked, "w").close()
-    q = rpa("campaign", "--seconds", "1", "--report", os.path.join(blocked, "sub"))
-    check("unwritable report exits 3", q.returncode == 3 and "cannot write" in q.stderr, q.stderr[-200:])
+    q = rpa("campaign", "--seconds", "600", "--report", os.path.join(blocked, "sub"))
+    check("unwritable report exits 3 before the run", q.returncode == 3 and "cannot write" in q.stderr
+          and " cases, " not in q.stderr, q.stderr[-200:])
 
 sys.exit(finish("cli.campaign"))

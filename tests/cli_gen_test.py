@@ -62,6 +62,12 @@ with tempfile.TemporaryDirectory() as tmp:
     check("--spec reprints the same spec", printed(r.stdout, "spec") == spec)
     with open(case, "rb") as a, open(again, "rb") as b:
         check("--spec writes the same bytes", a.read() == b.read())
+    check("--spec takes upper-case hex", rpa("gen", "--spec", spec.upper(), "-o", again).returncode == 0)
+    p1 = rpa("gen", "--seed", "11", "-o", case)
+    p2 = rpa("gen", "--seed", "11", "-o", again)
+    with open(case, "rb") as a, open(again, "rb") as b:
+        same_report = p1.stdout.splitlines()[:-1] == p2.stdout.splitlines()[:-1]  # not "wrote"
+        check("--seed repeats byte for byte", a.read() == b.read() and same_report)
 
     for args, what in [
         (["--seed", "1"], "no -o"),
@@ -70,7 +76,10 @@ with tempfile.TemporaryDirectory() as tmp:
         (["--seed", "1", "--profile", "huge", "-o", case], "unknown profile"),
         (["--seed", "-3", "-o", case], "negative seed"),
         (["--seed", "1", "--size", "401", "-o", case], "size past the full bounds"),
-        (["--spec", "00", "--size", "5", "-o", case], "--size with --spec"),
+        (["--spec", spec, "--size", "100", "-o", case], "--size with --spec"),
+        (["--spec", spec[:-2], "-o", case], "truncated spec"),
+        (["--spec", spec + "00", "-o", case], "padded spec"),
+        (["--spec", "", "-o", case], "empty spec"),
         (["--bogus", "1", "-o", case], "unknown option"),
     ]:
         p = rpa("gen", *args)

@@ -1,0 +1,48 @@
+#include "properties/case_codec.h"
+
+#include "properties/byte_source.h"
+
+namespace rpa::props {
+
+std::vector<uint8_t> encode_case(const CaseSpec& spec, const BuildOptions& options) {
+  ByteSink sink;
+  CaseSpec copy = spec;
+  visit_case(sink, copy, options);
+  return sink.bytes();
+}
+
+CaseSpec decode_case(std::span<const uint8_t> bytes, const BuildOptions& options) {
+  ByteSource source(bytes);
+  return build_case(source, options);
+}
+
+std::string spec_hex(const CaseSpec& spec) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  for (uint8_t b : encode_case(spec)) {
+    hex += kDigits[b >> 4];
+    hex += kDigits[b & 15];
+  }
+  return hex;
+}
+
+std::optional<CaseSpec> spec_from_hex(std::string_view hex) {
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  if (hex.size() % 2 != 0) return std::nullopt;
+  std::vector<uint8_t> bytes;
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    const int hi = digit(hex[i]), lo = digit(hex[i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    bytes.push_back(static_cast<uint8_t>(hi * 16 + lo));
+  }
+  CaseSpec spec = decode_case(bytes);
+  if (encode_case(spec) != bytes) return std::nullopt;
+  return spec;
+}
+
+}  // namespace rpa::props
