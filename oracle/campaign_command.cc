@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include <charconv>
-#include <cstdint>
-#include <cmath>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -58,10 +58,6 @@ struct Stats {
 constexpr size_t kMaxFindings = 20;
 constexpr Mode kModes[] = {Mode::kStrict, Mode::kJax};
 
-std::string verdict(const std::optional<Failure>& f) {
-  return f ? std::string(rule_info(f->rule).name) + ": " + f->message : "valid";
-}
-
 void record(Stats& st, Finding f) {
   ++st.findings_total;
   if (st.findings.size() < kMaxFindings) st.findings.push_back(std::move(f));
@@ -96,7 +92,8 @@ void run_case(const props::CaseSpec& spec, int64_t i, Stats& st) {
     ++st.verdicts[k][got ? std::string(rule_info(got->rule).name) : "valid"];
     if (got != want) {
       record(st, {"validation (" + std::string(mode_name(mode)) + ")",
-                  "spec model: " + verdict(want) + " | validate: " + verdict(got),
+                  "spec model: " + props::verdict_text(want) +
+                      " | validate: " + props::verdict_text(got),
                   props::spec_hex(spec)});
     }
     if (mode == Mode::kStrict) strict_valid = !got && !want;
@@ -126,9 +123,9 @@ std::string replay(const Finding& f) {
 
 std::string summary_text(const Stats& st, double seconds, uint64_t seed) {
   std::string s = "rpa campaign: " + py_float_repr(std::round(seconds * 10) / 10) + " s, seed " +
-                  std::to_string(seed) + ", sizes 0.." + std::to_string(st.max_size) + ": " + std::to_string(st.cases) + " cases (" +
-                  std::to_string(st.cases - st.mutated) + " valid, " + std::to_string(st.mutated) +
-                  " with mutations)\n";
+                  std::to_string(seed) + ", sizes 0.." + std::to_string(st.max_size) + ": " +
+                  std::to_string(st.cases) + " cases (" + std::to_string(st.cases - st.mutated) +
+                  " valid, " + std::to_string(st.mutated) + " with mutations)\n";
   for (int k = 0; k < 2; ++k) {
     s += "  " + std::string(mode_name(kModes[k])) + " verdicts:";
     for (const auto& [rule, n] : st.verdicts[k]) s += " " + rule + " " + std::to_string(n);
@@ -181,7 +178,8 @@ std::string summary_markdown(const Stats& st, double seconds, uint64_t seed) {
   for (const auto& [rule, n] : rows) {
     s += "| " + rule + " | " + std::to_string(n.first) + " | " + std::to_string(n.second) + " |\n";
   }
-  s += "\n## Kernel vs reference\n\n| q / kv | cases | most of the tolerance used |\n|---|---|---|\n";
+  s += "\n## Kernel vs reference\n\n| q / kv | cases | most of the tolerance used "
+       "|\n|---|---|---|\n";
   for (const auto& [pair, worst] : st.worst_budget) {
     s += "| " + pair + " | " + std::to_string(st.pair_checks.at(pair)) + " | " +
          py_float_repr(worst) + " |\n";

@@ -39,10 +39,6 @@ std::optional<BuildOptions> profile_options(std::string_view name) {
   return std::nullopt;
 }
 
-std::string expectation(const std::optional<Failure>& f) {
-  return f ? std::string(rule_info(f->rule).name) + ": " + f->message : "valid";
-}
-
 }  // namespace
 
 int gen_command(const std::vector<std::string_view>& args) {
@@ -84,7 +80,8 @@ int gen_command(const std::vector<std::string_view>& args) {
   if (output.empty()) return usage_error("gen needs -o CASE.npz");
   const std::optional<BuildOptions> options = profile_options(profile);
   if (!options) return usage_error("--profile takes decode, prefill, mixed or edge");
-  if (!seed && (!profile.empty() || size)) return usage_error("--profile and --size go with --seed");
+  if (!seed && (!profile.empty() || size))
+    return usage_error("--profile and --size go with --seed");
 
   CaseSpec spec;
   if (seed) {
@@ -108,8 +105,8 @@ int gen_command(const std::vector<std::string_view>& args) {
   }
   std::printf("%s\n  spec: %s\n  expected strict: %s\n  expected jax: %s\nwrote %s\n",
               props::describe(spec).c_str(), props::spec_hex(spec).c_str(),
-              expectation(props::expected_failure(m, Mode::kStrict)).c_str(),
-              expectation(props::expected_failure(m, Mode::kJax)).c_str(), output.c_str());
+              props::verdict_text(props::expected_failure(m, Mode::kStrict)).c_str(),
+              props::verdict_text(props::expected_failure(m, Mode::kJax)).c_str(), output.c_str());
   return kExitOk;
 }
 

@@ -11,8 +11,8 @@
 #pragma once
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 #include <limits>
 #include <optional>
@@ -34,7 +34,7 @@ namespace rpa::props {
 // under the defaults.
 struct BuildOptions {
   int min_mutations = 0;
-  int max_mutations = 2;  // 0: every case is valid in strict mode
+  int max_mutations = 2;           // 0: every case is valid in strict mode
   std::optional<Profile> profile;  // draw this batch mix instead of picking one
   int64_t min_seqs = 0;            // at least this many sequences (up to kMaxSeqs)
   bool query_rows = false;         // the first sequence has a query row (and a key)
@@ -58,12 +58,10 @@ inline constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 
 inline constexpr DType kQDtypes[] = {DType::kFloat32, DType::kBFloat16};
 inline constexpr Profile kProfiles[] = {Profile::kMixed, Profile::kDecode, Profile::kPrefill};
-inline constexpr DataKind kDataKinds[] = {DataKind::kNormal, DataKind::kLarge,
-                                          DataKind::kAllEqual};
+inline constexpr DataKind kDataKinds[] = {DataKind::kNormal, DataKind::kLarge, DataKind::kAllEqual};
 inline constexpr double kSmScales[] = {1.0, 0.5, 0.125, 0.08838834764831845, 2.0, 10.0, -0.5};
 inline constexpr double kSoftCaps[] = {5.0, 1.0, 2.5, 10.0, 30.0, 50.0, 1e-3, -5.0};
-inline constexpr double kMaskValues[] = {kDefaultMaskValue, -1e30, -1e38,
-                                         -3.4028234663852886e38};
+inline constexpr double kMaskValues[] = {kDefaultMaskValue, -1e30, -1e38, -3.4028234663852886e38};
 inline constexpr double kKvScales[] = {1.0, 0.5, 2.0, 0.0, -1.0};
 
 // Picks one of `options` into f (the encoder finds f among them; a value that is not
@@ -265,6 +263,5 @@ CaseSpec build_case(Source& source, const BuildOptions& options = {}) {
   visit_case(source, spec, options);
   return spec;
 }
-
 
 }  // namespace rpa::props

@@ -21,18 +21,24 @@ int64_t CaseSpec::max_kv_len() const {
 
 std::string_view profile_name(Profile p) {
   switch (p) {
-    case Profile::kMixed: return "mixed";
-    case Profile::kDecode: return "decode";
-    case Profile::kPrefill: return "prefill";
+    case Profile::kMixed:
+      return "mixed";
+    case Profile::kDecode:
+      return "decode";
+    case Profile::kPrefill:
+      return "prefill";
   }
   return "?";
 }
 
 std::string_view data_kind_name(DataKind d) {
   switch (d) {
-    case DataKind::kNormal: return "normal";
-    case DataKind::kLarge: return "large";
-    case DataKind::kAllEqual: return "all-equal";
+    case DataKind::kNormal:
+      return "normal";
+    case DataKind::kLarge:
+      return "large";
+    case DataKind::kAllEqual:
+      return "all-equal";
   }
   return "?";
 }
@@ -81,8 +87,8 @@ std::string describe(const CaseSpec& s) {
     for (int64_t v : s.pad_cu_q_lens) os << " " << v;
   }
   os << "\n  data " << data_kind_name(s.data) << " seed " << s.data_seed << ", garbage "
-     << (s.nan_garbage ? "NaN" : "large finite (1e30; float8: its max)") << "\n  params: sm_scale="
-     << py_float_repr(s.params.sm_scale);
+     << (s.nan_garbage ? "NaN" : "large finite (1e30; float8: its max)")
+     << "\n  params: sm_scale=" << py_float_repr(s.params.sm_scale);
   print_optional(os, "sliding_window", s.params.sliding_window);
   print_optional(os, "soft_cap", s.params.soft_cap);
   print_optional(os, "mask_value", s.params.mask_value);
@@ -93,7 +99,8 @@ std::string describe(const CaseSpec& s) {
   print_optional(os, "vmem_limit_bytes", s.params.vmem_limit_bytes);
   if (!s.mutations.empty()) {
     os << "\n  mutations:";
-    for (const MutationSpec& m : s.mutations) os << " " << mutation_name(m.kind) << "(" << m.arg << ")";
+    for (const MutationSpec& m : s.mutations)
+      os << " " << mutation_name(m.kind) << "(" << m.arg << ")";
   }
   return os.str();
 }

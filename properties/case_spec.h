@@ -35,14 +35,14 @@ struct CaseSpec {
   Profile profile = Profile::kMixed;
   DType q_dtype = DType::kFloat32;
   DType kv_dtype = DType::kFloat32;
-  int64_t num_kv_heads = 1;  // Hkv, tileable for kv_dtype
-  int64_t q_per_kv = 1;      // Hq / Hkv
-  int64_t head_dim = 1;      // D
-  int64_t page_size = 1;     // S
-  std::vector<SeqSpec> seqs;        // the sequences in use: num_seqs = seqs.size()
-  int64_t max_num_seqs = 1;         // N >= max(num_seqs, 1)
-  int64_t pages_per_seq = 1;        // >= every used sequence's page count, >= 1
-  int64_t num_pages = 1;            // P
+  int64_t num_kv_heads = 1;            // Hkv, tileable for kv_dtype
+  int64_t q_per_kv = 1;                // Hq / Hkv
+  int64_t head_dim = 1;                // D
+  int64_t page_size = 1;               // S
+  std::vector<SeqSpec> seqs;           // the sequences in use: num_seqs = seqs.size()
+  int64_t max_num_seqs = 1;            // N >= max(num_seqs, 1)
+  int64_t pages_per_seq = 1;           // >= every used sequence's page count, >= 1
+  int64_t num_pages = 1;               // P
   int64_t max_num_batched_tokens = 0;  // T >= sum of q_len
   // i32[N * pages_per_seq]: the pages each sequence reads (and entry 0 of every row the
   // kernel prefetches) are in [0, P); every other entry is garbage.

@@ -23,8 +23,8 @@ inline void assert_agrees(const Inputs& in, const Params& p, const Tensor& got,
                           const ReferenceResult& ref) {
   const PagedKvView view(in);
   const Comparison c = compare_outputs(got, ref.out, view, tolerance_for_case(in, p, ref));
-  RC_LOG() << "kernel vs reference: " << describe_mismatch(c) << " (max abs error "
-           << c.max_abs_err << ", atol " << c.tol.atol << ", rtol " << c.tol.rtol << ")\n";
+  RC_LOG() << "kernel vs reference: " << describe_mismatch(c) << " (max abs error " << c.max_abs_err
+           << ", atol " << c.tol.atol << ", rtol " << c.tol.rtol << ")\n";
   RC_ASSERT(c.agree());
   const int64_t defined = view.total_q_tokens() * view.num_q_heads() * view.head_dim();
   for (int64_t e = 0; e < defined; ++e) {

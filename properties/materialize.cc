@@ -22,17 +22,20 @@ class Stream {
 
 class DataDraw {
  public:
-  explicit DataDraw(const CaseSpec& s) : kind_(s.data), stream_(static_cast<uint64_t>(s.data_seed)) {
+  explicit DataDraw(const CaseSpec& s)
+      : kind_(s.data), stream_(static_cast<uint64_t>(s.data_seed)) {
     constant_ = stream_.uniform();
   }
   double next() {
     switch (kind_) {
-      case DataKind::kNormal: return stream_.uniform();
+      case DataKind::kNormal:
+        return stream_.uniform();
       case DataKind::kLarge: {
         const double v = stream_.uniform();
         return std::ldexp(v, static_cast<int>(stream_.next() % 7));
       }
-      case DataKind::kAllEqual: return constant_;
+      case DataKind::kAllEqual:
+        return constant_;
     }
     return 0.0;
   }
@@ -98,7 +101,8 @@ Materialized materialize_valid(const CaseSpec& s) {
   in.q = Tensor(s.q_dtype, {T, Hq, D});
   const int64_t defined_q = s.total_q_len() * Hq * D;
   const double q_garbage = garbage_for(s.q_dtype);
-  for (int64_t e = 0; e < in.q.numel(); ++e) in.q.set_float(e, e < defined_q ? draw.next() : q_garbage);
+  for (int64_t e = 0; e < in.q.numel(); ++e)
+    in.q.set_float(e, e < defined_q ? draw.next() : q_garbage);
 
   in.kv_pages = Tensor(s.kv_dtype, {s.num_pages, s.page_size, Hc, D});
   const std::vector<bool> read = read_kv_slots(s);

@@ -170,9 +170,9 @@ RC_GTEST_PROP(Metamorphic, BlockSizesAndThreadsKeepTheAnswer, ()) {
   const Materialized m = materialize(spec);
   Params p = m.params;
   p.num_kv_pages_per_block = *rc::gen::inRange<int64_t>(1, spec.pages_per_seq + 3).as("bkv");
-  p.num_queries_per_block = *rc::gen::inRange<int64_t>(
-                                 1, std::min<int64_t>(spec.max_num_batched_tokens + 3, 513))
-                                 .as("bq");
+  p.num_queries_per_block =
+      *rc::gen::inRange<int64_t>(1, std::min<int64_t>(spec.max_num_batched_tokens + 3, 513))
+           .as("bq");
   p.vmem_limit_bytes = default_target_profile().vmem_capacity_bytes;
   const int threads = *rc::gen::inRange(1, 3).as("threads");
   assert_strict_valid(m.inputs, p);

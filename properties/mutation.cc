@@ -53,8 +53,8 @@ Tensor convert(const Tensor& from, DType to) {
   if (to == DType::kFloat16) return t;
   for (int64_t i = 0; i < from.numel(); ++i) {
     if (dtype_is_float(to)) {
-      t.set_float(i, dtype_is_float(from.dtype()) ? from.float_at(i)
-                                                  : static_cast<double>(from.int_at(i)));
+      t.set_float(
+          i, dtype_is_float(from.dtype()) ? from.float_at(i) : static_cast<double>(from.int_at(i)));
     } else {
       t.set_int(i, from.int_at(i));
     }
@@ -98,12 +98,12 @@ class Mutator {
   int64_t q(int64_t i) const { return s_.seqs[static_cast<size_t>(i)].q_len; }
 
   std::string total_tokens_message(int64_t total, int64_t T) const {
-    return "Total q tokens " + S(total) + " must be less or equal to max_num_batched_tokens=" +
-           S(T) + ".";
+    return "Total q tokens " + S(total) +
+           " must be less or equal to max_num_batched_tokens=" + S(T) + ".";
   }
   std::string q_len_message(int64_t q_len, int64_t kv_len, int64_t i) const {
-    return "q_len=" + S(q_len) + " must be less or equal to kv_len=" + S(kv_len) +
-           " at sequence " + S(i) + ".";
+    return "q_len=" + S(q_len) + " must be less or equal to kv_len=" + S(kv_len) + " at sequence " +
+           S(i) + ".";
   }
   std::string packing_zero_message(DType t) const {
     return "get_dtype_packing(" + dtype_repr(t) +
@@ -161,8 +161,7 @@ class Mutator {
   void cu_q_lens_shape() {
     const int64_t m = variant(2) == 0 ? N() : N() + 2;
     in_.cu_q_lens = zeros(DType::kInt32, {m});
-    both(RuleId::cu_q_lens_shape, "Expected cu_q_lens.shape=(" + S(m) + ",) to be (" +
-                                      S(N() + 1) +
+    both(RuleId::cu_q_lens_shape, "Expected cu_q_lens.shape=(" + S(m) + ",) to be (" + S(N() + 1) +
                                       ",)  where `max_num_seqs` is `page_indices.shape[0]`.");
   }
   void index_dtype() {
@@ -172,7 +171,8 @@ class Mutator {
     t = convert(t, dtypes[rest(3) % 4]);
     both(RuleId::index_dtype,
          "The dtype of `kv_lens`, `page_indices`, and `cu_q_lens` must be int32. Got "
-         "kv_lens.dtype=" + dtype_repr(in_.kv_lens.dtype()) +
+         "kv_lens.dtype=" +
+             dtype_repr(in_.kv_lens.dtype()) +
              ", page_indices.dtype=" + dtype_repr(in_.page_indices.dtype()) +
              ", cu_q_lens.dtype=" + dtype_repr(in_.cu_q_lens.dtype()) + ".");
   }
@@ -188,7 +188,8 @@ class Mutator {
   void q_dtype_unsupported() {
     const DType t = variant(2) == 0 ? DType::kFloat16 : DType::kFloat64;
     in_.q = convert(in_.q, t);
-    strict(RuleId::q_dtype_unsupported, "q.dtype=" + dtype_repr(t) + " must be float32 or bfloat16.");
+    strict(RuleId::q_dtype_unsupported,
+           "q.dtype=" + dtype_repr(t) + " must be float32 or bfloat16.");
     if (dtype_bits(t) == 64) jax(RuleId::dtype_packing_zero, packing_zero_message(t));
   }
   void kv_dtype_unsupported() {
@@ -203,8 +204,8 @@ class Mutator {
   void dtype_mismatch() {
     const DType t = s_.q_dtype == DType::kFloat32 ? DType::kBFloat16 : DType::kFloat32;
     in_.q = convert(in_.q, t);
-    strict(RuleId::dtype_mismatch, "q.dtype=" + dtype_repr(t) + " and kv_pages.dtype=" +
-                                       dtype_repr(s_.kv_dtype) +
+    strict(RuleId::dtype_mismatch, "q.dtype=" + dtype_repr(t) +
+                                       " and kv_pages.dtype=" + dtype_repr(s_.kv_dtype) +
                                        " must be equal unless kv_pages is float8.");
   }
   void kv_heads_zero() {
@@ -366,8 +367,7 @@ class Mutator {
     // JAX takes the max over every slot, padding included: the spec model's own check.
     strict(RuleId::pages_per_seq_too_small,
            "pages_per_seq=" + S(pps()) + " must be greater or equal to min_pages_per_seq=" +
-               S(pps() + 1) + " given max_kv_len=" + S(kv_len) + " and page_size=" + S(Sz()) +
-               ".");
+               S(pps() + 1) + " given max_kv_len=" + S(kv_len) + " and page_size=" + S(Sz()) + ".");
   }
   void num_seqs_negative() {
     const int64_t k = 1 + variant(N() + 2);
@@ -389,9 +389,10 @@ class Mutator {
     const int64_t i = variant(ns());
     const int64_t k = 1 + rest(ns()) % 3;
     in_.cu_q_lens.set_int(i + 1, cu(i) - k);
-    strict(RuleId::cu_q_lens_decreasing,
-           "cu_q_lens[" + S(i + 1) + "]=" + S(cu(i + 1)) + " must be greater or equal to cu_q_lens[" +
-               S(i) + "]=" + S(cu(i)) + " (q_len=" + S(-k) + " at sequence " + S(i) + ").");
+    strict(RuleId::cu_q_lens_decreasing, "cu_q_lens[" + S(i + 1) + "]=" + S(cu(i + 1)) +
+                                             " must be greater or equal to cu_q_lens[" + S(i) +
+                                             "]=" + S(cu(i)) + " (q_len=" + S(-k) +
+                                             " at sequence " + S(i) + ").");
     // JAX only sees q_len: -k passes, and the next sequence gains k + q_len(i) rows.
     if (i + 1 < ns()) {
       const int64_t next_q = cu(i + 2) - cu(i + 1);
@@ -419,7 +420,8 @@ class Mutator {
     for (int64_t i = 0; i < ns(); ++i) {
       if (q(i) >= 1) with_rows.push_back(i);
     }
-    const int64_t i = with_rows[static_cast<size_t>(variant(static_cast<int64_t>(with_rows.size())))];
+    const int64_t i =
+        with_rows[static_cast<size_t>(variant(static_cast<int64_t>(with_rows.size())))];
     const int64_t kv_len = q(i) - 1 - rest(static_cast<int64_t>(with_rows.size())) % q(i);
     in_.kv_lens.set_int(i, kv_len);
     both(RuleId::q_len_exceeds_kv_len, q_len_message(q(i), kv_len, i));
@@ -433,10 +435,9 @@ class Mutator {
     const int64_t values[] = {P(), -1, P() + 1000, std::numeric_limits<int32_t>::min()};
     const int64_t v = values[rest(rows * cols) % 4];
     in_.page_indices.set_int(i * pps() + j, v);
-    const std::string why =
-        read > 0 ? "sequence " + S(i) + " reads " + S(read) + " pages"
-                 : "the kernel prefetches the first page of sequence slot " + S(i) +
-                       " even with nothing to read";
+    const std::string why = read > 0 ? "sequence " + S(i) + " reads " + S(read) + " pages"
+                                     : "the kernel prefetches the first page of sequence slot " +
+                                           S(i) + " even with nothing to read";
     strict(RuleId::page_index_out_of_range, "page_indices[" + S(i) + ", " + S(j) + "]=" + S(v) +
                                                 " must be in range [0, " + S(P()) + ") (" + why +
                                                 ").");
@@ -480,58 +481,102 @@ class Mutator {
 
 void Mutator::run(MutationKind k) {
   switch (k) {
-    case MutationKind::soft_cap_nonfinite: return nonfinite(RuleId::soft_cap_nonfinite, "soft_cap", p_.soft_cap);
+    case MutationKind::soft_cap_nonfinite:
+      return nonfinite(RuleId::soft_cap_nonfinite, "soft_cap", p_.soft_cap);
     case MutationKind::mask_value_nonfinite:
       return nonfinite(RuleId::mask_value_nonfinite, "mask_value", p_.mask_value);
-    case MutationKind::k_scale_nonfinite: return nonfinite(RuleId::k_scale_nonfinite, "k_scale", p_.k_scale);
-    case MutationKind::v_scale_nonfinite: return nonfinite(RuleId::v_scale_nonfinite, "v_scale", p_.v_scale);
+    case MutationKind::k_scale_nonfinite:
+      return nonfinite(RuleId::k_scale_nonfinite, "k_scale", p_.k_scale);
+    case MutationKind::v_scale_nonfinite:
+      return nonfinite(RuleId::v_scale_nonfinite, "v_scale", p_.v_scale);
     case MutationKind::sm_scale_nonfinite: {
       std::optional<double> v;
       nonfinite(RuleId::sm_scale_nonfinite, "sm_scale", v);
       p_.sm_scale = *v;
       return;
     }
-    case MutationKind::q_rank: return q_rank();
-    case MutationKind::kv_pages_rank: return kv_pages_rank();
-    case MutationKind::combined_heads_odd: return combined_heads_odd();
-    case MutationKind::page_indices_rank: return page_indices_rank();
-    case MutationKind::num_seqs_shape: return num_seqs_shape();
-    case MutationKind::head_dim_mismatch: return head_dim_mismatch();
-    case MutationKind::kv_lens_shape: return kv_lens_shape();
-    case MutationKind::cu_q_lens_shape: return cu_q_lens_shape();
-    case MutationKind::index_dtype: return index_dtype();
-    case MutationKind::num_seqs_dtype: return num_seqs_dtype();
-    case MutationKind::q_dtype_unsupported: return q_dtype_unsupported();
-    case MutationKind::kv_dtype_unsupported: return kv_dtype_unsupported();
-    case MutationKind::dtype_mismatch: return dtype_mismatch();
-    case MutationKind::kv_heads_zero: return kv_heads_zero();
-    case MutationKind::heads_not_divisible: return heads_not_divisible();
-    case MutationKind::q_heads_zero: return q_heads_zero();
-    case MutationKind::head_dim_zero: return head_dim_zero();
-    case MutationKind::sliding_window_nonpositive: return sliding_window_nonpositive();
-    case MutationKind::sliding_window_too_large: return sliding_window_too_large();
-    case MutationKind::soft_cap_zero: return soft_cap_zero();
-    case MutationKind::mask_value_too_large: return mask_value_too_large();
-    case MutationKind::kv_pages_per_block_bad: return kv_pages_per_block_bad();
-    case MutationKind::queries_per_block_nonpositive: return queries_per_block_nonpositive();
-    case MutationKind::block_sizes_partial: return block_sizes_partial();
-    case MutationKind::vmem_limit_nonpositive: return vmem_limit_nonpositive();
-    case MutationKind::vmem_limit_over_capacity: return vmem_limit_over_capacity();
-    case MutationKind::vmem_budget_exceeded: return vmem_budget_exceeded();
-    case MutationKind::num_seqs_too_large: return num_seqs_too_large();
-    case MutationKind::max_num_seqs_zero: return max_num_seqs_zero();
-    case MutationKind::pages_per_seq_zero: return pages_per_seq_zero();
-    case MutationKind::page_size_zero: return page_size_zero();
-    case MutationKind::pages_per_seq_too_small: return pages_per_seq_too_small();
-    case MutationKind::num_seqs_negative: return num_seqs_negative();
-    case MutationKind::cu_q_lens_first_nonzero: return cu_q_lens_first_nonzero();
-    case MutationKind::cu_q_lens_decreasing: return cu_q_lens_decreasing();
-    case MutationKind::kv_len_negative: return kv_len_negative();
-    case MutationKind::total_q_tokens_too_large: return total_q_tokens_too_large();
-    case MutationKind::q_len_exceeds_kv_len: return q_len_exceeds_kv_len();
-    case MutationKind::page_index_out_of_range: return page_index_out_of_range();
-    case MutationKind::heads_not_tileable: return heads_not_tileable();
-    case MutationKind::smem_budget_exceeded: return smem_budget_exceeded();
+    case MutationKind::q_rank:
+      return q_rank();
+    case MutationKind::kv_pages_rank:
+      return kv_pages_rank();
+    case MutationKind::combined_heads_odd:
+      return combined_heads_odd();
+    case MutationKind::page_indices_rank:
+      return page_indices_rank();
+    case MutationKind::num_seqs_shape:
+      return num_seqs_shape();
+    case MutationKind::head_dim_mismatch:
+      return head_dim_mismatch();
+    case MutationKind::kv_lens_shape:
+      return kv_lens_shape();
+    case MutationKind::cu_q_lens_shape:
+      return cu_q_lens_shape();
+    case MutationKind::index_dtype:
+      return index_dtype();
+    case MutationKind::num_seqs_dtype:
+      return num_seqs_dtype();
+    case MutationKind::q_dtype_unsupported:
+      return q_dtype_unsupported();
+    case MutationKind::kv_dtype_unsupported:
+      return kv_dtype_unsupported();
+    case MutationKind::dtype_mismatch:
+      return dtype_mismatch();
+    case MutationKind::kv_heads_zero:
+      return kv_heads_zero();
+    case MutationKind::heads_not_divisible:
+      return heads_not_divisible();
+    case MutationKind::q_heads_zero:
+      return q_heads_zero();
+    case MutationKind::head_dim_zero:
+      return head_dim_zero();
+    case MutationKind::sliding_window_nonpositive:
+      return sliding_window_nonpositive();
+    case MutationKind::sliding_window_too_large:
+      return sliding_window_too_large();
+    case MutationKind::soft_cap_zero:
+      return soft_cap_zero();
+    case MutationKind::mask_value_too_large:
+      return mask_value_too_large();
+    case MutationKind::kv_pages_per_block_bad:
+      return kv_pages_per_block_bad();
+    case MutationKind::queries_per_block_nonpositive:
+      return queries_per_block_nonpositive();
+    case MutationKind::block_sizes_partial:
+      return block_sizes_partial();
+    case MutationKind::vmem_limit_nonpositive:
+      return vmem_limit_nonpositive();
+    case MutationKind::vmem_limit_over_capacity:
+      return vmem_limit_over_capacity();
+    case MutationKind::vmem_budget_exceeded:
+      return vmem_budget_exceeded();
+    case MutationKind::num_seqs_too_large:
+      return num_seqs_too_large();
+    case MutationKind::max_num_seqs_zero:
+      return max_num_seqs_zero();
+    case MutationKind::pages_per_seq_zero:
+      return pages_per_seq_zero();
+    case MutationKind::page_size_zero:
+      return page_size_zero();
+    case MutationKind::pages_per_seq_too_small:
+      return pages_per_seq_too_small();
+    case MutationKind::num_seqs_negative:
+      return num_seqs_negative();
+    case MutationKind::cu_q_lens_first_nonzero:
+      return cu_q_lens_first_nonzero();
+    case MutationKind::cu_q_lens_decreasing:
+      return cu_q_lens_decreasing();
+    case MutationKind::kv_len_negative:
+      return kv_len_negative();
+    case MutationKind::total_q_tokens_too_large:
+      return total_q_tokens_too_large();
+    case MutationKind::q_len_exceeds_kv_len:
+      return q_len_exceeds_kv_len();
+    case MutationKind::page_index_out_of_range:
+      return page_index_out_of_range();
+    case MutationKind::heads_not_tileable:
+      return heads_not_tileable();
+    case MutationKind::smem_budget_exceeded:
+      return smem_budget_exceeded();
   }
 }
 
@@ -547,16 +592,21 @@ RuleId mutation_rule(MutationKind k) { return kKinds[static_cast<size_t>(k)].rul
 
 bool mutation_applies(MutationKind k, const CaseSpec& s) {
   switch (k) {
-    case MutationKind::heads_not_divisible: return s.num_kv_heads >= 2;
+    case MutationKind::heads_not_divisible:
+      return s.num_kv_heads >= 2;
     case MutationKind::dtype_mismatch:
       return s.kv_dtype == DType::kFloat32 || s.kv_dtype == DType::kBFloat16;
     case MutationKind::pages_per_seq_too_small:
     case MutationKind::cu_q_lens_decreasing:
-    case MutationKind::kv_len_negative: return s.num_seqs() >= 1;
-    case MutationKind::total_q_tokens_too_large: return s.total_q_len() >= 1;
+    case MutationKind::kv_len_negative:
+      return s.num_seqs() >= 1;
+    case MutationKind::total_q_tokens_too_large:
+      return s.total_q_len() >= 1;
     case MutationKind::q_len_exceeds_kv_len:
-      return std::any_of(s.seqs.begin(), s.seqs.end(), [](const SeqSpec& q) { return q.q_len >= 1; });
-    default: return true;
+      return std::any_of(s.seqs.begin(), s.seqs.end(),
+                         [](const SeqSpec& q) { return q.q_len >= 1; });
+    default:
+      return true;
   }
 }
 

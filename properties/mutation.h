@@ -19,56 +19,64 @@ struct CaseSpec;
 
 // X(name, rule, group). group: kShape mutations change arrays (at most one per case);
 // the others each own one parameter field, so mutations of different groups commute.
-#define RPA_MUTATIONS(X)                                                  \
-  X(q_rank, q_rank, kShape)                                               \
-  X(kv_pages_rank, kv_pages_rank, kShape)                                 \
-  X(combined_heads_odd, combined_heads_odd, kShape)                       \
-  X(page_indices_rank, page_indices_rank, kShape)                         \
-  X(num_seqs_shape, num_seqs_shape, kShape)                               \
-  X(head_dim_mismatch, head_dim_mismatch, kShape)                         \
-  X(kv_lens_shape, kv_lens_shape, kShape)                                 \
-  X(cu_q_lens_shape, cu_q_lens_shape, kShape)                             \
-  X(index_dtype, index_dtype, kShape)                                     \
-  X(num_seqs_dtype, num_seqs_dtype, kShape)                               \
-  X(q_dtype_unsupported, q_dtype_unsupported, kShape)                     \
-  X(kv_dtype_unsupported, kv_dtype_unsupported, kShape)                   \
-  X(dtype_mismatch, dtype_mismatch, kShape)                               \
-  X(kv_heads_zero, kv_heads_zero, kShape)                                 \
-  X(heads_not_divisible, heads_not_divisible, kShape)                     \
-  X(q_heads_zero, q_heads_zero, kShape)                                   \
-  X(head_dim_zero, head_dim_zero, kShape)                                 \
-  X(sliding_window_nonpositive, sliding_window_nonpositive, kWindow)      \
-  X(sliding_window_too_large, sliding_window_too_large, kWindow)          \
-  X(soft_cap_zero, soft_cap_zero, kSoftCap)                               \
-  X(soft_cap_nonfinite, soft_cap_nonfinite, kSoftCap)                     \
-  X(sm_scale_nonfinite, sm_scale_nonfinite, kSmScale)                     \
-  X(mask_value_nonfinite, mask_value_nonfinite, kMask)                    \
-  X(mask_value_too_large, mask_value_too_large, kMask)                    \
-  X(k_scale_nonfinite, k_scale_nonfinite, kKScale)                        \
-  X(v_scale_nonfinite, v_scale_nonfinite, kVScale)                        \
-  X(kv_pages_per_block_bad, kv_pages_per_block_nonpositive, kBlocks)      \
+#define RPA_MUTATIONS(X)                                                   \
+  X(q_rank, q_rank, kShape)                                                \
+  X(kv_pages_rank, kv_pages_rank, kShape)                                  \
+  X(combined_heads_odd, combined_heads_odd, kShape)                        \
+  X(page_indices_rank, page_indices_rank, kShape)                          \
+  X(num_seqs_shape, num_seqs_shape, kShape)                                \
+  X(head_dim_mismatch, head_dim_mismatch, kShape)                          \
+  X(kv_lens_shape, kv_lens_shape, kShape)                                  \
+  X(cu_q_lens_shape, cu_q_lens_shape, kShape)                              \
+  X(index_dtype, index_dtype, kShape)                                      \
+  X(num_seqs_dtype, num_seqs_dtype, kShape)                                \
+  X(q_dtype_unsupported, q_dtype_unsupported, kShape)                      \
+  X(kv_dtype_unsupported, kv_dtype_unsupported, kShape)                    \
+  X(dtype_mismatch, dtype_mismatch, kShape)                                \
+  X(kv_heads_zero, kv_heads_zero, kShape)                                  \
+  X(heads_not_divisible, heads_not_divisible, kShape)                      \
+  X(q_heads_zero, q_heads_zero, kShape)                                    \
+  X(head_dim_zero, head_dim_zero, kShape)                                  \
+  X(sliding_window_nonpositive, sliding_window_nonpositive, kWindow)       \
+  X(sliding_window_too_large, sliding_window_too_large, kWindow)           \
+  X(soft_cap_zero, soft_cap_zero, kSoftCap)                                \
+  X(soft_cap_nonfinite, soft_cap_nonfinite, kSoftCap)                      \
+  X(sm_scale_nonfinite, sm_scale_nonfinite, kSmScale)                      \
+  X(mask_value_nonfinite, mask_value_nonfinite, kMask)                     \
+  X(mask_value_too_large, mask_value_too_large, kMask)                     \
+  X(k_scale_nonfinite, k_scale_nonfinite, kKScale)                         \
+  X(v_scale_nonfinite, v_scale_nonfinite, kVScale)                         \
+  X(kv_pages_per_block_bad, kv_pages_per_block_nonpositive, kBlocks)       \
   X(queries_per_block_nonpositive, queries_per_block_nonpositive, kBlocks) \
-  X(block_sizes_partial, block_sizes_partial, kBlocks)                    \
-  X(vmem_limit_nonpositive, vmem_limit_nonpositive, kVmem)                \
-  X(vmem_limit_over_capacity, vmem_limit_over_capacity, kVmem)            \
-  X(vmem_budget_exceeded, vmem_budget_exceeded, kVmem)                    \
-  X(num_seqs_too_large, num_seqs_too_large, kShape)                       \
-  X(max_num_seqs_zero, max_num_seqs_zero, kShape)                         \
-  X(pages_per_seq_zero, pages_per_seq_zero, kShape)                       \
-  X(page_size_zero, page_size_zero, kShape)                               \
-  X(pages_per_seq_too_small, pages_per_seq_too_small, kShape)             \
-  X(num_seqs_negative, num_seqs_negative, kShape)                         \
-  X(cu_q_lens_first_nonzero, cu_q_lens_first_nonzero, kShape)             \
-  X(cu_q_lens_decreasing, cu_q_lens_decreasing, kShape)                   \
-  X(kv_len_negative, kv_len_negative, kShape)                             \
-  X(total_q_tokens_too_large, total_q_tokens_too_large, kShape)           \
-  X(q_len_exceeds_kv_len, q_len_exceeds_kv_len, kShape)                   \
-  X(page_index_out_of_range, page_index_out_of_range, kShape)             \
-  X(heads_not_tileable, heads_not_tileable, kShape)                       \
+  X(block_sizes_partial, block_sizes_partial, kBlocks)                     \
+  X(vmem_limit_nonpositive, vmem_limit_nonpositive, kVmem)                 \
+  X(vmem_limit_over_capacity, vmem_limit_over_capacity, kVmem)             \
+  X(vmem_budget_exceeded, vmem_budget_exceeded, kVmem)                     \
+  X(num_seqs_too_large, num_seqs_too_large, kShape)                        \
+  X(max_num_seqs_zero, max_num_seqs_zero, kShape)                          \
+  X(pages_per_seq_zero, pages_per_seq_zero, kShape)                        \
+  X(page_size_zero, page_size_zero, kShape)                                \
+  X(pages_per_seq_too_small, pages_per_seq_too_small, kShape)              \
+  X(num_seqs_negative, num_seqs_negative, kShape)                          \
+  X(cu_q_lens_first_nonzero, cu_q_lens_first_nonzero, kShape)              \
+  X(cu_q_lens_decreasing, cu_q_lens_decreasing, kShape)                    \
+  X(kv_len_negative, kv_len_negative, kShape)                              \
+  X(total_q_tokens_too_large, total_q_tokens_too_large, kShape)            \
+  X(q_len_exceeds_kv_len, q_len_exceeds_kv_len, kShape)                    \
+  X(page_index_out_of_range, page_index_out_of_range, kShape)              \
+  X(heads_not_tileable, heads_not_tileable, kShape)                        \
   X(smem_budget_exceeded, smem_budget_exceeded, kShape)
 
 enum class MutationGroup : uint8_t {
-  kShape, kWindow, kSoftCap, kSmScale, kMask, kKScale, kVScale, kBlocks, kVmem
+  kShape,
+  kWindow,
+  kSoftCap,
+  kSmScale,
+  kMask,
+  kKScale,
+  kVScale,
+  kBlocks,
+  kVmem
 };
 
 enum class MutationKind : uint8_t {

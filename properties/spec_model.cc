@@ -23,9 +23,9 @@ std::optional<Dims> dims_of(const Inputs& in) {
   if (in.q.rank() != 3 || in.kv_pages.rank() != 4 || in.page_indices.rank() != 2) {
     return std::nullopt;
   }
-  return Dims{in.q.dim(0),        in.q.dim(1),        in.q.dim(2),
-              in.kv_pages.dim(0), in.kv_pages.dim(1), in.kv_pages.dim(2),
-              in.kv_pages.dim(3), in.page_indices.dim(0), in.page_indices.dim(1)};
+  return Dims{in.q.dim(0),           in.q.dim(1),        in.q.dim(2),        in.kv_pages.dim(0),
+              in.kv_pages.dim(1),    in.kv_pages.dim(2), in.kv_pages.dim(3), in.page_indices.dim(0),
+              in.page_indices.dim(1)};
 }
 
 bool int32_vector(const Tensor& t, int64_t n) {
@@ -36,9 +36,8 @@ bool int32_vector(const Tensor& t, int64_t n) {
 void jax_block_range(const Params& p, const Dims& d, std::vector<Failure>& out) {
   const auto& b = p.num_kv_pages_per_block;
   if (b && !(*b > 0 && *b <= d.pps)) {
-    out.push_back({RuleId::kv_pages_per_block_range, "num_kv_pages_per_block=" + S(*b) +
-                                                         " must be in range (0, " + S(d.pps) +
-                                                         "]."});
+    out.push_back({RuleId::kv_pages_per_block_range,
+                   "num_kv_pages_per_block=" + S(*b) + " must be in range (0, " + S(d.pps) + "]."});
   }
 }
 
@@ -48,14 +47,14 @@ void jax_pages_per_seq(const Inputs& in, const Dims& d, std::vector<Failure>& ou
   if (d.N == 0 || d.S == 0 || !int32_vector(in.kv_lens, d.N)) return;
   int64_t max_kv = in.kv_lens.int_at(0);
   for (int64_t i = 1; i < d.N; ++i) max_kv = std::max(max_kv, in.kv_lens.int_at(i));
-  const auto sum = static_cast<int32_t>(static_cast<uint32_t>(max_kv) +
-                                        static_cast<uint32_t>(d.S - 1));
+  const auto sum =
+      static_cast<int32_t>(static_cast<uint32_t>(max_kv) + static_cast<uint32_t>(d.S - 1));
   const int64_t min_pages = sum / d.S;
   if (d.pps < min_pages) {
     out.push_back({RuleId::pages_per_seq_too_small,
-                   "pages_per_seq=" + S(d.pps) + " must be greater or equal to min_pages_per_seq=" +
-                       S(min_pages) + " given max_kv_len=" + S(max_kv) + " and page_size=" +
-                       S(d.S) + "."});
+                   "pages_per_seq=" + S(d.pps) +
+                       " must be greater or equal to min_pages_per_seq=" + S(min_pages) +
+                       " given max_kv_len=" + S(max_kv) + " and page_size=" + S(d.S) + "."});
   }
 }
 
@@ -89,14 +88,14 @@ void strict_vmem_budget(const Inputs& in, const Params& p, const Dims& d,
                         .q_dtype = qt,
                         .kv_dtype = kt};
   const int64_t limit = vmem.value_or(default_scoped_vmem_limit(target));
-  const std::string limit_text = vmem ? "vmem_limit_bytes=" + S(limit)
-                                      : "the default scoped limit of " + S(limit) + " bytes";
+  const std::string limit_text =
+      vmem ? "vmem_limit_bytes=" + S(limit) : "the default scoped limit of " + S(limit) + " bytes";
   const BlockSizes blocks = bkv ? BlockSizes{*bkv, *bq} : BlockSizes{1, 1};
   const int64_t need = vmem_need_bytes(shape, blocks);
   if (need <= limit) return;
   const std::string sizes = "num_kv_pages_per_block=" + S(blocks.kv_pages_per_block) +
-                            " and num_queries_per_block=" + S(blocks.queries_per_block) +
-                            " need " + S(need) + " bytes of VMEM, more than " + limit_text + ".";
+                            " and num_queries_per_block=" + S(blocks.queries_per_block) + " need " +
+                            S(need) + " bytes of VMEM, more than " + limit_text + ".";
   out.push_back({RuleId::vmem_budget_exceeded, bkv ? sizes : "no block sizes fit: " + sizes});
 }
 
@@ -106,12 +105,17 @@ void strict_vmem_budget(const Inputs& in, const Params& p, const Dims& d,
 int report_rank(RuleId rule, Mode mode) {
   const int index = static_cast<int>(rule);
   if (mode == Mode::kStrict) return 2 * index;
-  if (rule == RuleId::num_seqs_dtype) return 2 * static_cast<int>(RuleId::pages_per_seq_too_small) + 1;
+  if (rule == RuleId::num_seqs_dtype)
+    return 2 * static_cast<int>(RuleId::pages_per_seq_too_small) + 1;
   if (rule == RuleId::page_size_zero || rule == RuleId::num_seqs_negative) return 1000 + index;
   return 2 * index;
 }
 
 }  // namespace
+
+std::string verdict_text(const std::optional<Failure>& f) {
+  return f ? std::string(rule_info(f->rule).name) + ": " + f->message : "valid";
+}
 
 std::optional<Failure> expected_failure(const Materialized& m, Mode mode) {
   std::vector<Failure> candidates;

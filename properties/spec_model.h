@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 
 #include "kernel/rule.h"
 #include "properties/materialize.h"
@@ -13,5 +14,9 @@ namespace rpa::props {
 
 // The first failure in the mode's reporting order, or nullopt for a valid case.
 std::optional<Failure> expected_failure(const Materialized& m, Mode mode);
+
+// "rule_id: message", or "valid": a verdict as the properties, rpa gen and the campaign
+// print it.
+std::string verdict_text(const std::optional<Failure>& f);
 
 }  // namespace rpa::props

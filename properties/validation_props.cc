@@ -14,16 +14,12 @@
 namespace rpa::props {
 namespace {
 
-std::string verdict(const std::optional<Failure>& f) {
-  return f ? std::string(rule_info(f->rule).name) + ": " + f->message : "valid";
-}
-
 void assert_modes_match_model(const Materialized& m) {
   for (Mode mode : {Mode::kStrict, Mode::kJax}) {
     const std::optional<Failure> want = expected_failure(m, mode);
     const std::optional<Failure> got = validate(m.inputs, m.params, {.mode = mode});
-    RC_LOG() << mode_name(mode) << " mode: spec model says " << verdict(want)
-             << "\n  validate says " << verdict(got) << "\n";
+    RC_LOG() << mode_name(mode) << " mode: spec model says " << verdict_text(want)
+             << "\n  validate says " << verdict_text(got) << "\n";
     RC_ASSERT(got == want);
   }
 }
@@ -59,10 +55,10 @@ RC_GTEST_PROP(Validation, AcceptsValidCases, ()) {
   const CaseSpec spec = *gen_valid_case();
   const Materialized m = materialize(spec);
   const std::optional<Failure> strict = validate(m.inputs, m.params, {.mode = Mode::kStrict});
-  RC_LOG() << "strict: " << verdict(strict) << "\n";
+  RC_LOG() << "strict: " << verdict_text(strict) << "\n";
   RC_ASSERT(!strict.has_value());
   const std::optional<Failure> jax = validate(m.inputs, m.params, {.mode = Mode::kJax});
-  RC_LOG() << "jax: " << verdict(jax) << "\n";
+  RC_LOG() << "jax: " << verdict_text(jax) << "\n";
   RC_ASSERT(!jax || jax->rule == RuleId::pages_per_seq_too_small ||
             jax->rule == RuleId::kv_pages_per_block_range);
   RC_CLASSIFY(jax.has_value(), "jax over-rejects");
