@@ -30,17 +30,6 @@
 
 namespace rpa::props {
 
-// Options only narrow the choices, so a spec built with any options encodes (and replays)
-// under the defaults.
-struct BuildOptions {
-  int min_mutations = 0;
-  int max_mutations = 2;           // 0: every case is valid in strict mode
-  std::optional<Profile> profile;  // draw this batch mix instead of picking one
-  int64_t min_seqs = 0;            // at least this many sequences (up to kMaxSeqs)
-  bool query_rows = false;         // the first sequence has a query row (and a key)
-  bool gqa = false;                // at least two query heads per kv head
-};
-
 // Bounds of generated cases. The sized ones (sequences, kv_len) are reached at RapidCheck
 // size 400 (random_source.h); the default run (max_size 100) stays near a quarter of them,
 // 13 sequences of up to 208 tokens, so that every property finishes in seconds on two cores
@@ -55,6 +44,23 @@ inline constexpr int64_t kMaxExtraPages = 4;   // unused pages in the pool
 inline constexpr int64_t kMaxExtraTokens = 4;  // q rows past the last sequence
 inline constexpr int64_t kInt32Min = std::numeric_limits<int32_t>::min();
 inline constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+// Options only narrow the choices, so a spec built with any options encodes (and replays)
+// under the defaults.
+struct BuildOptions {
+  int min_mutations = 0;
+  int max_mutations = 2;           // 0: every case is valid in strict mode
+  std::optional<Profile> profile;  // draw this batch mix instead of picking one
+  int64_t min_seqs = 0;            // at least this many sequences (up to kMaxSeqs)
+  bool query_rows = false;         // the first sequence has a query row (and a key)
+  bool gqa = false;                // at least two query heads per kv head
+  // Narrower bounds on the shapes (the fuzz targets' caps: small cases run fast). The
+  // defaults are the generators' own bounds above.
+  int64_t max_seqs = kMaxSeqs;
+  int64_t max_kv_len = kMaxKvLen;
+  int64_t max_head_dim = kMaxHeadDim;
+  int64_t max_page_size = kMaxPageSize;
+};
 
 inline constexpr DType kQDtypes[] = {DType::kFloat32, DType::kBFloat16};
 inline constexpr Profile kProfiles[] = {Profile::kMixed, Profile::kDecode, Profile::kPrefill};
@@ -135,18 +141,22 @@ void visit_case(Io& io, CaseSpec& s, const BuildOptions& options) {
     if (s.num_kv_heads * r <= kMaxQHeads && (r > 1 || !options.gqa)) ratios.push_back(r);
   }
   among(io, s.q_per_kv, std::span<const int64_t>(ratios));
-  io.num(s.head_dim, 1, kMaxHeadDim, {1, 2, 8, 64, 128});
-  io.num(s.page_size, 1, kMaxPageSize, {1, 2, 4, 16});
+  io.num(s.head_dim, 1, std::clamp<int64_t>(options.max_head_dim, 1, kMaxHeadDim),
+         {1, 2, 8, 64, 128});
+  io.num(s.page_size, 1, std::clamp<int64_t>(options.max_page_size, 1, kMaxPageSize),
+         {1, 2, 4, 16});
 
   int64_t n = s.num_seqs();
-  io.sized(n, std::min(options.min_seqs, kMaxSeqs), kMaxSeqs, {1, 2, 3, 8});
+  const int64_t max_seqs = std::clamp<int64_t>(options.max_seqs, 0, kMaxSeqs);
+  io.sized(n, std::min(options.min_seqs, max_seqs), max_seqs, {1, 2, 3, 8});
   s.seqs.resize(static_cast<size_t>(n));
   const int64_t S = s.page_size;
   for (size_t i = 0; i < s.seqs.size(); ++i) {
     SeqSpec& q = s.seqs[i];
     const bool row = i == 0 && options.query_rows;
     const int64_t kv_lo = s.profile == Profile::kDecode || row ? 1 : 0;
-    io.sized(q.kv_len, kv_lo, kMaxKvLen, {kv_lo, 1, S - 1, S, S + 1, 2 * S, 3 * S + 1});
+    io.sized(q.kv_len, kv_lo, std::clamp<int64_t>(options.max_kv_len, kv_lo, kMaxKvLen),
+             {kv_lo, 1, S - 1, S, S + 1, 2 * S, 3 * S + 1});
     if (s.profile == Profile::kDecode) {
       q.q_len = std::min<int64_t>(q.kv_len, 1);
     } else {

@@ -1,6 +1,8 @@
 #include "properties/byte_source.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 
 namespace rpa::props {
 namespace {
@@ -31,6 +33,17 @@ void ByteSource::num(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<i
   }
   if (span != UINT64_MAX) raw %= span + 1;
   f = static_cast<int64_t>(static_cast<uint64_t>(lo) + raw);
+}
+
+void ByteSource::raw(std::span<std::byte> out) {
+  const size_t n = std::min(out.size(), bytes_.size() - pos_);
+  if (n > 0) std::memcpy(out.data(), bytes_.data() + pos_, n);
+  std::fill(out.begin() + static_cast<std::ptrdiff_t>(n), out.end(), std::byte{0});
+  pos_ += n;
+}
+
+void ByteSink::raw(std::span<std::byte> out) {
+  for (std::byte b : out) bytes_.push_back(std::to_integer<uint8_t>(b));
 }
 
 void ByteSink::num(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t>) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <initializer_list>
 #include <span>
 #include <vector>
@@ -19,6 +20,9 @@ class ByteSource {
   void sized(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites) {
     num(f, lo, hi, favourites);
   }
+  // Fills `out` with the next bytes as they are (zeros once the bytes run out): the same as
+  // one num(v, 0, 255) per byte, in one step.
+  void raw(std::span<std::byte> out);
 
  private:
   std::span<const uint8_t> bytes_;
@@ -33,6 +37,7 @@ class ByteSink {
   void sized(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites) {
     num(f, lo, hi, favourites);
   }
+  void raw(std::span<std::byte> out);
   const std::vector<uint8_t>& bytes() const { return bytes_; }
 
  private:

@@ -70,8 +70,35 @@ std::vector<bool> read_kv_slots(const CaseSpec& s) {
   return read;
 }
 
-Materialized materialize(const CaseSpec& s) {
-  Materialized m = materialize_valid(s);
+// Draws the data the definition reads into q and kv_pages, and garbage everywhere else.
+void fill_data(const CaseSpec& s, Inputs& in) {
+  const int64_t Hq = s.num_q_heads(), D = s.head_dim, Hc = 2 * s.num_kv_heads;
+  // Finite filler must stay finite in the dtype: float8 has no 1e30 (e4m3fn turns it into
+  // NaN, e5m2 into inf).
+  auto garbage_for = [&](DType t) {
+    if (s.nan_garbage) return std::numeric_limits<double>::quiet_NaN();
+    return t == DType::kFloat8E4M3FN ? 448.0 : t == DType::kFloat8E5M2 ? 57344.0 : 1e30;
+  };
+  DataDraw draw(s);
+
+  const int64_t defined_q = s.total_q_len() * Hq * D;
+  const double q_garbage = garbage_for(s.q_dtype);
+  for (int64_t e = 0; e < in.q.numel(); ++e)
+    in.q.set_float(e, e < defined_q ? draw.next() : q_garbage);
+
+  const std::vector<bool> read = read_kv_slots(s);
+  const int64_t token_elems = Hc * D;
+  const double kv_garbage = garbage_for(s.kv_dtype);
+  for (size_t slot = 0; slot < read.size(); ++slot) {
+    const int64_t base = static_cast<int64_t>(slot) * token_elems;
+    for (int64_t e = 0; e < token_elems; ++e) {
+      in.kv_pages.set_float(base + e, read[slot] ? draw.next() : kv_garbage);
+    }
+  }
+}
+
+Materialized materialize(const CaseSpec& s, Contents contents) {
+  Materialized m = materialize_valid(s, contents);
   apply_mutations(s, m);
   return m;
 }
@@ -85,35 +112,14 @@ void apply_mutations(const CaseSpec& s, Materialized& m) {
   for (const MutationSpec& mu : order) apply_mutation(mu, s, m.inputs, m.params, m.declared);
 }
 
-Materialized materialize_valid(const CaseSpec& s) {
+Materialized materialize_valid(const CaseSpec& s, Contents contents) {
   Materialized m;
   Inputs& in = m.inputs;
   const int64_t T = s.max_num_batched_tokens, Hq = s.num_q_heads(), D = s.head_dim;
   const int64_t Hc = 2 * s.num_kv_heads, N = s.max_num_seqs;
-  // Finite filler must stay finite in the dtype: float8 has no 1e30 (e4m3fn turns it into
-  // NaN, e5m2 into inf).
-  auto garbage_for = [&](DType t) {
-    if (s.nan_garbage) return std::numeric_limits<double>::quiet_NaN();
-    return t == DType::kFloat8E4M3FN ? 448.0 : t == DType::kFloat8E5M2 ? 57344.0 : 1e30;
-  };
-  DataDraw draw(s);
-
   in.q = Tensor(s.q_dtype, {T, Hq, D});
-  const int64_t defined_q = s.total_q_len() * Hq * D;
-  const double q_garbage = garbage_for(s.q_dtype);
-  for (int64_t e = 0; e < in.q.numel(); ++e)
-    in.q.set_float(e, e < defined_q ? draw.next() : q_garbage);
-
   in.kv_pages = Tensor(s.kv_dtype, {s.num_pages, s.page_size, Hc, D});
-  const std::vector<bool> read = read_kv_slots(s);
-  const int64_t token_elems = Hc * D;
-  const double kv_garbage = garbage_for(s.kv_dtype);
-  for (size_t slot = 0; slot < read.size(); ++slot) {
-    const int64_t base = static_cast<int64_t>(slot) * token_elems;
-    for (int64_t e = 0; e < token_elems; ++e) {
-      in.kv_pages.set_float(base + e, read[slot] ? draw.next() : kv_garbage);
-    }
-  }
+  if (contents == Contents::kData) fill_data(s, in);
 
   std::vector<int64_t> kv_lens, cu_q_lens{0};
   for (const SeqSpec& q : s.seqs) {

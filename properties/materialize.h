@@ -1,6 +1,7 @@
 // From a CaseSpec to the arrays of one call (DESIGN.md section 1: one materialize()).
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 #include "kernel/inputs.h"
@@ -16,12 +17,16 @@ struct Materialized {
   std::vector<Declared> declared;  // what the mutations make each mode report
 };
 
+// What goes into q and kv_pages. Validation never reads them, so a caller that only
+// validates (fuzz_validate) can skip drawing them and leave both zero.
+enum class Contents : uint8_t { kData, kZeros };
+
 // Builds the valid case, then applies the spec's mutations (apply_mutations).
 // Deterministic: the same spec gives the same bytes.
-Materialized materialize(const CaseSpec& spec);
+Materialized materialize(const CaseSpec& spec, Contents contents = Contents::kData);
 
 // The valid case alone: spec's mutations are ignored.
-Materialized materialize_valid(const CaseSpec& spec);
+Materialized materialize_valid(const CaseSpec& spec, Contents contents = Contents::kData);
 
 // Applies spec's mutations to its materialized valid case: the shape one first, then the
 // parameter ones in table order, so that each declares its failure on the final arrays.

@@ -1,0 +1,56 @@
+// fuzz_validate: bytes -> CaseSpec with 0-2 named mutations (ByteSource, the properties'
+// decoder) -> both validation modes against the spec model, rule and exact message; and
+// validate()'s verdict is the first failure validate_all() lists. Caps: target_inputs.h.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "fuzz/target_inputs.h"
+#include "kernel/validate.h"
+#include "properties/case_codec.h"
+#include "properties/materialize.h"
+#include "properties/spec_model.h"
+
+namespace {
+
+using namespace rpa;
+
+[[noreturn]] void fail(const props::CaseSpec& spec, Mode mode, const std::string& what) {
+  std::fprintf(stderr,
+               "fuzz_validate: %s mode: %s\n%s\nreplay: rpa gen --spec %s -o case.npz && "
+               "rpa validate case.npz --mode %s --all\n",
+               std::string(mode_name(mode)).c_str(), what.c_str(), props::describe(spec).c_str(),
+               props::spec_hex(spec).c_str(), std::string(mode_name(mode)).c_str());
+  std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const props::CaseSpec spec =
+      props::decode_case(std::span<const uint8_t>(data, size), fuzz::validate_options());
+  // Validation reads no q or kv_pages data: leave them zero.
+  const props::Materialized m = props::materialize(spec, props::Contents::kZeros);
+  for (Mode mode : {Mode::kStrict, Mode::kJax}) {
+    const std::optional<Failure> want = props::expected_failure(m, mode);
+    const std::optional<Failure> got = validate(m.inputs, m.params, {.mode = mode});
+    if (got != want) {
+      fail(spec, mode,
+           "spec model says " + props::verdict_text(want) + ", validate says " +
+               props::verdict_text(got));
+    }
+    const std::vector<Failure> all = validate_all(m.inputs, m.params, {.mode = mode});
+    const std::optional<Failure> first =
+        all.empty() ? std::nullopt : std::optional<Failure>(all.front());
+    if (first != got) {
+      fail(spec, mode,
+           "validate says " + props::verdict_text(got) + ", validate_all lists first " +
+               props::verdict_text(first));
+    }
+  }
+  return 0;
+}

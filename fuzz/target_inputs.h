@@ -1,0 +1,44 @@
+// How fuzz_validate and fuzz_differential read their bytes: the build options (their size
+// caps) and, for fuzz_differential, the kernel options drawn before the case. Shared with
+// the seed writer (write_seeds.cc), so each seed decodes to the case it was written from.
+// Both go through the properties' one decoder, ByteSource + visit_case.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "properties/build_case.h"
+#include "properties/case_spec.h"
+
+namespace rpa::fuzz {
+
+// fuzz_validate: 0-2 named mutations on a case of up to 8 sequences of up to 64 tokens,
+// head_dim up to 64, pages of up to 16 tokens. Validation reads only shapes, dtypes, the
+// index arrays and the parameters, and every rule and value class is reachable at these
+// sizes (the VMEM rules through the limit, SMEM through its mutation); larger shapes would
+// only spend the time on allocating q and kv_pages.
+props::BuildOptions validate_options();
+
+// fuzz_differential: strict-valid cases of up to 4 sequences of up to 40 tokens, head_dim up
+// to 16, pages of up to 8 tokens, at most 16 query heads. The dense reference runs in double
+// precision, O(q rows * kv_len * Hq * D); at these bounds a case takes well under a
+// millisecond, so the target keeps hundreds of kernel-vs-reference checks a second under
+// ASan. Block sizes still reach pages_per_seq + 2 and query blocks span sequences.
+props::BuildOptions differential_options();
+
+struct DifferentialInput {
+  int64_t threads = 1;  // 1 or 2 worker threads for the kernel
+  props::CaseSpec spec;
+};
+
+template <class Io>
+void visit_differential(Io& io, DifferentialInput& d) {
+  io.num(d.threads, 1, 2, {});
+  props::visit_case(io, d.spec, differential_options());
+}
+
+DifferentialInput decode_differential(std::span<const uint8_t> bytes);
+std::vector<uint8_t> encode_differential(const DifferentialInput& d);
+
+}  // namespace rpa::fuzz

@@ -1,0 +1,354 @@
+// rpa_fuzz_seeds: writes, or checks, the seed corpora of the targets that decode bytes with
+// ByteSource (fuzz_validate, fuzz_differential, fuzz_raw_inputs) under corpus/fuzz/.
+//
+//   rpa_fuzz_seeds write CORPUS_DIR   (re)writes every seed file
+//   rpa_fuzz_seeds check CORPUS_DIR   every seed is present with the bytes it would write, and
+//                                     the fuzz_validate corpus reaches every rule in every
+//                                     mode and every value class of the edge parameters
+//
+// Seeds are generated cases encoded with the targets' own decoders (target_inputs.h,
+// raw_call.h): valid cases, every named mutation in each of its variants, and JAX's test
+// scenarios in small form. Files found there that this tool does not write (regressions,
+// inputs fuzz/run.sh merged in) are left alone and checked with the rest.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fuzz/raw_call.h"
+#include "fuzz/target_inputs.h"
+#include "kernel/rule.h"
+#include "kernel/target_profile.h"
+#include "kernel/validate.h"
+#include "properties/build_case.h"
+#include "properties/case_codec.h"
+#include "properties/materialize.h"
+#include "properties/random_source.h"
+#include "properties/spec_model.h"
+
+namespace {
+
+using namespace rpa;
+using props::BuildOptions;
+using props::CaseSpec;
+namespace fs = std::filesystem;
+
+using Seeds = std::map<std::string, std::vector<uint8_t>>;  // file name -> bytes
+
+CaseSpec random_case(uint64_t seed, BuildOptions options, int size = 100) {
+  options.max_mutations = 0;
+  props::RandomSource source(seed, size);
+  return props::build_case(source, options);
+}
+
+// One of JAX's test scenarios (ragged_paged_attention_test.py) in small form: its (q_len,
+// kv_len) mix scaled down, pages in order as the test lays them out, no padding slots.
+struct Scenario {
+  const char* name;
+  std::vector<props::SeqSpec> seqs;
+  int64_t num_kv_heads, q_per_kv, head_dim, page_size;
+  DType kv_dtype = DType::kFloat32;
+  Params params = {};
+};
+
+// Clamps a scenario into the options' bounds; the result is a spec build_case could draw.
+CaseSpec scenario_case(const Scenario& sc, const BuildOptions& o) {
+  CaseSpec s;
+  s.profile = props::Profile::kMixed;
+  s.q_dtype = DType::kFloat32;
+  s.kv_dtype = sc.kv_dtype;
+  s.num_kv_heads = sc.num_kv_heads;
+  s.q_per_kv = sc.q_per_kv;
+  s.head_dim = std::min(sc.head_dim, o.max_head_dim);
+  s.page_size = std::min(sc.page_size, o.max_page_size);
+  for (props::SeqSpec q : sc.seqs) {
+    if (s.num_seqs() == o.max_seqs) break;
+    q.kv_len = std::min(q.kv_len, o.max_kv_len);
+    q.q_len = std::min(q.q_len, q.kv_len);
+    s.seqs.push_back(q);
+  }
+  s.max_num_seqs = std::max<int64_t>(s.num_seqs(), 1);
+  s.pages_per_seq = std::max<int64_t>(1, props::pages_for(s.max_kv_len(), s.page_size));
+  int64_t next = 0;
+  s.page_indices.assign(static_cast<size_t>(s.max_num_seqs * s.pages_per_seq), 0);
+  for (int64_t i = 0; i < s.max_num_seqs; ++i) {
+    for (int64_t j = 0; j < props::read_page_entries(s, i); ++j) {
+      s.page_indices[static_cast<size_t>(i * s.pages_per_seq + j)] = next++;
+    }
+  }
+  s.num_pages = std::max<int64_t>(next, 1);
+  s.max_num_batched_tokens = s.total_q_len();
+  s.params = sc.params;
+  return s;
+}
+
+std::vector<Scenario> jax_scenarios() {
+  Params window_cap;
+  window_cap.sliding_window = 8;
+  window_cap.soft_cap = 10.0;
+  Params blocks;
+  blocks.num_kv_pages_per_block = 2;
+  blocks.num_queries_per_block = 8;
+  Params fp8;
+  fp8.k_scale = 0.5;
+  fp8.v_scale = 0.5;
+  return {
+      // test_ragged_paged_attention_basic: [(192, 328), (128, 180), (64, 255)], heads (32, 8)
+      {"jax_basic", {{12, 20}, {8, 11}, {4, 16}}, 2, 4, 128, 16},
+      // decode only
+      {"jax_decode", {{1, 18}, {1, 12}, {1, 37}, {1, 64}}, 2, 4, 128, 16},
+      // prefill only
+      {"jax_prefill", {{5, 18}, {15, 29}, {30, 37}, {40, 64}}, 2, 4, 128, 16},
+      // test_ragged_paged_attention_mixed: decode and prefill rows in one batch
+      {"jax_mixed", {{3, 64}, {5, 18}, {1, 29}, {20, 29}, {1, 22}, {1, 64}, {16, 20}, {30, 46}},
+       2, 4, 128, 16},
+      {"jax_sliding_window_soft_cap", {{12, 20}, {1, 11}, {4, 16}}, 2, 4, 128, 16,
+       DType::kFloat32, window_cap},
+      {"jax_block_sizes", {{12, 20}, {8, 11}, {1, 16}}, 2, 4, 128, 16, DType::kFloat32, blocks},
+      {"jax_float8_kv_scales", {{12, 20}, {1, 11}}, 2, 4, 128, 16, DType::kFloat8E4M3FN, fp8},
+  };
+}
+
+// A seed that does not decode to what it was written from is a bug here (a scenario no
+// source could draw) or in the decoder.
+[[noreturn]] void round_trip_failed(const std::string& name) {
+  std::fprintf(stderr, "rpa_fuzz_seeds: seed %s does not decode to its case\n", name.c_str());
+  std::exit(1);
+}
+
+// The verdict pair a mutated case gets, to keep one seed per distinct outcome.
+std::string outcome(const CaseSpec& spec) {
+  const props::Materialized m = props::materialize(spec, props::Contents::kZeros);
+  return props::verdict_text(props::expected_failure(m, Mode::kStrict)) + " | " +
+         props::verdict_text(props::expected_failure(m, Mode::kJax));
+}
+
+Seeds validate_seeds() {
+  const BuildOptions o = fuzz::validate_options();
+  Seeds seeds;
+  seeds["empty"] = {};
+  auto add = [&](const std::string& name, const CaseSpec& spec) {
+    seeds[name] = props::encode_case(spec, o);
+    if (props::decode_case(seeds[name], o) != spec) round_trip_failed(name);
+  };
+  for (uint64_t seed = 1; seed <= 4; ++seed) add("valid-" + std::to_string(seed), random_case(seed, o));
+  for (const Scenario& sc : jax_scenarios()) add(sc.name, scenario_case(sc, o));
+  // Every mutation in each variant that changes the outcome (args 0..15 cover every
+  // mutation's variant count), on two base cases; then a shape mutation with a parameter one.
+  for (uint64_t seed : {1, 2}) {
+    CaseSpec base = random_case(seed, o);
+    for (props::MutationKind kind : props::all_mutation_kinds()) {
+      if (!props::mutation_applies(kind, base)) continue;
+      std::set<std::string> seen;
+      for (int64_t arg = 0; arg < 16; ++arg) {
+        base.mutations = {{kind, arg}};
+        if (!seen.insert(outcome(base)).second) continue;
+        add(std::string(props::mutation_name(kind)) + "-" + std::to_string(seed) + "-" +
+                std::to_string(arg),
+            base);
+      }
+    }
+  }
+  CaseSpec base = random_case(3, o);
+  const std::pair<props::MutationKind, props::MutationKind> pairs[] = {
+      {props::MutationKind::kv_heads_zero, props::MutationKind::soft_cap_zero},
+      {props::MutationKind::q_len_exceeds_kv_len, props::MutationKind::vmem_limit_nonpositive},
+      {props::MutationKind::page_index_out_of_range, props::MutationKind::mask_value_nonfinite},
+      {props::MutationKind::num_seqs_negative, props::MutationKind::kv_pages_per_block_bad},
+      {props::MutationKind::head_dim_mismatch, props::MutationKind::sliding_window_nonpositive},
+  };
+  for (const auto& [a, b] : pairs) {
+    if (!props::mutation_applies(a, base) || !props::mutation_applies(b, base)) continue;
+    base.mutations = {{a, 1}, {b, 1}};
+    add(std::string(props::mutation_name(a)) + "+" + std::string(props::mutation_name(b)), base);
+  }
+  return seeds;
+}
+
+Seeds differential_seeds() {
+  const BuildOptions o = fuzz::differential_options();
+  Seeds seeds;
+  seeds["empty"] = {};
+  for (uint64_t seed = 1; seed <= 24; ++seed) {
+    const fuzz::DifferentialInput d{.threads = static_cast<int64_t>(seed % 2 + 1),
+                                    .spec = random_case(seed, o, static_cast<int>(seed * 16))};
+    seeds["valid-" + std::to_string(seed)] = fuzz::encode_differential(d);
+  }
+  for (const Scenario& sc : jax_scenarios()) {
+    const fuzz::DifferentialInput d{.threads = 2, .spec = scenario_case(sc, o)};
+    seeds[sc.name] = fuzz::encode_differential(d);
+    if (fuzz::decode_differential(seeds[sc.name]).spec != d.spec) round_trip_failed(sc.name);
+  }
+  return seeds;
+}
+
+// Generated cases as raw calls: valid ones, and every mutation (variant 0) of a small case.
+Seeds raw_seeds() {
+  BuildOptions small = fuzz::differential_options();
+  small.max_seqs = 3;
+  small.max_kv_len = 16;
+  small.max_head_dim = 8;
+  small.max_page_size = 4;
+  Seeds seeds;
+  seeds["empty"] = {};
+  auto add = [&](const std::string& name, const CaseSpec& spec) {
+    const props::Materialized m = props::materialize(spec);
+    const std::optional<std::vector<uint8_t>> bytes = fuzz::encode_raw_call({m.inputs, m.params});
+    if (!bytes) return;  // over the raw element budget
+    if (fuzz::decode_raw_call(*bytes).inputs != m.inputs) round_trip_failed(name);
+    seeds[name] = *bytes;
+  };
+  for (uint64_t seed = 1; seed <= 8; ++seed) add("valid-" + std::to_string(seed), random_case(seed, small));
+  for (const Scenario& sc : jax_scenarios()) add(sc.name, scenario_case(sc, small));
+  CaseSpec base = random_case(5, small);
+  for (props::MutationKind kind : props::all_mutation_kinds()) {
+    if (!props::mutation_applies(kind, base)) continue;
+    base.mutations = {{kind, 0}};
+    add(std::string(props::mutation_name(kind)), base);
+  }
+  return seeds;
+}
+
+const std::pair<const char*, std::function<Seeds()>> kTargets[] = {
+    {"fuzz_validate", validate_seeds},
+    {"fuzz_differential", differential_seeds},
+    {"fuzz_raw_inputs", raw_seeds},
+};
+
+std::vector<uint8_t> read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// The value classes DESIGN.md section 9 and the fuzzing issue name, as they appear in a
+// materialized case's parameters.
+std::set<std::string> value_classes(const Params& p) {
+  std::set<std::string> c;
+  const int64_t capacity = default_target_profile().vmem_capacity_bytes;
+  if (const auto& v = p.vmem_limit_bytes) {
+    if (*v == 0) c.insert("vmem_limit_bytes 0");
+    if (*v < 0) c.insert("vmem_limit_bytes negative");
+    if (*v == 1) c.insert("vmem_limit_bytes 1");
+    if (*v > capacity) c.insert("vmem_limit_bytes over capacity");
+  }
+  if (const auto& s = p.soft_cap) {
+    if (*s == 0.0 && !std::signbit(*s)) c.insert("soft_cap 0.0");
+    if (*s == 0.0 && std::signbit(*s)) c.insert("soft_cap -0.0");
+    if (*s == 1e-50) c.insert("soft_cap 1e-50");
+    if (std::isnan(*s)) c.insert("soft_cap NaN");
+    if (std::isinf(*s)) c.insert("soft_cap inf");
+  }
+  if (const auto& b = p.num_kv_pages_per_block) {
+    if (*b == 0) c.insert("num_kv_pages_per_block 0");
+    if (*b < 0) c.insert("num_kv_pages_per_block negative");
+    if (*b >= int64_t{1} << 40) c.insert("num_kv_pages_per_block 2^40");
+  }
+  return c;
+}
+
+const char* const kValueClasses[] = {
+    "vmem_limit_bytes 0",       "vmem_limit_bytes negative",       "vmem_limit_bytes 1",
+    "vmem_limit_bytes over capacity", "soft_cap 0.0",             "soft_cap -0.0",
+    "soft_cap 1e-50",           "soft_cap NaN",                    "soft_cap inf",
+    "num_kv_pages_per_block 0", "num_kv_pages_per_block negative", "num_kv_pages_per_block 2^40",
+    "num_kv_pages_per_block pages_per_seq + 1"};
+
+int check(const fs::path& corpus) {
+  int passed = 0, failed = 0;
+  auto verdict = [&](bool ok, const std::string& what) {
+    ++(ok ? passed : failed);
+    if (!ok) std::printf("FAIL %s\n", what.c_str());
+  };
+  for (const auto& [target, make] : kTargets) {
+    const fs::path dir = corpus / "fuzz" / target;
+    int stale = 0;
+    for (const auto& [name, bytes] : make()) {
+      std::error_code ec;
+      if (!fs::exists(dir / name, ec) || read_file(dir / name) != bytes) {
+        ++stale;
+        std::printf("  %s/%s: missing or different\n", target, name.c_str());
+      }
+    }
+    verdict(stale == 0, std::string(target) + ": " + std::to_string(stale) +
+                            " seeds missing or stale; run rpa_fuzz_seeds write corpus");
+  }
+
+  // What the fuzz_validate corpus reaches, decoded as the target decodes it.
+  std::set<std::pair<RuleId, Mode>> expected, reported;
+  std::set<std::string> classes;
+  size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(corpus / "fuzz" / "fuzz_validate")) {
+    ++files;
+    const std::vector<uint8_t> bytes = read_file(entry.path());
+    const CaseSpec spec = props::decode_case(bytes, fuzz::validate_options());
+    const props::Materialized m = props::materialize(spec, props::Contents::kZeros);
+    for (Mode mode : {Mode::kStrict, Mode::kJax}) {
+      if (const auto f = props::expected_failure(m, mode)) expected.insert({f->rule, mode});
+      if (const auto f = validate(m.inputs, m.params, {.mode = mode})) reported.insert({f->rule, mode});
+    }
+    classes.merge(value_classes(m.params));
+    const auto& b = m.params.num_kv_pages_per_block;
+    if (b && m.inputs.page_indices.rank() == 2 && *b == m.inputs.page_indices.dim(1) + 1) {
+      classes.insert("num_kv_pages_per_block pages_per_seq + 1");
+    }
+  }
+  for (const RuleInfo& rule : rule_table()) {
+    for (Mode mode : {Mode::kStrict, Mode::kJax}) {
+      if (!rule.in(mode)) continue;
+      const std::string what = std::string(rule.name) + " in " + std::string(mode_name(mode));
+      verdict(expected.contains({rule.id, mode}), "fuzz_validate corpus: spec model never reports " + what);
+      verdict(reported.contains({rule.id, mode}), "fuzz_validate corpus: validate never reports " + what);
+    }
+  }
+  for (const char* c : kValueClasses) {
+    verdict(classes.contains(c), std::string("fuzz_validate corpus: no seed with ") + c);
+  }
+  std::printf("rpa_fuzz_seeds: %zu fuzz_validate inputs, %zu value classes\n", files,
+              classes.size());
+  std::printf("%d passed, %d failed\n", passed, failed);
+  return failed == 0 ? 0 : 1;
+}
+
+int write(const fs::path& corpus) {
+  for (const auto& [target, make] : kTargets) {
+    const fs::path dir = corpus / "fuzz" / target;
+    fs::create_directories(dir);
+    const Seeds seeds = make();
+    for (const auto& [name, bytes] : seeds) {
+      std::ofstream out(dir / name, std::ios::binary);
+      out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+      if (!out) {
+        std::fprintf(stderr, "rpa_fuzz_seeds: cannot write %s\n", (dir / name).c_str());
+        return 1;
+      }
+    }
+    std::printf("%s: %zu seeds\n", target, seeds.size());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string usage = "usage: rpa_fuzz_seeds write|check CORPUS_DIR\n";
+  if (argc != 3) {
+    std::fputs(usage.c_str(), stderr);
+    return 64;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "write") return write(argv[2]);
+  if (cmd == "check") return check(argv[2]);
+  std::fputs(usage.c_str(), stderr);
+  return 64;
+}
