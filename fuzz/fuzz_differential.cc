@@ -1,7 +1,8 @@
 // fuzz_differential: bytes -> a thread count and a small strict-valid CaseSpec (caps and
 // why: target_inputs.h) -> the tiled kernel, default and literal schedule, against the dense
-// reference within the case's tolerance. On disagreement it prints the case, the command
-// that replays it and the first mismatch, then aborts.
+// reference within the case's tolerance. On disagreement it prints the first mismatch, the
+// case and the command that replays it (`rpa check --literal` for the literal schedule),
+// then aborts.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -23,12 +24,12 @@ namespace {
 
 using namespace rpa;
 
-[[noreturn]] void fail(const fuzz::DifferentialInput& d, const std::string& what) {
+[[noreturn]] void fail(const fuzz::DifferentialInput& d, bool literal, const std::string& what) {
   std::fprintf(stderr,
                "fuzz_differential: %s\n%s\nreplay: rpa gen --spec %s -o case.npz && "
-               "rpa check case.npz --threads %lld\n",
+               "rpa check case.npz --threads %lld%s\n",
                what.c_str(), props::describe(d.spec).c_str(), props::spec_hex(d.spec).c_str(),
-               static_cast<long long>(d.threads));
+               static_cast<long long>(d.threads), literal ? " --literal" : "");
   std::abort();
 }
 
@@ -39,7 +40,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const props::Materialized m = props::materialize(d.spec);
   // Valid by construction; a rejection is itself a bug (of the generators or of validation).
   if (const auto f = validate(m.inputs, m.params, {.mode = Mode::kStrict})) {
-    fail(d, "strict validation rejects a generated valid case: " + props::verdict_text(f));
+    fail(d, false, "strict validation rejects a generated valid case: " + props::verdict_text(f));
   }
   const ReferenceResult ref = dense_reference(m.inputs, m.params);
   const Tolerance tol = tolerance_for_case(m.inputs, m.params, ref);
@@ -49,7 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         m.inputs, m.params, {.threads = static_cast<int>(d.threads), .literal_schedule = literal});
     const Comparison c = compare_outputs(got, ref.out, view, tol);
     if (!c.agree()) {
-      fail(d, std::string(literal ? "literal" : "default") +
+      fail(d, literal, std::string(literal ? "literal" : "default") +
                   " schedule vs reference: " + describe_mismatch(c) +
                   " (atol " + std::to_string(c.tol.atol) + ", rtol " + std::to_string(c.tol.rtol) +
                   ")");

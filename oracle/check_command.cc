@@ -31,19 +31,25 @@ void write_comparison_json(JsonWriter& j, const Comparison& c) {
 int check_command(const std::vector<std::string_view>& args) {
   CliArgs a;
   if (std::string err =
-          parse_cli_args(args, {"--mode", "--json", "--threads", "--target", "--max-bytes"}, a);
+          parse_cli_args(args, {"--mode", "--json", "--threads", "--literal", "--target", "--max-bytes"}, a);
       !err.empty()) {
     return usage_error(err);
   }
   const std::optional<Case> c = read_case_or_report(a);
   if (!c) return kExitUnreadable;
+  if (a.literal && c->out) {
+    return usage_error("--literal applies to the tiled kernel; the case holds its own `out`");
+  }
   if (!validate_for_compute(*c, a)) return kExitRejected;
   // The output under test: the case's own `out`, else the tiled kernel's.
   const Tensor out = c->out ? *c->out
                             : tiled_attention(c->inputs, c->params,
                                               KernelOptions{.threads = a.threads,
-                                                            .target = a.validate.target});
-  const char* const checked = c->out ? "out" : "the tiled kernel";
+                                                            .target = a.validate.target,
+                                                            .literal_schedule = a.literal});
+  const char* const checked = c->out      ? "out"
+                              : a.literal ? "the tiled kernel (literal schedule)"
+                                          : "the tiled kernel";
   if (out.shape() != c->inputs.q.shape() || out.dtype() != c->inputs.q.dtype()) {
     std::fprintf(stderr, "rpa: %s: member 'out.npy' is %s %s, expected q's %s %s\n",
                  a.path.c_str(), std::string(dtype_name(out.dtype())).c_str(),
@@ -60,6 +66,7 @@ int check_command(const std::vector<std::string_view>& args) {
     JsonWriter j;
     j.begin_object().key("valid").value(true).key("mode").value(mode_name(a.validate.mode));
     j.key("checked").value(c->out ? "out" : "kernel");
+    if (!c->out) j.key("schedule").value(a.literal ? "literal" : "default");
     write_comparison_json(j, cmp);
     std::printf("%s\n", j.end_object().str().c_str());
   } else if (cmp.agree()) {

@@ -14,12 +14,14 @@ const char* const kUsage =
     "  validate CASE.npz [--mode jax|strict] [--all] [--json]\n"
     "      Check a case against the rules of one mode (default strict).\n"
     "      Exit 0 valid, 2 rejected (rule and message on stderr).\n"
-    "  run CASE.npz --impl reference|kernel [-o OUT.npz] [--threads N] [--mode jax|strict]\n"
-    "      [--json]\n"
+    "  run CASE.npz --impl reference|kernel [-o OUT.npz] [--threads N] [--literal]\n"
+    "      [--mode jax|strict] [--json]\n"
     "      Validate, compute the output, and write OUT.npz: the case plus `out`.\n"
-    "  check CASE.npz [--mode jax|strict] [--threads N] [--json]\n"
+    "  check CASE.npz [--mode jax|strict] [--threads N] [--literal] [--json]\n"
     "      Validate, then compare the case's `out` (without one: the tiled kernel's\n"
     "      output) with the dense reference.\n"
+    "      --literal: the kernel runs the TPU schedule literally (every page slot copied,\n"
+    "      padded slots zeroed and computed over), as fuzz_differential does.\n"
     "      Exit 0 agree, 1 mismatch (location and tolerance reported), 2 rejected.\n"
     "  gen (--seed S [--profile decode|prefill|mixed|edge] [--size 0..400] | --spec HEX)\n"
     "      -o CASE.npz\n"
@@ -75,6 +77,10 @@ std::string parse_cli_args(const std::vector<std::string_view>& args,
     }
     if (a == "--all") {
       out.all = true;
+      continue;
+    }
+    if (a == "--literal") {
+      out.literal = true;
       continue;
     }
     if (i + 1 >= args.size()) return std::string(a) + " needs a value";

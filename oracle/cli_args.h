@@ -23,6 +23,7 @@ struct CliArgs {
   std::string impl;    // --impl
   std::string output;  // -o
   int threads = 0;     // --threads; 0: every core
+  bool literal = false;  // --literal: the kernel's literal TPU schedule (KernelOptions)
 };
 
 // Parses args (after the command name). allowed lists the flags this command takes, e.g.

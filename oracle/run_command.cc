@@ -12,7 +12,7 @@ namespace rpa {
 int run_command(const std::vector<std::string_view>& args) {
   CliArgs a;
   if (std::string err = parse_cli_args(
-          args, {"--impl", "-o", "--threads", "--mode", "--json", "--target", "--max-bytes"}, a);
+          args, {"--impl", "-o", "--threads", "--literal", "--mode", "--json", "--target", "--max-bytes"}, a);
       !err.empty()) {
     return usage_error(err);
   }
@@ -20,13 +20,16 @@ int run_command(const std::vector<std::string_view>& args) {
     return usage_error(a.impl.empty() ? "run needs --impl reference or --impl kernel"
                                       : "--impl takes reference or kernel");
   }
+  if (a.literal && a.impl != "kernel") return usage_error("--literal needs --impl kernel");
   std::optional<Case> c = read_case_or_report(a);
   if (!c) return kExitUnreadable;
   if (!validate_for_compute(*c, a)) return kExitRejected;
 
   Tensor out = a.impl == "kernel"
                    ? tiled_attention(c->inputs, c->params,
-                                     KernelOptions{.threads = a.threads, .target = a.validate.target})
+                                     KernelOptions{.threads = a.threads,
+                                                   .target = a.validate.target,
+                                                   .literal_schedule = a.literal})
                    : dense_reference(c->inputs, c->params).out;
   const int64_t rows = PagedKvView(c->inputs).total_q_tokens();
   if (!a.output.empty()) {

@@ -197,7 +197,15 @@ def test_check_without_or_with_bad_out(tmp):
     p = rpa("check", path, "--json", "--threads", "1")
     j = as_json(p)
     check("no out json names the kernel", p.returncode == 0 and j.get("checked") == "kernel"
-          and j.get("agree") is True, p.stdout)
+          and j.get("schedule") == "default" and j.get("agree") is True, p.stdout)
+    # --literal: the kernel's literal TPU schedule (fuzz_differential's replay lines use it).
+    p = rpa("check", path, "--json", "--literal")
+    j = as_json(p)
+    check("check --literal runs the literal schedule", p.returncode == 0
+          and j.get("schedule") == "literal" and j.get("agree") is True, p.stdout + p.stderr)
+    p = rpa("run", path, "--impl", "reference", "--literal")
+    check("run --literal needs the kernel", p.returncode == 64
+          and "--literal needs --impl kernel" in p.stderr, p.stderr)
     # run --impl kernel writes the kernel's output; check then compares that `out`.
     kernel_out = os.path.join(tmp, "kernel_out.npz")
     p = rpa("run", path, "--impl", "kernel", "--threads", "2", "-o", kernel_out)
