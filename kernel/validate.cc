@@ -509,6 +509,8 @@ class Walk {
   // bkv the kernel may use (the one given, else the default before any shrinking).
   bool int32_block_rule(int64_t ns) {
     const int64_t bkv = p_.num_kv_pages_per_block.value_or(std::min<int64_t>(pps_, 128));
+    // A block size below 1 was rejected above (validate_all goes on): no block arithmetic.
+    if (bkv < 1) return true;
     for (int64_t i = 0; i < ns; ++i) {
       const int64_t block_tokens = bkv > std::numeric_limits<int32_t>::max() / S_
                                        ? std::numeric_limits<int64_t>::max() / 2

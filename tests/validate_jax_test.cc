@@ -1,5 +1,7 @@
 // JAX's own validation tests, ported, and the behaviour of validate_all and the rule table.
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <set>
 #include <string>
 
@@ -112,6 +114,20 @@ TEST(ValidateAll, StrictCollectsParameterAndSequenceFailures) {
   for (const Failure& f : all) ids.push_back(f.rule);
   EXPECT_EQ(ids, (std::vector<RuleId>{RuleId::mask_value_nonfinite, RuleId::block_sizes_partial,
                                       RuleId::page_index_out_of_range}));
+}
+
+// Found by fuzz_raw_inputs (corpus/fuzz/fuzz_raw_inputs/regression-int32_block_rule_negative_bkv):
+// validate_all went on past a rejected num_kv_pages_per_block of INT64_MIN and multiplied it
+// by page_size in the int32 block rule, a signed overflow.
+TEST(Regression, ValidateAllNegativeKvBlockSkipsInt32BlockRule) {
+  const Inputs in = jax_test_inputs();
+  Params p;
+  p.num_kv_pages_per_block = std::numeric_limits<int64_t>::min();
+  p.num_queries_per_block = 16;
+  const std::vector<Failure> all = validate_all(in, p, {.mode = Mode::kStrict});
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].rule, RuleId::kv_pages_per_block_nonpositive);
+  EXPECT_EQ(all[0].message, "num_kv_pages_per_block=-9223372036854775808 must be positive.");
 }
 
 TEST(RuleTable, IdsAreUniqueAndEveryRuleHasAModeAndAReason) {
