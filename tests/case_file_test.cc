@@ -4,6 +4,7 @@
 #include "oracle/case_file.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <bit>
@@ -505,6 +506,38 @@ TEST(ZipArchive, RefusesAMemberLongerThanDeclared) {
   Bytes out;
   EXPECT_FALSE(reader->read(0, 100, &out, &error));
   EXPECT_FALSE(error.empty());
+}
+
+// Regression (corpus/fuzz/fuzz_case_file/zip_deflated_declares_4gib.npz): a deflated member
+// declaring ~4 GiB but holding 5 bytes is refused without allocating what it declares.
+TEST(ZipArchive, RefusesAHugeDeclaredSizeWithoutAllocatingIt) {
+  Bytes archive = write_zip(std::vector<ZipEntry>{{.name = "a", .data = bytes_of("hello")}},
+                            ZipMethod::kDeflate);
+  int patched = 0;
+  for (size_t i = 0; i + 4 <= archive.size(); ++i) {
+    const bool local = archive[i + 2] == std::byte{3} && archive[i + 3] == std::byte{4};
+    const bool central = archive[i + 2] == std::byte{1} && archive[i + 3] == std::byte{2};
+    if (archive[i] != std::byte{'P'} || archive[i + 1] != std::byte{'K'} || !(local || central)) {
+      continue;
+    }
+    for (int b = 0; b < 4; ++b) archive[i + (local ? 22 : 24) + b] = std::byte{0xff};
+    archive[i + (local ? 22 : 24)] = std::byte{0xf0};  // uncompressed size 0xfffffff0
+    ++patched;
+  }
+  ASSERT_EQ(patched, 2);
+  std::string error;
+  std::optional<ZipReader> reader = ZipReader::open(archive, &error);
+  ASSERT_TRUE(reader.has_value()) << error;
+  ASSERT_EQ(reader->members()[0].size, 0xfffffff0u);
+  rusage before{};
+  getrusage(RUSAGE_SELF, &before);
+  Bytes out;
+  EXPECT_FALSE(reader->read(0, uint64_t{8} << 30, &out, &error));
+  EXPECT_FALSE(error.empty());
+  rusage after{};
+  getrusage(RUSAGE_SELF, &after);
+  // Peak resident memory (KiB) grows by far less than the 4 GiB declared: one read chunk.
+  EXPECT_LT(after.ru_maxrss - before.ru_maxrss, 256 * 1024);
 }
 
 // ---------------------------------------------------------------------------------------
