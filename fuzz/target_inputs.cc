@@ -17,8 +17,8 @@ props::BuildOptions differential_options() {
   props::BuildOptions o;
   o.max_mutations = 0;
   o.max_seqs = 4;
-  o.max_kv_len = 40;
-  o.max_head_dim = 16;
+  o.max_kv_len = 32;
+  o.max_head_dim = 8;
   o.max_page_size = 8;
   return o;
 }

@@ -20,11 +20,13 @@ namespace rpa::fuzz {
 // only spend the time on allocating q and kv_pages.
 props::BuildOptions validate_options();
 
-// fuzz_differential: strict-valid cases of up to 4 sequences of up to 40 tokens, head_dim up
-// to 16, pages of up to 8 tokens, at most 16 query heads. The dense reference runs in double
-// precision, O(q rows * kv_len * Hq * D); at these bounds a case takes well under a
-// millisecond, so the target keeps hundreds of kernel-vs-reference checks a second under
-// ASan. Block sizes still reach pages_per_seq + 2 and query blocks span sequences.
+// fuzz_differential: strict-valid cases of up to 4 sequences of up to 32 tokens, head_dim up
+// to 8, pages of up to 8 tokens, at most 16 query heads. The dense reference runs in double
+// precision, O(q rows * kv_len * Hq * D), and every case runs the kernel twice (both
+// schedules): at these bounds the target keeps 500 kernel-vs-reference checks a second
+// under ASan + UBSan (at kv_len 40 and head_dim 16 it managed under 200). Block sizes still
+// reach pages_per_seq + 2, query blocks span sequences, and the properties cover the large
+// shapes.
 props::BuildOptions differential_options();
 
 struct DifferentialInput {

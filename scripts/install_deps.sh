@@ -11,6 +11,7 @@ packages=(
   libbenchmark-dev                                # bench/
   libzip-dev                                      # .npz containers
   python3-numpy                                   # tools/rpa_case.py and its round-trip test
+  llvm-14                                         # llvm-cov, llvm-profdata for fuzz/coverage.sh
 )
 
 missing=()

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Builds and runs every test: a release build with warnings as errors (g++), then the same
 # tests under AddressSanitizer + UndefinedBehaviorSanitizer (clang, so both compilers'
-# warnings are checked). Usage: scripts/test.sh [extra ctest arguments, e.g. -L unit]
+# warnings are checked), where the label "fuzz" also builds the libFuzzer targets with
+# fuzz/build.sh as OSS-Fuzz calls it and fuzzes each for RPA_FUZZ_SECONDS (default 60).
+# Usage: scripts/test.sh [extra ctest arguments, e.g. -L unit, or -LE fuzz to skip fuzzing]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +20,7 @@ echo "== ASan + UBSan build (clang, -Werror)"
 # -O1 (with Debug's assertions, Eigen's included): at -O0 the property suite's Eigen code
 # runs ~10x slower and the sanitizers find nothing more.
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
-  -DRPA_WERROR=ON -DRPA_SANITIZE=ON -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+  -DRPA_WERROR=ON -DRPA_SANITIZE=ON -DRPA_FUZZ_TESTS=ON -DCMAKE_CXX_COMPILER=clang++ >/dev/null
 cmake --build build/asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build/asan --output-on-failure -j "$jobs" "$@"
