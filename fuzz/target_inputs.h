@@ -22,21 +22,23 @@ props::BuildOptions validate_options();
 
 // fuzz_differential: strict-valid cases of up to 4 sequences of up to 32 tokens, head_dim up
 // to 8, pages of up to 8 tokens, at most 16 query heads. The dense reference runs in double
-// precision, O(q rows * kv_len * Hq * D), and every case runs the kernel twice (both
-// schedules): at these bounds the target keeps 500 kernel-vs-reference checks a second
-// under ASan + UBSan (at kv_len 40 and head_dim 16 it managed under 200). Block sizes still
-// reach pages_per_seq + 2, query blocks span sequences, and the properties cover the large
-// shapes.
+// precision, O(q rows * kv_len * Hq * D), and so does the kernel's schedule, one per input
+// (the bytes pick which): at these bounds the target runs ~1,000 kernel-vs-reference checks
+// a second on one core under ASan + UBSan; head_dim 16 halves that, and kv_len 40 with both
+// schedules per input gave under 200. Block sizes still reach pages_per_seq + 2, query blocks
+// span sequences, and the properties cover the large shapes.
 props::BuildOptions differential_options();
 
 struct DifferentialInput {
   int64_t threads = 1;  // 1 or 2 worker threads for the kernel
+  int64_t literal = 0;  // 1: the literal TPU schedule (KernelOptions::literal_schedule)
   props::CaseSpec spec;
 };
 
 template <class Io>
 void visit_differential(Io& io, DifferentialInput& d) {
   io.num(d.threads, 1, 2, {});
+  io.num(d.literal, 0, 1, {});
   props::visit_case(io, d.spec, differential_options());
 }
 

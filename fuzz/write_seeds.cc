@@ -182,11 +182,12 @@ Seeds differential_seeds() {
   seeds["empty"] = {};
   for (uint64_t seed = 1; seed <= 24; ++seed) {
     const fuzz::DifferentialInput d{.threads = static_cast<int64_t>(seed % 2 + 1),
+                                    .literal = static_cast<int64_t>(seed / 2 % 2),
                                     .spec = random_case(seed, o, static_cast<int>(seed * 16))};
     seeds["valid-" + std::to_string(seed)] = fuzz::encode_differential(d);
   }
   for (const Scenario& sc : jax_scenarios()) {
-    const fuzz::DifferentialInput d{.threads = 2, .spec = scenario_case(sc, o)};
+    const fuzz::DifferentialInput d{.threads = 2, .literal = 0, .spec = scenario_case(sc, o)};
     seeds[sc.name] = fuzz::encode_differential(d);
     if (fuzz::decode_differential(seeds[sc.name]).spec != d.spec) round_trip_failed(sc.name);
   }
