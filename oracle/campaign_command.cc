@@ -27,6 +27,8 @@
 #include "oracle/exit_codes.h"
 #include "oracle/json_writer.h"
 #include "oracle/tolerance.h"
+#include "fuzz/raw_call.h"
+#include "fuzz/raw_check.h"
 #include "properties/build_case.h"
 #include "properties/case_codec.h"
 #include "properties/materialize.h"
@@ -40,14 +42,16 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Finding {
-  std::string check;   // "validation (jax)", "kernel vs reference", "exception"
+  std::string check;   // "validation (jax)", "kernel vs reference", "raw call", "exception"
   std::string detail;  // one line
   std::string spec;    // spec hex: rpa gen --spec replays it
+  std::string raw;     // a raw call's bytes in hex: fuzz_raw_inputs replays them
 };
 
 struct Stats {
   int max_size = 100;
   int64_t cases = 0, mutated = 0, validation_checks = 0, kernel_checks = 0;
+  int64_t raw_calls = 0, raw_strict_accepted = 0, raw_ran = 0;
   std::map<std::string, int64_t> verdicts[2];  // per mode: rule name (or "valid") -> count
   std::map<std::string, double> worst_budget;  // "q/kv" dtypes -> max share of tolerance used
   std::map<std::string, int64_t> pair_checks;
@@ -77,6 +81,34 @@ props::CaseSpec case_spec(uint64_t seed, int64_t i, int max_size) {
   return props::build_case(source, options);
 }
 
+std::string hex_of(const std::vector<uint8_t>& bytes) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string hex;
+  for (uint8_t b : bytes) {
+    hex += kDigits[b >> 4];
+    hex += kDigits[b & 15];
+  }
+  return hex;
+}
+
+// fuzz_raw_inputs' decoder and checks in process: the raw form (fuzz/raw_call.h) of a valid
+// case, with one to four bytes changed, so that most calls are near-valid ones.
+void run_raw_call(const props::Materialized& m, uint64_t seed, Stats& st) {
+  std::optional<std::vector<uint8_t>> bytes = fuzz::encode_raw_call({m.inputs, m.params});
+  if (!bytes || bytes->empty()) return;  // over the raw element budget
+  uint64_t state = seed;
+  const uint64_t changes = 1 + props::splitmix64(state) % 4;
+  for (uint64_t k = 0; k < changes; ++k) {
+    (*bytes)[props::splitmix64(state) % bytes->size()] =
+        static_cast<uint8_t>(props::splitmix64(state));
+  }
+  const fuzz::RawCheck r = fuzz::check_raw_call(fuzz::decode_raw_call(*bytes));
+  ++st.raw_calls;
+  st.raw_strict_accepted += r.strict_accepts ? 1 : 0;
+  st.raw_ran += r.ran ? 1 : 0;
+  if (r.problem) record(st, {"raw call", *r.problem, "", hex_of(*bytes)});
+}
+
 // Threads alternate 1 and 2 over the valid cases.
 void run_case(const props::CaseSpec& spec, int64_t i, Stats& st) {
   ++st.cases;
@@ -94,12 +126,13 @@ void run_case(const props::CaseSpec& spec, int64_t i, Stats& st) {
       record(st, {"validation (" + std::string(mode_name(mode)) + ")",
                   "spec model: " + props::verdict_text(want) +
                       " | validate: " + props::verdict_text(got),
-                  props::spec_hex(spec)});
+                  props::spec_hex(spec), ""});
     }
     if (mode == Mode::kStrict) strict_valid = !got && !want;
   }
   if (!strict_valid) return;
 
+  run_raw_call(m, case_seed(static_cast<uint64_t>(spec.data_seed), i), st);
   const ReferenceResult ref = dense_reference(m.inputs, m.params);
   const Tensor out =
       tiled_attention(m.inputs, m.params, {.threads = static_cast<int>(i / 2 % 2) + 1});
@@ -111,10 +144,13 @@ void run_case(const props::CaseSpec& spec, int64_t i, Stats& st) {
   ++st.pair_checks[pair];
   double& worst = st.worst_budget[pair];
   worst = std::max(worst, c.max_budget_used);
-  if (!c.agree()) record(st, {"kernel vs reference", describe_mismatch(c), props::spec_hex(spec)});
+  if (!c.agree()) record(st, {"kernel vs reference", describe_mismatch(c), props::spec_hex(spec), ""});
 }
 
 std::string replay(const Finding& f) {
+  if (!f.raw.empty()) {
+    return "printf " + f.raw + " | xxd -r -p > raw.bin && build/release/fuzz/fuzz_raw_inputs raw.bin";
+  }
   return "rpa gen --spec " + f.spec + " -o case.npz && rpa " +
          (f.check.starts_with("validation (jax)") ? "validate --mode jax case.npz"
           : f.check.starts_with("validation")     ? "validate case.npz"
@@ -138,6 +174,9 @@ std::string summary_text(const Stats& st, double seconds, uint64_t seed) {
     s += " " + pair + " " + py_float_repr(std::round(worst * 1000) / 1000) + " (" +
          std::to_string(st.pair_checks.at(pair)) + ")";
   }
+  s += "\n  raw calls (fuzz_raw_inputs' decoder, valid cases with bytes changed): " +
+       std::to_string(st.raw_calls) + ", strict accepted " + std::to_string(st.raw_strict_accepted) +
+       ", run " + std::to_string(st.raw_ran);
   s += "\n  findings: " + std::to_string(st.findings_total) + "\n";
   for (const Finding& f : st.findings) {
     s += "    " + f.check + ": " + f.detail + "\n      replay: " + replay(f) + "\n";
@@ -158,7 +197,9 @@ std::string summary_json(const Stats& st, double seconds, uint64_t seed) {
   }
   j.key("kernel_checks").value(st.kernel_checks).key("max_tolerance_used").begin_object();
   for (const auto& [pair, worst] : st.worst_budget) j.key(pair).value(worst);
-  j.end_object().key("findings_total").value(st.findings_total).key("findings").begin_array();
+  j.end_object().key("raw_calls").value(st.raw_calls);
+  j.key("raw_strict_accepted").value(st.raw_strict_accepted).key("raw_ran").value(st.raw_ran);
+  j.key("findings_total").value(st.findings_total).key("findings").begin_array();
   for (const Finding& f : st.findings) {
     j.begin_object().key("check").value(f.check).key("detail").value(f.detail);
     j.key("spec").value(f.spec).key("replay").value(replay(f)).end_object();
@@ -184,6 +225,10 @@ std::string summary_markdown(const Stats& st, double seconds, uint64_t seed) {
     s += "| " + pair + " | " + std::to_string(st.pair_checks.at(pair)) + " | " +
          py_float_repr(worst) + " |\n";
   }
+  s += "\n## Raw calls\n\n" + std::to_string(st.raw_calls) +
+       " valid cases in fuzz_raw_inputs' raw form with one to four bytes changed: " +
+       std::to_string(st.raw_strict_accepted) + " still strict-valid, " +
+       std::to_string(st.raw_ran) + " run through the reference and the kernel.\n";
   s += "\n## Findings: " + std::to_string(st.findings_total) + "\n\n";
   for (const Finding& f : st.findings) {
     s += "- **" + f.check + "**: " + f.detail + "\n  `" + replay(f) + "`\n";
@@ -259,7 +304,7 @@ int campaign_command(const std::vector<std::string_view>& args) {
     try {
       run_case(spec, i, st);
     } catch (const std::exception& e) {
-      record(st, {"exception", e.what(), props::spec_hex(spec)});
+      record(st, {"exception", e.what(), props::spec_hex(spec), ""});
     }
     if (elapsed() >= next_progress) {
       std::fprintf(stderr, "%s[%5.1f/%llu s] %lld cases, %lld kernel checks, %lld findings%s",

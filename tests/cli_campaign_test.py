@@ -31,6 +31,9 @@ with tempfile.TemporaryDirectory() as tmp:
     check("every strict-valid case went to the kernel", s["kernel_checks"] == valid,
           f'{s["kernel_checks"]} vs {valid}')
     check("strict rejected the mutated ones", s["cases"] - valid >= s["mutated_cases"] * 0.8)
+    check("raw calls from the valid cases", 0 < s["raw_calls"] <= valid
+          and s["raw_ran"] <= s["raw_strict_accepted"] <= s["raw_calls"],
+          f'{s["raw_calls"]} raw, {s["raw_strict_accepted"]} accepted, {s["raw_ran"]} run')
     check("no findings", s["findings_total"] == 0 and s["findings"] == [], str(s["findings"])[:300])
     used = s["max_tolerance_used"]
     check("tolerance use per dtype pair within 1", used and all(0 <= v <= 1 for v in used.values()),

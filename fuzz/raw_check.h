@@ -1,0 +1,24 @@
+// What fuzz_raw_inputs checks on one raw call (raw_call.h), as a value: the libFuzzer target
+// aborts on a problem, `rpa campaign` records it as a finding. Sanitizer reports are the
+// fuzzing build's part; this is the part every build can see.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "fuzz/raw_call.h"
+
+namespace rpa::fuzz {
+
+struct RawCheck {
+  bool strict_accepts = false;  // strict mode, default target, accepted the call
+  bool ran = false;             // ... and it was small enough to run the reference and kernel
+  std::optional<std::string> problem;  // one line, when a check failed
+};
+
+// validate() and validate_all() in both modes for every target profile agree on the first
+// failure; a strict-accepted call within the work bound runs through the dense reference and
+// the tiled kernel (both schedules), whose outputs have q's shape and dtype.
+RawCheck check_raw_call(const RawCall& c);
+
+}  // namespace rpa::fuzz
