@@ -485,10 +485,10 @@ TEST(ZipArchive, RefusesAMemberOverTheBudgetBeforeReading) {
   EXPECT_TRUE(out.empty());
 }
 
-TEST(ZipArchive, RefusesAMemberLongerThanDeclared) {
-  // Shrink a stored member's declared size by one in both its local header and the central
-  // directory, which keeps the archive self-consistent: only reading can tell.
-  Bytes archive = write_zip(std::vector<ZipEntry>{{.name = "a", .data = bytes_of("hello")}});
+// Sets the uncompressed size of a one-member archive in both its local header and the
+// central directory, which keeps the archive self-consistent: only reading can tell.
+// Returns how many headers it patched (2).
+int set_declared_size(Bytes& archive, uint32_t size) {
   int patched = 0;
   for (size_t i = 0; i + 4 <= archive.size(); ++i) {
     const bool local = archive[i + 2] == std::byte{3} && archive[i + 3] == std::byte{4};
@@ -496,10 +496,17 @@ TEST(ZipArchive, RefusesAMemberLongerThanDeclared) {
     if (archive[i] != std::byte{'P'} || archive[i + 1] != std::byte{'K'} || !(local || central)) {
       continue;
     }
-    archive[i + (local ? 22 : 24)] = std::byte{4};  // uncompressed size 5 -> 4
+    for (int b = 0; b < 4; ++b) {
+      archive[i + (local ? 22 : 24) + b] = static_cast<std::byte>(size >> (8 * b));
+    }
     ++patched;
   }
-  ASSERT_EQ(patched, 2);
+  return patched;
+}
+
+TEST(ZipArchive, RefusesAMemberLongerThanDeclared) {
+  Bytes archive = write_zip(std::vector<ZipEntry>{{.name = "a", .data = bytes_of("hello")}});
+  ASSERT_EQ(set_declared_size(archive, 4), 2);  // 5 bytes stored
   std::string error;
   std::optional<ZipReader> reader = ZipReader::open(archive, &error);
   ASSERT_TRUE(reader.has_value()) << error;
@@ -513,18 +520,7 @@ TEST(ZipArchive, RefusesAMemberLongerThanDeclared) {
 TEST(ZipArchive, RefusesAHugeDeclaredSizeWithoutAllocatingIt) {
   Bytes archive = write_zip(std::vector<ZipEntry>{{.name = "a", .data = bytes_of("hello")}},
                             ZipMethod::kDeflate);
-  int patched = 0;
-  for (size_t i = 0; i + 4 <= archive.size(); ++i) {
-    const bool local = archive[i + 2] == std::byte{3} && archive[i + 3] == std::byte{4};
-    const bool central = archive[i + 2] == std::byte{1} && archive[i + 3] == std::byte{2};
-    if (archive[i] != std::byte{'P'} || archive[i + 1] != std::byte{'K'} || !(local || central)) {
-      continue;
-    }
-    for (int b = 0; b < 4; ++b) archive[i + (local ? 22 : 24) + b] = std::byte{0xff};
-    archive[i + (local ? 22 : 24)] = std::byte{0xf0};  // uncompressed size 0xfffffff0
-    ++patched;
-  }
-  ASSERT_EQ(patched, 2);
+  ASSERT_EQ(set_declared_size(archive, 0xfffffff0u), 2);
   std::string error;
   std::optional<ZipReader> reader = ZipReader::open(archive, &error);
   ASSERT_TRUE(reader.has_value()) << error;
