@@ -76,15 +76,16 @@ seed_files() {
   [[ -n $max_len ]] && size=(-size "-$((max_len + 1))c")
   while read -r dir; do
     [[ -d $dir ]] || continue
-    find "$dir" -maxdepth 1 -type f ! -name '*.tsv' ! -name '*.md' "${size[@]}" -printf "${dir#"$repo/corpus/"}/%f\n"
+    find "$dir" -maxdepth 1 -type f ! -name '*.tsv' ! -name '*.md' "${size[@]}" -printf '%f\n' |
+      sed "s|^|${dir#"$repo/corpus/"}/|"
   done < <(seed_dirs "$target") | LC_ALL=C sort
 }
 
 case ${1:-} in
-  --targets) targets && exit 0 ;;
-  --seed-dirs) seed_dirs "${2:?usage: fuzz/build.sh --seed-dirs TARGET}" && exit 0 ;;
-  --flags) flags "${2:?usage: fuzz/build.sh --flags TARGET}" && exit 0 ;;
-  --seed-files) seed_files "${2:?usage: fuzz/build.sh --seed-files TARGET}" && exit 0 ;;
+  --targets) targets; exit ;;
+  --seed-dirs) seed_dirs "${2:?usage: fuzz/build.sh --seed-dirs TARGET}"; exit ;;
+  --flags) flags "${2:?usage: fuzz/build.sh --flags TARGET}"; exit ;;
+  --seed-files) seed_files "${2:?usage: fuzz/build.sh --seed-files TARGET}"; exit ;;
   "") ;;
   *) die "unknown argument '$1' (OSS-Fuzz passes none; see the header for the queries)" ;;
 esac

@@ -1,8 +1,8 @@
 // fuzz_differential: bytes -> a thread count, a schedule and a small strict-valid CaseSpec
 // (caps and why: target_inputs.h) -> the tiled kernel (default or literal schedule) against
-// the dense reference within the case's tolerance. On disagreement it prints the first mismatch, the
-// case and the command that replays it (`rpa check --literal` for the literal schedule),
-// then aborts.
+// the dense reference within the case's tolerance. On disagreement it prints the first mismatch,
+// the case and the command that replays it (`rpa check --literal` for the literal schedule), then
+// aborts.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -50,9 +50,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       m.inputs, m.params, {.threads = static_cast<int>(d.threads), .literal_schedule = literal});
   const Comparison c = compare_outputs(got, ref.out, view, tol);
   if (!c.agree()) {
-    fail(d, literal, std::string(literal ? "literal" : "default") +
-                         " schedule vs reference: " + describe_mismatch(c) + " (atol " +
-                         std::to_string(c.tol.atol) + ", rtol " + std::to_string(c.tol.rtol) + ")");
+    fail(d, literal,
+         std::string(literal ? "literal" : "default") +
+             " schedule vs reference: " + describe_mismatch(c) + " (atol " +
+             std::to_string(c.tol.atol) + ", rtol " + std::to_string(c.tol.rtol) + ")");
   }
   return 0;
 }

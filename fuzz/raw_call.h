@@ -39,6 +39,14 @@ inline constexpr DType kAllDtypes[] = {
     DType::kFloat32, DType::kBFloat16, DType::kFloat8E4M3FN, DType::kFloat8E5M2, DType::kInt32,
     DType::kInt64,   DType::kInt16,    DType::kInt8,         DType::kUInt8,      DType::kUInt16,
     DType::kUInt32,  DType::kUInt64,   DType::kFloat16,      DType::kFloat64,    DType::kBool};
+static_assert(
+    [] {
+      for (size_t i = 0; i < std::size(kAllDtypes); ++i) {
+        if (static_cast<size_t>(kAllDtypes[i]) != i) return false;
+      }
+      return true;
+    }(),
+    "kAllDtypes lists every DType in enum order: the decoder indexes it by the enum value");
 
 // Scalars the validation rules turn on; any other value comes as raw bits.
 inline constexpr double kSpecialFloats[] = {0.0,
@@ -177,8 +185,9 @@ void array_contents(Io& io, Tensor& t, DType dtype, const Shape& shape) {
 template <class Io>
 bool visit_raw_call(Io& io, RawCall& c) {
   using namespace raw_detail;
-  Tensor* arrays[] = {&c.inputs.kv_lens,  &c.inputs.page_indices, &c.inputs.cu_q_lens,
-                      &c.inputs.num_seqs, &c.inputs.q,            &c.inputs.kv_pages};
+  Tensor* arrays[] = {&c.inputs.kv_lens,   &c.inputs.page_indices,
+                      &c.inputs.cu_q_lens, &c.inputs.num_seqs,
+                      &c.inputs.q,         &c.inputs.kv_pages};
   DType dtypes[std::size(arrays)];
   Shape shapes[std::size(arrays)];
   int64_t budget_left = kMaxRawElements;

@@ -63,10 +63,6 @@ corpus=$(cd "$corpus" && pwd)
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-read_only=()
-for dir in "${seed_dirs[@]}"; do
-  [[ -d $dir && $(realpath "$dir") != "$(realpath "$corpus")" ]] && read_only+=("$dir")
-done
 if [[ $(realpath "$corpus") == "$(realpath -m "$seed_dir")" ]]; then
   merge=1
   output=$tmp/new
@@ -75,9 +71,15 @@ else
   merge=0
   output=$corpus
 fi
+# Every seed directory is read (the target's own too, in merge mode); only $output is written.
+read_only=()
+for dir in "${seed_dirs[@]}"; do
+  [[ -d $dir && $(realpath "$dir") != "$(realpath "$output")" ]] && read_only+=("$dir")
+done
 
 # UBSan as OSS-Fuzz runs it: unsigned overflow is instrumented as a coverage signal only.
-export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:silence_unsigned_overflow=1}
+# Appended, so that options from the caller (scripts/test.sh sets print_stacktrace) keep it.
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}:silence_unsigned_overflow=1"
 cmd=("$fuzzer" "${limits[@]}" "${dict[@]}" -max_total_time="$seconds" -print_final_stats=1
   -artifact_prefix="$artifacts/")
 ((jobs > 1)) && cmd+=(-fork="$jobs")

@@ -2,9 +2,11 @@
 // ByteSource (fuzz_validate, fuzz_differential, fuzz_raw_inputs) under corpus/fuzz/.
 //
 //   rpa_fuzz_seeds write CORPUS_DIR   (re)writes every seed file
-//   rpa_fuzz_seeds check CORPUS_DIR   every seed is present with the bytes it would write, and
-//                                     the fuzz_validate corpus reaches every rule in every
-//                                     mode and every value class of the edge parameters
+//   rpa_fuzz_seeds check CORPUS_DIR   every seed is present with the bytes it would write,
+//                                     every input of the three corpora round-trips through
+//                                     its decoder and encoder, and the fuzz_validate corpus
+//                                     reaches every rule in every mode, every mutation and
+//                                     every value class of the edge parameters
 //
 // Seeds are generated cases encoded with the targets' own decoders (target_inputs.h,
 // raw_call.h): valid cases, every named mutation in each of its variants, and JAX's test
@@ -111,10 +113,20 @@ std::vector<Scenario> jax_scenarios() {
       // prefill only
       {"jax_prefill", {{5, 18}, {15, 29}, {30, 37}, {40, 64}}, 2, 4, 128, 16},
       // test_ragged_paged_attention_mixed: decode and prefill rows in one batch
-      {"jax_mixed", {{3, 64}, {5, 18}, {1, 29}, {20, 29}, {1, 22}, {1, 64}, {16, 20}, {30, 46}},
-       2, 4, 128, 16},
-      {"jax_sliding_window_soft_cap", {{12, 20}, {1, 11}, {4, 16}}, 2, 4, 128, 16,
-       DType::kFloat32, window_cap},
+      {"jax_mixed",
+       {{3, 64}, {5, 18}, {1, 29}, {20, 29}, {1, 22}, {1, 64}, {16, 20}, {30, 46}},
+       2,
+       4,
+       128,
+       16},
+      {"jax_sliding_window_soft_cap",
+       {{12, 20}, {1, 11}, {4, 16}},
+       2,
+       4,
+       128,
+       16,
+       DType::kFloat32,
+       window_cap},
       {"jax_block_sizes", {{12, 20}, {8, 11}, {1, 16}}, 2, 4, 128, 16, DType::kFloat32, blocks},
       {"jax_float8_kv_scales", {{12, 20}, {1, 11}}, 2, 4, 128, 16, DType::kFloat8E4M3FN, fp8},
   };
@@ -142,7 +154,8 @@ Seeds validate_seeds() {
     seeds[name] = props::encode_case(spec, o);
     if (props::decode_case(seeds[name], o) != spec) round_trip_failed(name);
   };
-  for (uint64_t seed = 1; seed <= 4; ++seed) add("valid-" + std::to_string(seed), random_case(seed, o));
+  for (uint64_t seed = 1; seed <= 4; ++seed)
+    add("valid-" + std::to_string(seed), random_case(seed, o));
   for (const Scenario& sc : jax_scenarios()) add(sc.name, scenario_case(sc, o));
   // Every mutation in each variant that changes the outcome (args 0..15 cover every
   // mutation's variant count), on two base cases; then a shape mutation with a parameter one.
@@ -212,7 +225,8 @@ Seeds raw_seeds() {
     if (fuzz::decode_raw_call(*bytes).inputs != m.inputs) round_trip_failed(name);
     seeds[name] = *bytes;
   };
-  for (uint64_t seed = 1; seed <= 8; ++seed) add("valid-" + std::to_string(seed), random_case(seed, small));
+  for (uint64_t seed = 1; seed <= 8; ++seed)
+    add("valid-" + std::to_string(seed), random_case(seed, small));
   for (const Scenario& sc : jax_scenarios()) add(sc.name, scenario_case(sc, small));
   CaseSpec base = random_case(5, small);
   for (props::MutationKind kind : props::all_mutation_kinds()) {
@@ -260,12 +274,19 @@ std::set<std::string> value_classes(const Params& p) {
   return c;
 }
 
-const char* const kValueClasses[] = {
-    "vmem_limit_bytes 0",       "vmem_limit_bytes negative",       "vmem_limit_bytes 1",
-    "vmem_limit_bytes over capacity", "soft_cap 0.0",             "soft_cap -0.0",
-    "soft_cap 1e-50",           "soft_cap NaN",                    "soft_cap inf",
-    "num_kv_pages_per_block 0", "num_kv_pages_per_block negative", "num_kv_pages_per_block 2^40",
-    "num_kv_pages_per_block pages_per_seq + 1"};
+const char* const kValueClasses[] = {"vmem_limit_bytes 0",
+                                     "vmem_limit_bytes negative",
+                                     "vmem_limit_bytes 1",
+                                     "vmem_limit_bytes over capacity",
+                                     "soft_cap 0.0",
+                                     "soft_cap -0.0",
+                                     "soft_cap 1e-50",
+                                     "soft_cap NaN",
+                                     "soft_cap inf",
+                                     "num_kv_pages_per_block 0",
+                                     "num_kv_pages_per_block negative",
+                                     "num_kv_pages_per_block 2^40",
+                                     "num_kv_pages_per_block pages_per_seq + 1"};
 
 int check(const fs::path& corpus) {
   int passed = 0, failed = 0;
@@ -287,18 +308,56 @@ int check(const fs::path& corpus) {
                             " seeds missing or stale; run rpa_fuzz_seeds write corpus");
   }
 
+  // Codec symmetry on every input there (seeds, regressions, merged inputs): what a decoder
+  // builds, its encoder writes as bytes that decode to the same thing.
+  for (const auto& [target, make] : kTargets) {
+    int asymmetric = 0, inputs = 0;
+    for (const auto& entry : fs::directory_iterator(corpus / "fuzz" / target)) {
+      ++inputs;
+      const std::vector<uint8_t> bytes = read_file(entry.path());
+      bool same = true;
+      if (std::string(target) == "fuzz_validate") {
+        const CaseSpec spec = props::decode_case(bytes, fuzz::validate_options());
+        same = props::decode_case(props::encode_case(spec, fuzz::validate_options()),
+                                  fuzz::validate_options()) == spec;
+      } else if (std::string(target) == "fuzz_differential") {
+        const fuzz::DifferentialInput d = fuzz::decode_differential(bytes);
+        const fuzz::DifferentialInput e = fuzz::decode_differential(fuzz::encode_differential(d));
+        same = e.threads == d.threads && e.literal == d.literal && e.spec == d.spec;
+      } else {
+        const fuzz::RawCall c = fuzz::decode_raw_call(bytes);
+        const std::optional<std::vector<uint8_t>> once = fuzz::encode_raw_call(c);
+        same = once.has_value();
+        if (same) {
+          const fuzz::RawCall back = fuzz::decode_raw_call(*once);
+          // Parameters compare through their encoding, so that NaN equals NaN.
+          same = back.inputs == c.inputs && fuzz::encode_raw_call(back) == once;
+        }
+      }
+      if (!same) {
+        ++asymmetric;
+        std::printf("  %s: decode(encode(decode(x))) differs\n", entry.path().c_str());
+      }
+    }
+    verdict(asymmetric == 0, std::string(target) + ": " + std::to_string(asymmetric) + " of " +
+                                 std::to_string(inputs) + " inputs do not round-trip");
+  }
+
   // What the fuzz_validate corpus reaches, decoded as the target decodes it.
   std::set<std::pair<RuleId, Mode>> expected, reported;
   std::set<std::string> classes;
+  std::set<props::MutationKind> mutations;
   size_t files = 0;
   for (const auto& entry : fs::directory_iterator(corpus / "fuzz" / "fuzz_validate")) {
     ++files;
     const std::vector<uint8_t> bytes = read_file(entry.path());
     const CaseSpec spec = props::decode_case(bytes, fuzz::validate_options());
     const props::Materialized m = props::materialize(spec, props::Contents::kZeros);
+    for (const props::MutationSpec& mu : spec.mutations) mutations.insert(mu.kind);
     for (Mode mode : {Mode::kStrict, Mode::kJax}) {
       if (const auto f = props::expected_failure(m, mode)) expected.insert({f->rule, mode});
-      if (const auto f = validate(m.inputs, m.params, {.mode = mode})) reported.insert({f->rule, mode});
+      if (const auto f = validate(m.inputs, m.params, {.mode = mode}))
+        reported.insert({f->rule, mode});
     }
     classes.merge(value_classes(m.params));
     const auto& b = m.params.num_kv_pages_per_block;
@@ -310,9 +369,15 @@ int check(const fs::path& corpus) {
     for (Mode mode : {Mode::kStrict, Mode::kJax}) {
       if (!rule.in(mode)) continue;
       const std::string what = std::string(rule.name) + " in " + std::string(mode_name(mode));
-      verdict(expected.contains({rule.id, mode}), "fuzz_validate corpus: spec model never reports " + what);
-      verdict(reported.contains({rule.id, mode}), "fuzz_validate corpus: validate never reports " + what);
+      verdict(expected.contains({rule.id, mode}),
+              "fuzz_validate corpus: spec model never reports " + what);
+      verdict(reported.contains({rule.id, mode}),
+              "fuzz_validate corpus: validate never reports " + what);
     }
+  }
+  for (props::MutationKind kind : props::all_mutation_kinds()) {
+    verdict(mutations.contains(kind), std::string("fuzz_validate corpus: no seed with mutation ") +
+                                          std::string(props::mutation_name(kind)));
   }
   for (const char* c : kValueClasses) {
     verdict(classes.contains(c), std::string("fuzz_validate corpus: no seed with ") + c);
@@ -330,7 +395,8 @@ int write(const fs::path& corpus) {
     const Seeds seeds = make();
     for (const auto& [name, bytes] : seeds) {
       std::ofstream out(dir / name, std::ios::binary);
-      out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+      out.write(reinterpret_cast<const char*>(bytes.data()),
+                static_cast<std::streamsize>(bytes.size()));
       if (!out) {
         std::fprintf(stderr, "rpa_fuzz_seeds: cannot write %s\n", (dir / name).c_str());
         return 1;

@@ -16,6 +16,8 @@
 #include <optional>
 #include <string>
 
+#include "fuzz/raw_call.h"
+#include "fuzz/raw_check.h"
 #include "kernel/paged_kv_view.h"
 #include "kernel/python_repr.h"
 #include "kernel/tiled_kernel.h"
@@ -27,8 +29,6 @@
 #include "oracle/exit_codes.h"
 #include "oracle/json_writer.h"
 #include "oracle/tolerance.h"
-#include "fuzz/raw_call.h"
-#include "fuzz/raw_check.h"
 #include "properties/build_case.h"
 #include "properties/case_codec.h"
 #include "properties/materialize.h"
@@ -81,32 +81,29 @@ props::CaseSpec case_spec(uint64_t seed, int64_t i, int max_size) {
   return props::build_case(source, options);
 }
 
-std::string hex_of(const std::vector<uint8_t>& bytes) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  for (uint8_t b : bytes) {
-    hex += kDigits[b >> 4];
-    hex += kDigits[b & 15];
-  }
-  return hex;
-}
-
 // fuzz_raw_inputs' decoder and checks in process: the raw form (fuzz/raw_call.h) of a valid
-// case, with one to four bytes changed, so that most calls are near-valid ones.
+// case with one to four bytes changed, three times in four among the bytes before q's and
+// kv_pages' contents (shapes, dtypes, parameters, index arrays: what validation reads).
 void run_raw_call(const props::Materialized& m, uint64_t seed, Stats& st) {
   std::optional<std::vector<uint8_t>> bytes = fuzz::encode_raw_call({m.inputs, m.params});
   if (!bytes || bytes->empty()) return;  // over the raw element budget
+  const uint64_t data = static_cast<uint64_t>(m.inputs.q.nbytes() + m.inputs.kv_pages.nbytes());
+  const uint64_t head = bytes->size() > data ? bytes->size() - data : bytes->size();
   uint64_t state = seed;
   const uint64_t changes = 1 + props::splitmix64(state) % 4;
   for (uint64_t k = 0; k < changes; ++k) {
-    (*bytes)[props::splitmix64(state) % bytes->size()] =
-        static_cast<uint8_t>(props::splitmix64(state));
+    const uint64_t span = props::splitmix64(state) % 4 != 0 ? head : bytes->size();
+    (*bytes)[props::splitmix64(state) % span] = static_cast<uint8_t>(props::splitmix64(state));
   }
-  const fuzz::RawCheck r = fuzz::check_raw_call(fuzz::decode_raw_call(*bytes));
   ++st.raw_calls;
-  st.raw_strict_accepted += r.strict_accepts ? 1 : 0;
-  st.raw_ran += r.ran ? 1 : 0;
-  if (r.problem) record(st, {"raw call", *r.problem, "", hex_of(*bytes)});
+  try {
+    const fuzz::RawCheck r = fuzz::check_raw_call(fuzz::decode_raw_call(*bytes));
+    st.raw_strict_accepted += r.strict_accepts ? 1 : 0;
+    st.raw_ran += r.ran ? 1 : 0;
+    if (r.problem) record(st, {"raw call", *r.problem, "", props::to_hex(*bytes)});
+  } catch (const std::exception& e) {
+    record(st, {"raw call", std::string("exception: ") + e.what(), "", props::to_hex(*bytes)});
+  }
 }
 
 // Threads alternate 1 and 2 over the valid cases.
@@ -144,12 +141,14 @@ void run_case(const props::CaseSpec& spec, int64_t i, Stats& st) {
   ++st.pair_checks[pair];
   double& worst = st.worst_budget[pair];
   worst = std::max(worst, c.max_budget_used);
-  if (!c.agree()) record(st, {"kernel vs reference", describe_mismatch(c), props::spec_hex(spec), ""});
+  if (!c.agree())
+    record(st, {"kernel vs reference", describe_mismatch(c), props::spec_hex(spec), ""});
 }
 
 std::string replay(const Finding& f) {
   if (!f.raw.empty()) {
-    return "printf " + f.raw + " | xxd -r -p > raw.bin && build/release/fuzz/fuzz_raw_inputs raw.bin";
+    return "python3 -c \"open('raw.bin', 'wb').write(bytes.fromhex('" + f.raw +
+           "'))\" && build/release/fuzz/fuzz_raw_inputs raw.bin";
   }
   return "rpa gen --spec " + f.spec + " -o case.npz && rpa " +
          (f.check.starts_with("validation (jax)") ? "validate --mode jax case.npz"
@@ -175,8 +174,8 @@ std::string summary_text(const Stats& st, double seconds, uint64_t seed) {
          std::to_string(st.pair_checks.at(pair)) + ")";
   }
   s += "\n  raw calls (fuzz_raw_inputs' decoder, valid cases with bytes changed): " +
-       std::to_string(st.raw_calls) + ", strict accepted " + std::to_string(st.raw_strict_accepted) +
-       ", run " + std::to_string(st.raw_ran);
+       std::to_string(st.raw_calls) + ", strict accepted " +
+       std::to_string(st.raw_strict_accepted) + ", run " + std::to_string(st.raw_ran);
   s += "\n  findings: " + std::to_string(st.findings_total) + "\n";
   for (const Finding& f : st.findings) {
     s += "    " + f.check + ": " + f.detail + "\n      replay: " + replay(f) + "\n";
@@ -202,7 +201,9 @@ std::string summary_json(const Stats& st, double seconds, uint64_t seed) {
   j.key("findings_total").value(st.findings_total).key("findings").begin_array();
   for (const Finding& f : st.findings) {
     j.begin_object().key("check").value(f.check).key("detail").value(f.detail);
-    j.key("spec").value(f.spec).key("replay").value(replay(f)).end_object();
+    j.key("spec").value(f.spec);
+    if (!f.raw.empty()) j.key("raw").value(f.raw);
+    j.key("replay").value(replay(f)).end_object();
   }
   return j.end_array().end_object().str();
 }

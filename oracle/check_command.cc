@@ -1,11 +1,11 @@
 #include <cstdio>
 
 #include "kernel/python_repr.h"
+#include "kernel/tiled_kernel.h"
 #include "oracle/cli_args.h"
 #include "oracle/commands.h"
 #include "oracle/compare.h"
 #include "oracle/exit_codes.h"
-#include "kernel/tiled_kernel.h"
 #include "reference/dense_reference.h"
 
 namespace rpa {
@@ -30,8 +30,8 @@ void write_comparison_json(JsonWriter& j, const Comparison& c) {
 
 int check_command(const std::vector<std::string_view>& args) {
   CliArgs a;
-  if (std::string err =
-          parse_cli_args(args, {"--mode", "--json", "--threads", "--literal", "--target", "--max-bytes"}, a);
+  if (std::string err = parse_cli_args(
+          args, {"--mode", "--json", "--threads", "--literal", "--target", "--max-bytes"}, a);
       !err.empty()) {
     return usage_error(err);
   }
@@ -51,9 +51,8 @@ int check_command(const std::vector<std::string_view>& args) {
                               : a.literal ? "the tiled kernel (literal schedule)"
                                           : "the tiled kernel";
   if (out.shape() != c->inputs.q.shape() || out.dtype() != c->inputs.q.dtype()) {
-    std::fprintf(stderr, "rpa: %s: member 'out.npy' is %s %s, expected q's %s %s\n",
-                 a.path.c_str(), std::string(dtype_name(out.dtype())).c_str(),
-                 shape_repr(out.shape()).c_str(),
+    std::fprintf(stderr, "rpa: %s: member 'out.npy' is %s %s, expected q's %s %s\n", a.path.c_str(),
+                 std::string(dtype_name(out.dtype())).c_str(), shape_repr(out.shape()).c_str(),
                  std::string(dtype_name(c->inputs.q.dtype())).c_str(),
                  shape_repr(c->inputs.q.shape()).c_str());
     return kExitUnreadable;

@@ -31,7 +31,8 @@ const char* const kUsage =
     "      expects in each mode.\n"
     "  campaign [--seconds N] [--seed S] [--max-size 0..400] [--report DIR]\n"
     "      The main job: for N seconds (default 60) draw cases from the property\n"
-    "      generators (sizes cycling 0..max-size, default 100), check both validation modes against the spec model and the tiled\n"
+    "      generators (sizes cycling 0..max-size, default 100), check both validation modes "
+    "against the spec model and the tiled\n"
     "      kernel against the reference; print a summary (also DIR/summary.json and\n"
     "      DIR/summary.md) with a replay command per finding. Exit 0 none, 1 findings.\n"
     "  bench [--preset quick|decode|prefill|mixed] [--json]\n"
@@ -120,8 +121,9 @@ std::optional<Case> read_case_or_report(const CliArgs& args) {
   if (read.value) return std::move(read.value);
   std::fprintf(stderr, "rpa: %s\n", read.error.c_str());
   if (args.json) {
-    std::printf("%s\n",
-                JsonWriter().begin_object().key("error").value(read.error).end_object().str().c_str());
+    std::printf(
+        "%s\n",
+        JsonWriter().begin_object().key("error").value(read.error).end_object().str().c_str());
   }
   return std::nullopt;
 }

@@ -20,9 +20,9 @@ struct CliArgs {
   CaseReadOptions read;
   bool json = false;
   bool all = false;
-  std::string impl;    // --impl
-  std::string output;  // -o
-  int threads = 0;     // --threads; 0: every core
+  std::string impl;      // --impl
+  std::string output;    // -o
+  int threads = 0;       // --threads; 0: every core
   bool literal = false;  // --literal: the kernel's literal TPU schedule (KernelOptions)
 };
 

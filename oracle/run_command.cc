@@ -1,10 +1,10 @@
 #include <cstdio>
 
 #include "kernel/paged_kv_view.h"
+#include "kernel/tiled_kernel.h"
 #include "oracle/cli_args.h"
 #include "oracle/commands.h"
 #include "oracle/exit_codes.h"
-#include "kernel/tiled_kernel.h"
 #include "reference/dense_reference.h"
 
 namespace rpa {
@@ -12,7 +12,9 @@ namespace rpa {
 int run_command(const std::vector<std::string_view>& args) {
   CliArgs a;
   if (std::string err = parse_cli_args(
-          args, {"--impl", "-o", "--threads", "--literal", "--mode", "--json", "--target", "--max-bytes"}, a);
+          args,
+          {"--impl", "-o", "--threads", "--literal", "--mode", "--json", "--target", "--max-bytes"},
+          a);
       !err.empty()) {
     return usage_error(err);
   }
@@ -25,12 +27,11 @@ int run_command(const std::vector<std::string_view>& args) {
   if (!c) return kExitUnreadable;
   if (!validate_for_compute(*c, a)) return kExitRejected;
 
-  Tensor out = a.impl == "kernel"
-                   ? tiled_attention(c->inputs, c->params,
-                                     KernelOptions{.threads = a.threads,
-                                                   .target = a.validate.target,
-                                                   .literal_schedule = a.literal})
-                   : dense_reference(c->inputs, c->params).out;
+  Tensor out = a.impl == "kernel" ? tiled_attention(c->inputs, c->params,
+                                                    KernelOptions{.threads = a.threads,
+                                                                  .target = a.validate.target,
+                                                                  .literal_schedule = a.literal})
+                                  : dense_reference(c->inputs, c->params).out;
   const int64_t rows = PagedKvView(c->inputs).total_q_tokens();
   if (!a.output.empty()) {
     c->out = std::move(out);

@@ -170,6 +170,10 @@ bool ZipReader::read(size_t index, uint64_t max_bytes, std::vector<std::byte>* o
   uint64_t got = 0;
   while (got < size) {
     const uint64_t want = std::min(size - got, kReadChunk);
+    // Doubling, but never past the declared size: the largest allocation is the member.
+    if (out->capacity() < got + want) {
+      out->reserve(static_cast<size_t>(std::min(size, std::max(2 * got, got + want))));
+    }
     out->resize(static_cast<size_t>(got + want));
     const zip_int64_t n = zip_fread(file.get(), out->data() + got, want);
     if (n < 0) {

@@ -3,8 +3,8 @@
 // a source that runs out answers the low end of every range, and it never throws.
 #pragma once
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
 #include <span>
 #include <vector>

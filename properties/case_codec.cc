@@ -16,15 +16,17 @@ CaseSpec decode_case(std::span<const uint8_t> bytes, const BuildOptions& options
   return build_case(source, options);
 }
 
-std::string spec_hex(const CaseSpec& spec) {
+std::string to_hex(std::span<const uint8_t> bytes) {
   static constexpr char kDigits[] = "0123456789abcdef";
   std::string hex;
-  for (uint8_t b : encode_case(spec)) {
+  for (uint8_t b : bytes) {
     hex += kDigits[b >> 4];
     hex += kDigits[b & 15];
   }
   return hex;
 }
+
+std::string spec_hex(const CaseSpec& spec) { return to_hex(encode_case(spec)); }
 
 std::optional<CaseSpec> spec_from_hex(std::string_view hex) {
   auto digit = [](char c) -> int {

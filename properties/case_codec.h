@@ -19,6 +19,8 @@ namespace rpa::props {
 std::vector<uint8_t> encode_case(const CaseSpec& spec, const BuildOptions& options = {});
 CaseSpec decode_case(std::span<const uint8_t> bytes, const BuildOptions& options = {});
 
+// Bytes in lower-case hex, two digits a byte.
+std::string to_hex(std::span<const uint8_t> bytes);
 // encode_case in lower-case hex, as `rpa gen --spec` takes it.
 std::string spec_hex(const CaseSpec& spec);
 // The spec a hex text names: nullopt unless it is exactly the canonical encoding of a

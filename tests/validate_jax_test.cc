@@ -1,11 +1,11 @@
 // JAX's own validation tests, ported, and the behaviour of validate_all and the rule table.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <set>
 #include <string>
-
-#include <gtest/gtest.h>
 
 #include "kernel/validate.h"
 #include "tests/inputs_builder.h"
@@ -84,9 +84,11 @@ TEST(ValidateAll, ListsEveryEvaluableFailureInOrder) {
   in.num_seqs.set_int(0, 9);
   const std::vector<Failure> all = validate_all(in, p, {.mode = Mode::kJax});
   ASSERT_EQ(all.size(), 4u);
-  EXPECT_EQ(all[0], (Failure{RuleId::sliding_window_nonpositive, "sliding_window=0 must be positive."}));
+  EXPECT_EQ(all[0],
+            (Failure{RuleId::sliding_window_nonpositive, "sliding_window=0 must be positive."}));
   EXPECT_EQ(all[1], (Failure{RuleId::soft_cap_zero, "soft_cap=-0.0 must not be 0.0."}));
-  EXPECT_EQ(all[2], (Failure{RuleId::vmem_limit_nonpositive, "vmem_limit_bytes=-5 must be positive."}));
+  EXPECT_EQ(all[2],
+            (Failure{RuleId::vmem_limit_nonpositive, "vmem_limit_bytes=-5 must be positive."}));
   EXPECT_EQ(all[3], (Failure{RuleId::num_seqs_too_large,
                              "num_seqs[0]=9 must be less or equal to max_num_seqs=8"}));
   // validate() returns the first of them.
@@ -139,7 +141,8 @@ TEST(RuleTable, IdsAreUniqueAndEveryRuleHasAModeAndAReason) {
     EXPECT_TRUE(r.in_jax || r.in_strict) << r.name;
     EXPECT_FALSE(r.reason.empty()) << r.name;
     EXPECT_TRUE(!r.jax_crash || r.in_jax) << r.name << ": a JAX crash must be reported in jax mode";
-    for (char ch : r.name) EXPECT_TRUE((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_') << r.name;
+    for (char ch : r.name)
+      EXPECT_TRUE((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_') << r.name;
   }
   EXPECT_EQ(rule_info(RuleId::soft_cap_zero).name, "soft_cap_zero");
 }
