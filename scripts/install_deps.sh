@@ -12,6 +12,7 @@ packages=(
   libzip-dev                                      # .npz containers
   python3-numpy                                   # tools/rpa_case.py and its round-trip test
   llvm-14                                         # llvm-cov, llvm-profdata for fuzz/coverage.sh
+  zip unzip                                       # fuzz/build.sh seed zips, fuzz/check_build.sh
 )
 
 missing=()
