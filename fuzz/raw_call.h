@@ -27,9 +27,9 @@
 namespace rpa::fuzz {
 
 inline constexpr int64_t kMaxRawRank = 5;
-// Elements over all six arrays. At up to 8 bytes an element the arrays hold at most 32 KiB,
-// more than the target's max_len (4096) can fill, so nothing a raw call allocates for its
-// arrays is larger than a few times its input; and decoding stays fast.
+// Elements over all six arrays: at up to 8 bytes an element a raw call's arrays hold at most
+// 32 KiB whatever the input (the target's max_len is 4096), so decoding stays fast and no
+// input makes the arrays, or anything sized by them, large.
 inline constexpr int64_t kMaxRawElements = 4096;
 // Any one dim: a zero elsewhere lets a shape like (0, 4096) through the element budget.
 inline constexpr int64_t kMaxRawDim = 4096;
