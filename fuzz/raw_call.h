@@ -147,9 +147,11 @@ inline int64_t dim_bound(const Shape& shape, size_t k, int64_t budget_left) {
   return before == 0 ? kMaxRawDim : std::min(kMaxRawDim, budget_left / before);
 }
 
-// One array's dtype and shape; returns false (encoding only) when `t` is outside the bounds.
+// One array's dtype and shape, leaving `reserve` elements of the budget for the arrays after
+// it (a 0-d array always holds one); returns false (encoding only) when the array is
+// outside the bounds.
 template <class Io>
-bool array_header(Io& io, DType& dtype, Shape& shape, int64_t& budget_left) {
+bool array_header(Io& io, DType& dtype, Shape& shape, int64_t& budget_left, int64_t reserve) {
   int64_t d = static_cast<int64_t>(dtype);
   io.num(d, 0, static_cast<int64_t>(std::size(kAllDtypes)) - 1, {});
   dtype = kAllDtypes[d];
@@ -158,7 +160,7 @@ bool array_header(Io& io, DType& dtype, Shape& shape, int64_t& budget_left) {
   io.num(rank, 0, kMaxRawRank, {});
   shape.resize(static_cast<size_t>(rank));
   for (size_t k = 0; k < shape.size(); ++k) {
-    const int64_t hi = dim_bound(shape, k, budget_left);
+    const int64_t hi = dim_bound(shape, k, budget_left - reserve);
     if (Io::kEncodes && (shape[k] < 0 || shape[k] > hi)) return false;
     io.num(shape[k], 0, hi, {});
   }
@@ -194,7 +196,8 @@ bool visit_raw_call(Io& io, RawCall& c) {
   for (size_t a = 0; a < std::size(arrays); ++a) {
     dtypes[a] = arrays[a]->dtype();
     shapes[a] = arrays[a]->shape();
-    if (!array_header(io, dtypes[a], shapes[a], budget_left)) return false;
+    const auto after = static_cast<int64_t>(std::size(arrays) - a - 1);
+    if (!array_header(io, dtypes[a], shapes[a], budget_left, after)) return false;
   }
 
   Params& p = c.params;
