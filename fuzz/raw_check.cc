@@ -3,11 +3,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "fuzz/validation_check.h"
 #include "kernel/paged_kv_view.h"
 #include "kernel/target_profile.h"
 #include "kernel/tiled_kernel.h"
-#include "kernel/validate.h"
-#include "properties/spec_model.h"
 #include "reference/dense_reference.h"
 
 namespace rpa::fuzz {
@@ -40,19 +39,14 @@ RawCheck check_raw_call(const RawCall& c) {
   RawCheck r;
   for (Mode mode : {Mode::kStrict, Mode::kJax}) {
     for (const TargetProfile& target : target_profiles()) {
-      const ValidateOptions options{.mode = mode, .target = target};
-      const std::optional<Failure> got = validate(c.inputs, c.params, options);
-      const std::vector<Failure> all = validate_all(c.inputs, c.params, options);
-      const std::optional<Failure> first =
-          all.empty() ? std::nullopt : std::optional<Failure>(all.front());
-      if (first != got) {
-        r.problem = std::string(mode_name(mode)) + " mode, " + std::string(target.name) +
-                    ": validate says " + props::verdict_text(got) + ", validate_all " +
-                    props::verdict_text(first);
+      const ValidationCheck v =
+          check_validation(c.inputs, c.params, {.mode = mode, .target = target});
+      if (v.problem) {
+        r.problem = v.problem;
         return r;
       }
       if (mode == Mode::kStrict && target.name == default_target_profile().name) {
-        r.strict_accepts = !got.has_value();
+        r.strict_accepts = !v.verdict.has_value();
       }
     }
   }

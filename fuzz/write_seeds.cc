@@ -19,7 +19,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -237,10 +236,39 @@ Seeds raw_seeds() {
   return seeds;
 }
 
-const std::pair<const char*, std::function<Seeds()>> kTargets[] = {
-    {"fuzz_validate", validate_seeds},
-    {"fuzz_differential", differential_seeds},
-    {"fuzz_raw_inputs", raw_seeds},
+// decode(encode(decode(x))) == decode(x): what a target's decoder builds from any bytes, its
+// encoder writes as bytes that decode to the same thing.
+bool validate_round_trips(const std::vector<uint8_t>& bytes) {
+  const BuildOptions o = fuzz::validate_options();
+  const CaseSpec spec = props::decode_case(bytes, o);
+  return props::decode_case(props::encode_case(spec, o), o) == spec;
+}
+
+bool differential_round_trips(const std::vector<uint8_t>& bytes) {
+  const fuzz::DifferentialInput d = fuzz::decode_differential(bytes);
+  const fuzz::DifferentialInput e = fuzz::decode_differential(fuzz::encode_differential(d));
+  return e.threads == d.threads && e.literal == d.literal && e.spec == d.spec;
+}
+
+bool raw_round_trips(const std::vector<uint8_t>& bytes) {
+  const fuzz::RawCall c = fuzz::decode_raw_call(bytes);
+  const std::optional<std::vector<uint8_t>> once = fuzz::encode_raw_call(c);
+  if (!once) return false;
+  const fuzz::RawCall back = fuzz::decode_raw_call(*once);
+  // Parameters compare through their encoding, so that NaN equals NaN.
+  return back.inputs == c.inputs && fuzz::encode_raw_call(back) == once;
+}
+
+struct Target {
+  const char* name;
+  Seeds (*seeds)();
+  bool (*round_trips)(const std::vector<uint8_t>&);
+};
+
+const Target kTargets[] = {
+    {"fuzz_validate", validate_seeds, validate_round_trips},
+    {"fuzz_differential", differential_seeds, differential_round_trips},
+    {"fuzz_raw_inputs", raw_seeds, raw_round_trips},
 };
 
 std::vector<uint8_t> read_file(const fs::path& p) {
@@ -294,52 +322,31 @@ int check(const fs::path& corpus) {
     ++(ok ? passed : failed);
     if (!ok) std::printf("FAIL %s\n", what.c_str());
   };
-  for (const auto& [target, make] : kTargets) {
-    const fs::path dir = corpus / "fuzz" / target;
+  for (const Target& t : kTargets) {
+    const fs::path dir = corpus / "fuzz" / t.name;
     int stale = 0;
-    for (const auto& [name, bytes] : make()) {
+    for (const auto& [name, bytes] : t.seeds()) {
       std::error_code ec;
       if (!fs::exists(dir / name, ec) || read_file(dir / name) != bytes) {
         ++stale;
-        std::printf("  %s/%s: missing or different\n", target, name.c_str());
+        std::printf("  %s/%s: missing or different\n", t.name, name.c_str());
       }
     }
-    verdict(stale == 0, std::string(target) + ": " + std::to_string(stale) +
+    verdict(stale == 0, std::string(t.name) + ": " + std::to_string(stale) +
                             " seeds missing or stale; run rpa_fuzz_seeds write corpus");
   }
 
-  // Codec symmetry on every input there (seeds, regressions, merged inputs): what a decoder
-  // builds, its encoder writes as bytes that decode to the same thing.
-  for (const auto& [target, make] : kTargets) {
+  // Codec symmetry on every input there (seeds, regressions, merged inputs).
+  for (const Target& t : kTargets) {
     int asymmetric = 0, inputs = 0;
-    for (const auto& entry : fs::directory_iterator(corpus / "fuzz" / target)) {
+    for (const auto& entry : fs::directory_iterator(corpus / "fuzz" / t.name)) {
       ++inputs;
-      const std::vector<uint8_t> bytes = read_file(entry.path());
-      bool same = true;
-      if (std::string(target) == "fuzz_validate") {
-        const CaseSpec spec = props::decode_case(bytes, fuzz::validate_options());
-        same = props::decode_case(props::encode_case(spec, fuzz::validate_options()),
-                                  fuzz::validate_options()) == spec;
-      } else if (std::string(target) == "fuzz_differential") {
-        const fuzz::DifferentialInput d = fuzz::decode_differential(bytes);
-        const fuzz::DifferentialInput e = fuzz::decode_differential(fuzz::encode_differential(d));
-        same = e.threads == d.threads && e.literal == d.literal && e.spec == d.spec;
-      } else {
-        const fuzz::RawCall c = fuzz::decode_raw_call(bytes);
-        const std::optional<std::vector<uint8_t>> once = fuzz::encode_raw_call(c);
-        same = once.has_value();
-        if (same) {
-          const fuzz::RawCall back = fuzz::decode_raw_call(*once);
-          // Parameters compare through their encoding, so that NaN equals NaN.
-          same = back.inputs == c.inputs && fuzz::encode_raw_call(back) == once;
-        }
-      }
-      if (!same) {
+      if (!t.round_trips(read_file(entry.path()))) {
         ++asymmetric;
         std::printf("  %s: decode(encode(decode(x))) differs\n", entry.path().c_str());
       }
     }
-    verdict(asymmetric == 0, std::string(target) + ": " + std::to_string(asymmetric) + " of " +
+    verdict(asymmetric == 0, std::string(t.name) + ": " + std::to_string(asymmetric) + " of " +
                                  std::to_string(inputs) + " inputs do not round-trip");
   }
 
@@ -389,10 +396,10 @@ int check(const fs::path& corpus) {
 }
 
 int write(const fs::path& corpus) {
-  for (const auto& [target, make] : kTargets) {
-    const fs::path dir = corpus / "fuzz" / target;
+  for (const Target& t : kTargets) {
+    const fs::path dir = corpus / "fuzz" / t.name;
     fs::create_directories(dir);
-    const Seeds seeds = make();
+    const Seeds seeds = t.seeds();
     for (const auto& [name, bytes] : seeds) {
       std::ofstream out(dir / name, std::ios::binary);
       out.write(reinterpret_cast<const char*>(bytes.data()),
@@ -402,7 +409,7 @@ int write(const fs::path& corpus) {
         return 1;
       }
     }
-    std::printf("%s: %zu seeds\n", target, seeds.size());
+    std::printf("%s: %zu seeds\n", t.name, seeds.size());
   }
   return 0;
 }
