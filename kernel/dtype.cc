@@ -273,4 +273,10 @@ float round_double_to(DType t, double x) {
   return round_to(t, std::bit_cast<float>(bits));
 }
 
+bool is_kernel_q_dtype(DType t) { return t == DType::kFloat32 || t == DType::kBFloat16; }
+
+bool is_kernel_kv_dtype(DType t) {
+  return is_kernel_q_dtype(t) || t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2;
+}
+
 }  // namespace rpa

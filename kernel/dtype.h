@@ -37,6 +37,9 @@ int dtype_size(DType t);
 int dtype_bits(DType t);
 bool dtype_is_integer(DType t);  // bool excluded
 bool dtype_is_float(DType t);    // every floating type, fp8 included
+// The dtypes the TPU kernel computes with: q float32 or bfloat16; KV also float8.
+bool is_kernel_q_dtype(DType t);
+bool is_kernel_kv_dtype(DType t);
 // How numpy prints the dtype inside a message: dtype('int32'); ml_dtypes types print
 // without quotes, e.g. dtype(bfloat16).
 std::string dtype_repr(DType t);

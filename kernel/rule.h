@@ -42,10 +42,10 @@ std::string_view mode_name(Mode m);
     "mixed q/KV dtypes have no agreed rounding point, except float8 KV under a wider q")        \
   X(kv_heads_zero, true, true, true, "query heads map to kv heads by division")                 \
   X(heads_not_divisible, true, true, false, "each kv head serves a whole group of query heads") \
-  X(q_heads_zero, false, true, false, "an attention call needs at least one query head")        \
+  X(q_heads_zero, true, true, true, "an attention call needs at least one query head")          \
   X(head_dim_zero, false, true, false, "a zero-width head has no q.K to take")                  \
   X(sliding_window_nonpositive, true, true, false, "a window of W <= 0 masks every key")        \
-  X(sliding_window_too_large, false, true, false,                                               \
+  X(sliding_window_too_large, true, true, true,                                                \
     "the window enters int32 arithmetic in the kernel and JAX's reference (OverflowError)")     \
   X(soft_cap_zero, true, true, false,                                                           \
     "soft_cap * tanh(s / soft_cap) divides by soft_cap (strict: also one 0 as a float32)")      \
@@ -63,6 +63,9 @@ std::string_view mode_name(Mode m);
   X(kv_pages_per_block_nonpositive, false, true, false,                                         \
     "a KV block holds at least one page (larger than pages_per_seq is clamped and harmless)")   \
   X(queries_per_block_nonpositive, true, true, false, "a query block holds at least one row")   \
+  X(queries_per_block_too_large, true, false, true,                                             \
+    "the kernel multiplies the query block index by num_queries_per_block in int32 "            \
+    "(OverflowError when tracing it)")                                                          \
   X(vmem_limit_nonpositive, true, true, false, "a scoped VMEM limit must be positive")          \
   X(block_sizes_partial, false, true, false,                                                    \
     "JAX silently discards a block size given without the other")                               \
@@ -71,7 +74,7 @@ std::string_view mode_name(Mode m);
   X(num_seqs_too_large, true, true, false, "only max_num_seqs sequence slots exist")            \
   X(max_num_seqs_zero, true, true, true,                                                        \
     "JAX's jnp.max over an empty kv_lens raises; the kernel prefetches kv_lens[0] regardless")  \
-  X(pages_per_seq_zero, false, true, false,                                                     \
+  X(pages_per_seq_zero, true, true, true,                                                       \
     "the kernel prefetches page_indices[0, 0] even when no sequence reads a page")              \
   X(page_size_zero, true, true, true, "tokens map to pages by division by page_size")           \
   X(pages_per_seq_too_small, true, true, false,                                                 \
@@ -87,14 +90,26 @@ std::string_view mode_name(Mode m);
   X(total_q_tokens_too_large, true, true, false, "every query row must exist in q")             \
   X(q_len_exceeds_kv_len, true, true, false,                                                    \
     "query rows are the last q_len of kv_len tokens (causal offset kv_len - q_len)")            \
-  X(page_index_out_of_range, false, true, false,                                                \
+  X(page_index_out_of_range, true, true, true,                                                  \
     "the TPU DMAs whatever page index it is given, and always page_indices[i, 0] of every "     \
     "sequence (kv_len 0 too) and of slot 0: out of range reads arbitrary HBM")                  \
   X(dtype_packing_zero, true, false, true,                                                      \
     "JAX's packing 32 // bits is 0 for 64-bit dtypes and the tiling check divides by it")       \
   X(heads_not_tileable, true, true, false, "the kernel loads combined heads in full TPU tiles") \
   X(vmem_budget_exceeded, false, true, false, "the kernel's buffers must fit the scoped VMEM")  \
-  X(smem_budget_exceeded, false, true, false, "the prefetched index arrays must fit in SMEM")
+  X(smem_budget_exceeded, false, true, false, "the prefetched index arrays must fit in SMEM")   \
+  X(head_dim_not_lane_multiple, true, false, true,                                              \
+    "the Pallas kernel tiles head_dim by 128 lanes (broadcast_to_shape asserts it when tracing)") \
+  X(kv_block_loop_wraps_int32, true, false, true,                                               \
+    "the Pallas kernel's KV loop compares kv_blk * bkv * page_size with kv_len in int32; past "  \
+    "the last multiple that fits it wraps and never ends")                                      \
+  X(stale_kv_block, false, true, false,                                                         \
+    "a sequence with kv_len 0 runs no KV step, so the block prefetched for it is consumed by "   \
+    "the next step, which computes its rows from those pages (finding 7)")                      \
+  X(rows_not_computed, false, true, false,                                                      \
+    "a query block ending exactly at cu_q_lens[num_seqs] with empty sequences after it starts "  \
+    "the next heads block past sequence 0, whose rows keep the previous block's values "         \
+    "(finding 8)")
 
 enum class RuleId {
 #define RPA_RULE_ENUM(id, jax, strict, crash, reason) id,

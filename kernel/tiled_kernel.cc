@@ -17,6 +17,7 @@
 #include <Eigen/Core>
 
 #include "kernel/paged_kv_view.h"
+#include "kernel/pallas_program.h"
 
 namespace rpa {
 namespace {
@@ -106,9 +107,16 @@ class CellWorker {
         sm_scale_(static_cast<float>(p.sm_scale)),
         exact_skips_(!literal && std::isfinite(mask_value_) &&
                      mask_value_ <= static_cast<float>(kMaxExactMaskValue)),
-        direct_f32_(kv_dtype_ == DType::kFloat32 && !p.k_scale && !p.v_scale) {}
+        direct_f32_(kv_dtype_ == DType::kFloat32 && !p.k_scale && !p.v_scale) {
+    if (literal) {  // TPU interpret mode's uninitialized scratch
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      std::fill(m_.begin(), m_.end(), nan);
+      std::fill(l_.begin(), l_.end(), nan);
+      std::fill(acc_.begin(), acc_.end(), nan);
+    }
+  }
 
-  void run(int64_t heads_blk, int64_t q_blk) {
+  void run(int64_t heads_blk, int64_t q_blk) {  // the default schedule's grid cell
     const int64_t r0 = q_blk * bq_;
     const int64_t r1 = std::min(r0 + bq_, in_.q.dim(0));
     std::fill(acc_.begin(), acc_.end(), 0.0f);
@@ -118,6 +126,24 @@ class CellWorker {
       if (view_.q_len(s) > 0) sequence(heads_blk, s, r0, r1);
     }
     store(heads_blk, r0, r1);
+  }
+
+  // The literal schedule's steps, as the Pallas program runs them (pallas_program.h).
+  void dma(int half, const KvBlockId& id) { copy_kv_block(id, half); }
+  void literal_step(int64_t heads_blk, int64_t q_blk, int64_t s, int64_t kv_blk, int half,
+                    int64_t store_lo, int64_t store_hi) {
+    if (store_lo >= store_hi) return;  // every store of the step is masked out
+    const int64_t r0 = q_blk * bq_;
+    const std::byte* buf = kv_buf_.data() + half * kv_per_blk_ * hc_blk_ * d_ * kv_bytes_;
+    for (int64_t h = 0; h < hkv_blk_; ++h) {
+      flash(heads_blk, h, s, r0 + store_lo, r0 + store_hi, r0, kv_blk, kv_blk == 0, buf);
+    }
+  }
+  // The Pallas kernel writes its whole query block from the accumulator, rows it did not
+  // compute in this grid cell included.
+  void literal_cell_end(int64_t heads_blk, int64_t q_blk) {
+    const int64_t r0 = q_blk * bq_;
+    store(heads_blk, r0, std::min(r0 + bq_, in_.q.dim(0)));
   }
 
  private:
@@ -153,7 +179,7 @@ class CellWorker {
           kv_start > last_pos ||
           (p_.sliding_window && kv_start + valid - 1 <= first_pos - *p_.sliding_window);
       if (exact_skips_ && all_masked) continue;
-      const std::byte* buf = copy_kv_block(heads_blk, s, kv_blk, kv_blk % 2);
+      const std::byte* buf = copy_kv_block({heads_blk, s, kv_blk}, kv_blk % 2);
       for (int64_t h = 0; h < hkv_blk_; ++h) {
         flash(heads_blk, h, s, a, b, r0, kv_blk, !started, buf);
       }
@@ -161,24 +187,29 @@ class CellWorker {
     }
   }
 
-  // The TPU's MultiPageAsyncCopyDescriptor: bkv pages of this heads block's combined heads
-  // into one half of the double buffer; page slots past the sequence's last page copy its
-  // first page.
-  const std::byte* copy_kv_block(int64_t heads_blk, int64_t s, int64_t kv_blk, int64_t half) {
+  // The TPU's MultiPageAsyncCopyDescriptor: bkv pages of block id's combined heads into one
+  // half of the double buffer; page slots past the sequence's last page copy its first page
+  // (dma_page_column). A page index in [-P, 0) is read from the end, as TPU interpret
+  // mode's numpy indexing does (jax mode accepts it; strict mode does not).
+  const std::byte* copy_kv_block(const KvBlockId& id, int64_t half) {
     const int64_t S = view_.page_size();
-    const int64_t end_page = std::min(view_.pages_per_seq(), (view_.kv_len(s) + S - 1) / S);
+    const int64_t P = in_.kv_pages.dim(0);
     const int64_t slot_bytes = hc_blk_ * d_ * kv_bytes_;
+    const int64_t page_bytes = S * view_.num_kv_heads() * 2 * d_ * kv_bytes_;
     std::byte* dst = kv_buf_.data() + half * kv_per_blk_ * slot_bytes;
     // With exact skips the slots past the last valid token are never read: copy only the
     // pages that hold valid tokens.
-    const int64_t valid = std::min(kv_per_blk_, view_.kv_len(s) - kv_blk * kv_per_blk_);
+    const int64_t valid = std::min(kv_per_blk_, view_.kv_len(id.seq) - id.kv_blk * kv_per_blk_);
     const int64_t pages = exact_skips_ ? (valid + S - 1) / S : bkv_;
     for (int64_t i = 0; i < pages; ++i) {
-      const int64_t page_slot = kv_blk * bkv_ + i;
-      const int64_t token0 = (page_slot < end_page ? page_slot : 0) * S;
+      const int64_t column = dma_page_column(in_, bkv_, id, i);
+      int64_t page = in_.page_indices.int_at(id.seq * view_.pages_per_seq() + column);
+      if (page < 0) page += P;
+      if (page < 0 || page >= P) throw std::out_of_range("tiled_attention: page index out of range (validate first)");
+      const std::byte* src = in_.kv_pages.data() + page * page_bytes +
+                             id.heads_blk * hc_blk_ * d_ * kv_bytes_;
       for (int64_t slot = 0; slot < S; ++slot) {
-        const int64_t src = view_.k_offset(s, token0 + slot, heads_blk * hkv_blk_);
-        std::memcpy(dst + (i * S + slot) * slot_bytes, in_.kv_pages.data() + src * kv_bytes_,
+        std::memcpy(dst + (i * S + slot) * slot_bytes, src + slot * page_bytes / S,
                     static_cast<size_t>(slot_bytes));
       }
     }
@@ -363,7 +394,8 @@ class FlushSubnormals {
 
 }  // namespace
 
-KernelPlan plan_kernel(const Inputs& in, const Params& p, const TargetProfile& target) {
+KernelPlan plan_kernel(const Inputs& in, const Params& p, const TargetProfile& target,
+                       bool untuned_blocks) {
   const PagedKvView view(in);
   KernelPlan plan{};
   const auto heads = min_heads_per_block(view.num_q_heads(), 2 * view.num_kv_heads(),
@@ -379,6 +411,8 @@ KernelPlan plan_kernel(const Inputs& in, const Params& p, const TargetProfile& t
   const int64_t limit = p.vmem_limit_bytes.value_or(default_scoped_vmem_limit(target));
   if (p.num_kv_pages_per_block && p.num_queries_per_block) {
     plan.blocks = {*p.num_kv_pages_per_block, *p.num_queries_per_block};
+  } else if (untuned_blocks) {
+    plan.blocks = untuned_block_sizes(view.pages_per_seq(), in.q.dim(0));
   } else {
     const auto blocks = default_block_sizes(shape, view.pages_per_seq(), in.q.dim(0), limit);
     if (!blocks) throw std::invalid_argument("plan_kernel: no block sizes fit (validate first)");
@@ -390,9 +424,44 @@ KernelPlan plan_kernel(const Inputs& in, const Params& p, const TargetProfile& t
   return plan;
 }
 
+namespace {
+
+// Runs one CellWorker through the Pallas program's walk.
+class LiteralProgram : public PallasProgramVisitor {
+ public:
+  explicit LiteralProgram(CellWorker& worker) : worker_(worker) {}
+  void dma(int buf, const KvBlockId& id) override { worker_.dma(buf, id); }
+  void step(int64_t hb, int64_t qb, int64_t seq, int64_t kv_blk, int buf, int64_t store_lo,
+            int64_t store_hi, int pending) override {
+    // The program never waits on a buffer no DMA was started into (pallas_program.h).
+    if (pending == 0) throw std::logic_error("tiled_attention: a wait with no DMA pending");
+    worker_.literal_step(hb, qb, seq, kv_blk, buf, store_lo, store_hi);
+  }
+  void cell_end(int64_t hb, int64_t qb) override { worker_.literal_cell_end(hb, qb); }
+
+ private:
+  CellWorker& worker_;
+};
+
+}  // namespace
+
 Tensor tiled_attention(const Inputs& in, const Params& p, const KernelOptions& options) {
-  const KernelPlan plan = plan_kernel(in, p, options.target);
+  const KernelPlan plan =
+      plan_kernel(in, p, options.target, options.literal_schedule && options.untuned_blocks);
   Tensor out(in.q.dtype(), in.q.shape());
+  if (options.literal_schedule) {  // one thread: the grid cells run in order, as on the TPU
+    const FlushSubnormals flush;
+    CellWorker worker(in, p, plan, /*literal=*/true, out);
+    LiteralProgram program(worker);
+    const PallasGrid grid{.num_heads_blks = plan.num_heads_blks,
+                          .num_q_blks = plan.num_q_blks,
+                          .kv_pages_per_block = plan.blocks.kv_pages_per_block,
+                          .queries_per_block = plan.blocks.queries_per_block};
+    if (!walk_pallas_program(in, grid, program, std::numeric_limits<int64_t>::max())) {
+      throw std::invalid_argument("tiled_attention: the Pallas program does not end");
+    }
+    return out;
+  }
   const int64_t cells = plan.num_heads_blks * plan.num_q_blks;
   const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const auto workers = static_cast<int>(

@@ -17,12 +17,22 @@ namespace rpa {
 struct KernelOptions {
   int threads = 0;  // worker threads over grid cells; 0: every core
   TargetProfile target = default_target_profile();
-  // Run the TPU schedule literally: copy every page slot of every KV block into the
-  // buffer, zero the slots past kv_len and compute over all of them, as with a mask_value
-  // that does not underflow exp(). By default, under a mask_value <= -1e30, work whose
-  // weight is exactly 0 in float32 is skipped (padded slots, keys after a query block's
-  // last row, fully masked blocks); the properties check both paths against the reference.
+  // Run the Pallas program literally (kernel/pallas_program.h, DESIGN.md section 5): one
+  // thread, the grid cells in order, the prefetch chain deciding which KV block each
+  // buffer half holds at each step (stale ones included), scratch m, l and acc carried
+  // across grid cells from NaN (TPU interpret mode's uninitialized memory), every slot of a
+  // KV block computed over, zero-filled past kv_len, and every query block written whole
+  // from the accumulator. This is what the Pallas kernel computes, also where that is not
+  // the definition (stale_kv_block, rows_not_computed, a small mask_value). By default,
+  // under a mask_value <= -1e30, work whose weight is exactly 0 in float32 is skipped
+  // (padded slots, keys after a query block's last row, fully masked blocks), sequences are
+  // read in place and heads blocks run in parallel; the properties check both schedules
+  // against the reference.
   bool literal_schedule = false;
+  // Literal schedule, block sizes not both given: JAX's untuned default
+  // (untuned_block_sizes), as the Pallas kernel takes them in jax mode, rather than the
+  // default shrunk to fit the VMEM budget.
+  bool untuned_blocks = false;
 };
 
 // The grid and buffers the kernel will use for a call.
@@ -34,11 +44,15 @@ struct KernelPlan {
   int64_t vmem_bytes;      // what the TPU would scope for these blocks
 };
 
-// Precondition for both: strict validation accepted (in, params) for options.target.
-KernelPlan plan_kernel(const Inputs& in, const Params& params, const TargetProfile& target);
+// Precondition for both: strict validation accepted (in, params) for options.target; for
+// the literal schedule, jax validation is enough.
+// untuned_blocks: see KernelOptions.
+KernelPlan plan_kernel(const Inputs& in, const Params& params, const TargetProfile& target,
+                       bool untuned_blocks = false);
 
-// o [T, Hq, D] in q's dtype. Rows at or past cu_q_lens[num_seqs] are 0. The result does
-// not depend on the thread count: each grid cell is computed by one thread in a fixed order.
+// o [T, Hq, D] in q's dtype. Rows at or past cu_q_lens[num_seqs] are 0 (literal schedule:
+// what the Pallas program leaves there). The result does not depend on the thread count:
+// each grid cell is computed by one thread in a fixed order.
 Tensor tiled_attention(const Inputs& in, const Params& params, const KernelOptions& options = {});
 
 }  // namespace rpa

@@ -5,14 +5,23 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "kernel/heads_per_block.h"
+#include "kernel/pallas_program.h"
 #include "kernel/python_repr.h"
+#include "kernel/tiled_kernel.h"
 #include "kernel/vmem_budget.h"
 
 namespace rpa {
 namespace {
+
+// Validation walks at most this many steps of the Pallas program (a few integer
+// operations each, ~1/1000 of the kernel's work); past it the program rules are not
+// evaluated.
+constexpr int64_t kMaxWalkedSteps = int64_t{1} << 24;
 
 std::string I(int64_t v) { return py_int_repr(v); }
 std::string F(double v) { return py_float_repr(v); }
@@ -28,11 +37,6 @@ int64_t add_wrapping(int64_t a, int64_t b) {
 
 // The definition takes every scalar parameter as a float32.
 bool finite_as_float32(double v) { return std::isfinite(static_cast<float>(v)); }
-
-bool is_kernel_float(DType t) {
-  return t == DType::kFloat32 || t == DType::kBFloat16 || t == DType::kFloat8E4M3FN ||
-         t == DType::kFloat8E5M2;
-}
 
 bool is_float8(DType t) { return t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2; }
 
@@ -91,6 +95,7 @@ class Checker {
     return true;
   }
   bool done() const { return first_only_ && !failures_.empty(); }
+  bool clean() const { return failures_.empty(); }
   std::vector<Failure> take() { return std::move(failures_); }
 
  private:
@@ -116,6 +121,8 @@ class Walk {
       if (c_.done()) return;
       reject(f.rule, std::move(f.message));
     }
+    if (c_.done()) return;
+    c_.strict() ? strict_program_rules() : jax_pallas_rules();
   }
 
  private:
@@ -216,14 +223,14 @@ class Walk {
     }
     const DType qt = in_.q.dtype();
     const DType kt = in_.kv_pages.dtype();
-    if (qt != DType::kFloat32 && qt != DType::kBFloat16) {
+    if (!is_kernel_q_dtype(qt)) {
       dtypes_ok_ = false;
       if (reject(RuleId::q_dtype_unsupported,
                  "q.dtype=" + dtype_repr(qt) + " must be float32 or bfloat16.") &&
           c_.done())
         return false;
     }
-    if (!is_kernel_float(kt)) {
+    if (!is_kernel_kv_dtype(kt)) {
       dtypes_ok_ = false;
       if (reject(RuleId::kv_dtype_unsupported,
                  "kv_pages.dtype=" + dtype_repr(kt) +
@@ -252,7 +259,9 @@ class Walk {
     }
     if (Hq_ == 0) {
       dims_ok_ = false;
-      if (reject(RuleId::q_heads_zero, "num_q_heads=0 must be positive.") && c_.done())
+      // jax mode: JAX's validators accept it; the Pallas kernel raises (jax_pallas_rules).
+      if (c_.strict() && reject(RuleId::q_heads_zero, "num_q_heads=0 must be positive.") &&
+          c_.done())
         return false;
     }
     if (D_ == 0) {
@@ -269,10 +278,8 @@ class Walk {
                "sliding_window=" + I(*p_.sliding_window) + " must be positive.") &&
         c_.done())
       return false;
-    if (p_.sliding_window && *p_.sliding_window > std::numeric_limits<int32_t>::max() &&
-        reject(RuleId::sliding_window_too_large,
-               "sliding_window=" + I(*p_.sliding_window) + " must fit in int32.") &&
-        c_.done())
+    // jax mode: JAX's validators accept it; the Pallas kernel raises when tracing it.
+    if (c_.strict() && sliding_window_too_large() && c_.done())
       return false;
     if (p_.soft_cap && *p_.soft_cap == 0.0 &&
         reject(RuleId::soft_cap_zero, "soft_cap=" + F(*p_.soft_cap) + " must not be 0.0.") &&
@@ -544,6 +551,88 @@ class Walk {
           return;  // one report is enough: the same row usually holds more
         }
       }
+    }
+  }
+
+  bool sliding_window_too_large() {
+    return p_.sliding_window && *p_.sliding_window > std::numeric_limits<int32_t>::max() &&
+           reject(RuleId::sliding_window_too_large,
+                  "sliding_window=" + I(*p_.sliding_window) + " must fit in int32.");
+  }
+
+  // jax mode, after every check JAX makes: where the Pallas kernel itself raises (TPU
+  // interpret mode, DESIGN.md section 14), in the order it meets them: tracing the wrapper
+  // and the kernel, then running it.
+  void jax_pallas_rules() {
+    const auto& bkv = p_.num_kv_pages_per_block;
+    const auto& bq = p_.num_queries_per_block;
+    if (Hq_ == 0 && reject(RuleId::q_heads_zero, "num_q_heads=0 must be positive (the Pallas "
+                                                 "kernel divides by its heads per block).") &&
+        c_.done())
+      return;
+    if (bkv && bq && *bq > std::numeric_limits<int32_t>::max() &&
+        reject(RuleId::queries_per_block_too_large,
+               "num_queries_per_block=" + I(*bq) + " must fit in int32.") &&
+        c_.done())
+      return;
+    if (sliding_window_too_large() && c_.done()) return;
+    if ((D_ == 0 || D_ % 128 != 0) &&
+        reject(RuleId::head_dim_not_lane_multiple,
+               "head_dim=" + I(D_) + " must be a positive multiple of 128 for the Pallas "
+               "kernel (broadcast_to_shape asserts head_dim % 128 == 0).") &&
+        c_.done())
+      return;
+    if (!c_.clean() || !program_inputs_ok()) return;
+    if (pps_ == 0) {
+      if (T_ > 0) {
+        reject(RuleId::pages_per_seq_zero,
+               "pages_per_seq=0 must be positive (the Pallas kernel DMAs page_indices[0, 0] "
+               "for its first KV block).");
+      }
+      return;
+    }
+    const KernelPlan plan = plan_kernel(in_, p_, opt_.target, /*untuned_blocks=*/true);
+    const int64_t ns = in_.num_seqs.int_at(0);
+    const int64_t block_tokens = plan.blocks.kv_pages_per_block * S_;
+    for (int64_t i = 0; i < ns; ++i) {
+      if (kv_loop_wraps_int32(kv_len(i), block_tokens)) {
+        reject(RuleId::kv_block_loop_wraps_int32,
+               "kv_len=" + I(kv_len(i)) + " at sequence " + I(i) + ": the Pallas kernel's KV "
+               "loop compares kv_blk * " + I(block_tokens) + " with kv_len in int32, which "
+               "wraps before reaching it.");
+        return;
+      }
+    }
+    program_rules(plan);
+  }
+
+  // strict mode, last: where the Pallas kernel's own program computes a defined row from
+  // data other than the definition's (findings 7 and 8).
+  void strict_program_rules() {
+    if (!c_.clean() || !program_inputs_ok() || pps_ == 0) return;
+    program_rules(plan_kernel(in_, p_, opt_.target));
+  }
+
+  // The walk needs the index arrays as the kernel prefetches them and a heads plan.
+  bool program_inputs_ok() const {
+    if (!dynamic_ok_ || !heads_ok_ || N_ == 0 || S_ == 0 || Hq_ == 0) return false;
+    if (in_.num_seqs.dtype() != DType::kInt32) return false;
+    const int64_t ns = in_.num_seqs.int_at(0);
+    if (ns < 0 || ns > N_) return false;
+    const auto& bkv = p_.num_kv_pages_per_block;
+    const auto& bq = p_.num_queries_per_block;
+    if (bkv && bq && (*bkv < 1 || *bq < 1)) return false;
+    return dtype_packing(in_.kv_pages.dtype()) != 0 && dtype_packing(in_.q.dtype()) != 0 &&
+           min_heads_per_block(Hq_, Hc_, in_.q.dtype(), in_.kv_pages.dtype()).has_value();
+  }
+
+  void program_rules(const KernelPlan& plan) {
+    const PallasGrid grid{.num_heads_blks = plan.num_heads_blks,
+                          .num_q_blks = plan.num_q_blks,
+                          .kv_pages_per_block = plan.blocks.kv_pages_per_block,
+                          .queries_per_block = plan.blocks.queries_per_block};
+    if (std::optional<Failure> f = pallas_program_failure(in_, grid, c_.mode(), kMaxWalkedSteps)) {
+      reject(f->rule, std::move(f->message));
     }
   }
 

@@ -53,11 +53,15 @@ int64_t vmem_need_bytes(const VmemShape& s, BlockSizes b) {
   return sat_add({kv_double_buffer, l_and_m, acc, q_and_o});
 }
 
+BlockSizes untuned_block_sizes(int64_t pages_per_seq, int64_t max_num_batched_tokens) {
+  return {std::max<int64_t>(1, std::min<int64_t>(pages_per_seq, 128)),
+          std::max<int64_t>(1, std::min<int64_t>(max_num_batched_tokens, 32))};
+}
+
 std::optional<BlockSizes> default_block_sizes(const VmemShape& shape, int64_t pages_per_seq,
                                               int64_t max_num_batched_tokens,
                                               int64_t vmem_limit) {
-  BlockSizes b{std::max<int64_t>(1, std::min<int64_t>(pages_per_seq, 128)),
-               std::max<int64_t>(1, std::min<int64_t>(max_num_batched_tokens, 32))};
+  BlockSizes b = untuned_block_sizes(pages_per_seq, max_num_batched_tokens);
   while (vmem_need_bytes(shape, b) > vmem_limit) {
     if (b.kv_pages_per_block > 1) {
       b.kv_pages_per_block = (b.kv_pages_per_block + 1) / 2;

@@ -33,8 +33,12 @@ struct VmemShape {
 // lanes). Saturates at INT64_MAX rather than overflowing.
 int64_t vmem_need_bytes(const VmemShape& shape, BlockSizes blocks);
 
-// JAX's default block sizes (min(pages_per_seq, 128), min(T, 32)), each at least 1, then
-// halved (bkv first, then bq) until they fit vmem_limit. nullopt if even (1, 1) does not.
+// JAX's untuned default block sizes (get_tuned_block_sizes on a TPU v5 or later without a
+// table entry): (min(pages_per_seq, 128), min(T, 32)), each at least 1. What the Pallas
+// kernel runs with in jax mode when the call does not give both.
+BlockSizes untuned_block_sizes(int64_t pages_per_seq, int64_t max_num_batched_tokens);
+
+// The untuned default block sizes, then halved (bkv first, then bq) until they fit vmem_limit. nullopt if even (1, 1) does not.
 std::optional<BlockSizes> default_block_sizes(const VmemShape& shape, int64_t pages_per_seq,
                                               int64_t max_num_batched_tokens,
                                               int64_t vmem_limit);

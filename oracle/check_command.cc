@@ -31,14 +31,16 @@ void write_comparison_json(JsonWriter& j, const Comparison& c) {
 int check_command(const std::vector<std::string_view>& args) {
   CliArgs a;
   if (std::string err = parse_cli_args(
-          args, {"--mode", "--json", "--threads", "--literal", "--target", "--max-bytes"}, a);
+          args, {"--mode", "--json", "--threads", "--literal", "--schedule", "--target",
+                 "--max-bytes"}, a);
       !err.empty()) {
     return usage_error(err);
   }
   const std::optional<Case> c = read_case_or_report(a);
   if (!c) return kExitUnreadable;
   if (a.literal && c->out) {
-    return usage_error("--literal applies to the tiled kernel; the case holds its own `out`");
+    return usage_error(
+        "--schedule literal applies to the tiled kernel; the case holds its own `out`");
   }
   if (!validate_for_compute(*c, a)) return kExitRejected;
   // The output under test: the case's own `out`, else the tiled kernel's.

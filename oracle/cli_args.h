@@ -23,7 +23,7 @@ struct CliArgs {
   std::string impl;      // --impl
   std::string output;    // -o
   int threads = 0;       // --threads; 0: every core
-  bool literal = false;  // --literal: the kernel's literal TPU schedule (KernelOptions)
+  bool literal = false;  // --schedule literal (--literal): the Pallas program (KernelOptions)
 };
 
 // Parses args (after the command name). allowed lists the flags this command takes, e.g.
@@ -45,8 +45,10 @@ std::string failure_line(const Failure& f, Mode mode);
 void write_failure_json(JsonWriter& j, const Failure& f, Mode mode);
 
 // The validation gate of commands that compute: the case must pass the chosen mode and,
-// since only strict-valid inputs have a defined output, strict mode too. On rejection
-// prints the reason (stderr; JSON on stdout with --json) and returns false.
-bool validate_for_compute(const Case& c, const CliArgs& args);
+// since only strict-valid inputs have a defined output, strict mode too unless
+// needs_definition is false (the literal schedule, which computes what the Pallas kernel
+// does on any input jax mode accepts). On rejection prints the reason (stderr; JSON on
+// stdout with --json) and returns false.
+bool validate_for_compute(const Case& c, const CliArgs& args, bool needs_definition = true);
 
 }  // namespace rpa

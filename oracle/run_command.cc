@@ -13,7 +13,8 @@ int run_command(const std::vector<std::string_view>& args) {
   CliArgs a;
   if (std::string err = parse_cli_args(
           args,
-          {"--impl", "-o", "--threads", "--literal", "--mode", "--json", "--target", "--max-bytes"},
+          {"--impl", "-o", "--threads", "--literal", "--schedule", "--mode", "--json", "--target",
+           "--max-bytes"},
           a);
       !err.empty()) {
     return usage_error(err);
@@ -22,15 +23,30 @@ int run_command(const std::vector<std::string_view>& args) {
     return usage_error(a.impl.empty() ? "run needs --impl reference or --impl kernel"
                                       : "--impl takes reference or kernel");
   }
-  if (a.literal && a.impl != "kernel") return usage_error("--literal needs --impl kernel");
+  if (a.literal && a.impl != "kernel") {
+    return usage_error("--schedule literal needs --impl kernel");
+  }
   std::optional<Case> c = read_case_or_report(a);
   if (!c) return kExitUnreadable;
-  if (!validate_for_compute(*c, a)) return kExitRejected;
+  // The literal schedule says what the Pallas kernel computes: in jax mode it needs no
+  // defined output, only an input the Pallas kernel runs on.
+  const bool jax_literal = a.literal && a.validate.mode == Mode::kJax;
+  if (!validate_for_compute(*c, a, /*needs_definition=*/!jax_literal)) return kExitRejected;
+  const DType qt = c->inputs.q.dtype(), kt = c->inputs.kv_pages.dtype();
+  if (jax_literal && (!is_kernel_q_dtype(qt) || !is_kernel_kv_dtype(kt))) {
+    std::fprintf(stderr,
+                 "%s: the literal schedule computes q in float32 or bfloat16 and KV in float32, "
+                 "bfloat16 or float8 (got q %s, kv_pages %s)\n",
+                 a.path.c_str(), std::string(dtype_name(qt)).c_str(),
+                 std::string(dtype_name(kt)).c_str());
+    return kExitRejected;
+  }
 
-  Tensor out = a.impl == "kernel" ? tiled_attention(c->inputs, c->params,
-                                                    KernelOptions{.threads = a.threads,
-                                                                  .target = a.validate.target,
-                                                                  .literal_schedule = a.literal})
+  const KernelOptions options{.threads = a.threads,
+                              .target = a.validate.target,
+                              .literal_schedule = a.literal,
+                              .untuned_blocks = jax_literal};
+  Tensor out = a.impl == "kernel" ? tiled_attention(c->inputs, c->params, options)
                                   : dense_reference(c->inputs, c->params).out;
   const int64_t rows = PagedKvView(c->inputs).total_q_tokens();
   if (!a.output.empty()) {
@@ -44,6 +60,15 @@ int run_command(const std::vector<std::string_view>& args) {
     JsonWriter j;
     j.begin_object().key("valid").value(true).key("impl").value(a.impl);
     j.key("rows").value(rows);
+    if (a.impl == "kernel") {
+      const KernelPlan plan =
+          plan_kernel(c->inputs, c->params, options.target, options.untuned_blocks);
+      j.key("schedule").value(a.literal ? "literal" : "default");
+      j.key("blocks").begin_array();
+      j.value(plan.blocks.kv_pages_per_block).value(plan.blocks.queries_per_block).end_array();
+      j.key("heads_per_block").begin_array();
+      j.value(plan.heads.q_heads).value(plan.heads.combined_kv_heads).end_array();
+    }
     if (!a.output.empty()) j.key("output").value(a.output);
     std::printf("%s\n", j.end_object().str().c_str());
   } else {
