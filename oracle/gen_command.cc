@@ -45,10 +45,12 @@ int gen_command(const std::vector<std::string_view>& args) {
   std::optional<uint64_t> seed;
   std::optional<int> size;
   std::string spec_text, profile, output;
+  std::optional<int64_t> head_dim;
   bool has_spec = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
-    if (a != "--seed" && a != "--size" && a != "--spec" && a != "--profile" && a != "-o") {
+    if (a != "--seed" && a != "--size" && a != "--spec" && a != "--profile" && a != "-o" &&
+        a != "--head-dim") {
       return usage_error("unknown option " + std::string(a));
     }
     if (i + 1 >= args.size()) return usage_error(std::string(a) + " needs a value");
@@ -72,16 +74,24 @@ int gen_command(const std::vector<std::string_view>& args) {
       has_spec = true;
     } else if (a == "--profile") {
       profile = v;
+    } else if (a == "--head-dim") {
+      int64_t d = 0;
+      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), d);
+      if (ec != std::errc() || end != v.data() + v.size() || d < 1 || d > props::kMaxHeadDim) {
+        return usage_error("--head-dim takes 1 to " + std::to_string(props::kMaxHeadDim));
+      }
+      head_dim = d;
     } else {
       output = v;
     }
   }
   if (seed.has_value() == has_spec) return usage_error("gen needs one of --seed and --spec");
   if (output.empty()) return usage_error("gen needs -o CASE.npz");
-  const std::optional<BuildOptions> options = profile_options(profile);
+  std::optional<BuildOptions> options = profile_options(profile);
   if (!options) return usage_error("--profile takes decode, prefill, mixed or edge");
-  if (!seed && (!profile.empty() || size))
-    return usage_error("--profile and --size go with --seed");
+  if (!seed && (!profile.empty() || size || head_dim))
+    return usage_error("--profile, --size and --head-dim go with --seed");
+  if (head_dim) options->min_head_dim = options->max_head_dim = *head_dim;
 
   CaseSpec spec;
   if (seed) {

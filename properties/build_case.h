@@ -60,6 +60,9 @@ struct BuildOptions {
   int64_t max_kv_len = kMaxKvLen;
   int64_t max_head_dim = kMaxHeadDim;
   int64_t max_page_size = kMaxPageSize;
+  // At least this head_dim (rpa gen --head-dim D sets both bounds: the Pallas kernel only
+  // traces multiples of 128).
+  int64_t min_head_dim = 1;
 };
 
 inline constexpr DType kQDtypes[] = {DType::kFloat32, DType::kBFloat16};
@@ -141,7 +144,8 @@ void visit_case(Io& io, CaseSpec& s, const BuildOptions& options) {
     if (s.num_kv_heads * r <= kMaxQHeads && (r > 1 || !options.gqa)) ratios.push_back(r);
   }
   among(io, s.q_per_kv, std::span<const int64_t>(ratios));
-  io.num(s.head_dim, 1, std::clamp<int64_t>(options.max_head_dim, 1, kMaxHeadDim),
+  const int64_t max_d = std::clamp<int64_t>(options.max_head_dim, 1, kMaxHeadDim);
+  io.num(s.head_dim, std::clamp<int64_t>(options.min_head_dim, 1, max_d), max_d,
          {1, 2, 8, 64, 128});
   io.num(s.page_size, 1, std::clamp<int64_t>(options.max_page_size, 1, kMaxPageSize),
          {1, 2, 4, 16});
