@@ -35,7 +35,7 @@ std::string_view mode_name(Mode m);
   X(index_dtype, true, true, false, "the kernel prefetches index arrays as int32 scalars")      \
   X(num_seqs_dtype, true, true, true,                                                           \
     "num_seqs is prefetched as an int32 scalar (JAX indexes with it: a float crashes)")         \
-  X(q_dtype_unsupported, false, true, false, "the kernel computes q in float32 or bfloat16")    \
+  X(q_dtype_unsupported, true, true, true, "the kernel computes q in float32 or bfloat16")      \
   X(kv_dtype_unsupported, false, true, false,                                                   \
     "the kernel reads KV as float32, bfloat16 or float8 (e4m3fn, e5m2)")                        \
   X(dtype_mismatch, false, true, false,                                                         \

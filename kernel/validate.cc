@@ -225,7 +225,8 @@ class Walk {
     const DType kt = in_.kv_pages.dtype();
     if (!is_kernel_q_dtype(qt)) {
       dtypes_ok_ = false;
-      if (reject(RuleId::q_dtype_unsupported,
+      // jax mode: JAX's validators accept it; the Pallas kernel asserts it when tracing.
+      if (c_.strict() && reject(RuleId::q_dtype_unsupported,
                  "q.dtype=" + dtype_repr(qt) + " must be float32 or bfloat16.") &&
           c_.done())
         return false;
@@ -573,6 +574,12 @@ class Walk {
     if (bkv && bq && *bq > std::numeric_limits<int32_t>::max() &&
         reject(RuleId::queries_per_block_too_large,
                "num_queries_per_block=" + I(*bq) + " must fit in int32.") &&
+        c_.done())
+      return;
+    if (!is_kernel_q_dtype(in_.q.dtype()) &&
+        reject(RuleId::q_dtype_unsupported,
+               "q.dtype=" + dtype_repr(in_.q.dtype()) + " must be float32 or bfloat16 for the "
+               "Pallas kernel (fold_on_2nd_minor asserts it).") &&
         c_.done())
       return;
     if (sliding_window_too_large() && c_.done()) return;

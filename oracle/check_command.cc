@@ -30,11 +30,17 @@ void write_comparison_json(JsonWriter& j, const Comparison& c) {
 
 int check_command(const std::vector<std::string_view>& args) {
   CliArgs a;
-  if (std::string err = parse_cli_args(
-          args, {"--mode", "--json", "--threads", "--literal", "--schedule", "--target",
-                 "--max-bytes"}, a);
+  if (std::string err = parse_cli_args(args,
+                                       {"--mode", "--json", "--threads", "--literal", "--schedule",
+                                        "--oracle", "--target", "--max-bytes"},
+                                       a);
       !err.empty()) {
     return usage_error(err);
+  }
+  const bool literal_oracle = a.oracle == "literal";
+  if (literal_oracle && a.literal) {
+    return usage_error("--oracle literal compares the case's `out` with the literal schedule; "
+                       "--schedule does not apply");
   }
   const std::optional<Case> c = read_case_or_report(a);
   if (!c) return kExitUnreadable;
@@ -42,13 +48,15 @@ int check_command(const std::vector<std::string_view>& args) {
     return usage_error(
         "--schedule literal applies to the tiled kernel; the case holds its own `out`");
   }
-  if (!validate_for_compute(*c, a)) return kExitRejected;
+  if (literal_oracle && !c->out) {
+    return usage_error("--oracle literal needs a case with `out` (an output to check)");
+  }
+  if (literal_oracle && a.validate.mode == Mode::kJax ? !literal_jax_ok(*c, a)
+                                                      : !validate_for_compute(*c, a)) {
+    return kExitRejected;
+  }
   // The output under test: the case's own `out`, else the tiled kernel's.
-  const Tensor out = c->out ? *c->out
-                            : tiled_attention(c->inputs, c->params,
-                                              KernelOptions{.threads = a.threads,
-                                                            .target = a.validate.target,
-                                                            .literal_schedule = a.literal});
+  const Tensor out = c->out ? *c->out : tiled_attention(c->inputs, c->params, kernel_options(a));
   const char* const checked = c->out      ? "out"
                               : a.literal ? "the tiled kernel (literal schedule)"
                                           : "the tiled kernel";
@@ -60,23 +68,37 @@ int check_command(const std::vector<std::string_view>& args) {
     return kExitUnreadable;
   }
 
-  const ReferenceResult ref = dense_reference(c->inputs, c->params);
-  const Tolerance tol = tolerance_for_case(c->inputs, c->params, ref);
-  const Comparison cmp = compare_outputs(out, ref.out, PagedKvView(c->inputs), tol);
+  // The oracle: the dense reference (the definition), or the literal schedule (what the
+  // Pallas kernel computes, also where the definition does not hold).
+  Tensor want;
+  Tolerance tol;
+  if (literal_oracle) {
+    CliArgs literal = a;
+    literal.literal = true;
+    want = tiled_attention(c->inputs, c->params, kernel_options(literal));
+    tol = schedule_tolerance(c->inputs, c->params);
+  } else {
+    ReferenceResult ref = dense_reference(c->inputs, c->params);
+    tol = tolerance_for_case(c->inputs, c->params, ref);
+    want = std::move(ref.out);
+  }
+  const char* const oracle = literal_oracle ? "the literal schedule" : "the reference";
+  const Comparison cmp = compare_outputs(out, want, PagedKvView(c->inputs), tol);
   if (a.json) {
     JsonWriter j;
     j.begin_object().key("valid").value(true).key("mode").value(mode_name(a.validate.mode));
     j.key("checked").value(c->out ? "out" : "kernel");
+    j.key("oracle").value(literal_oracle ? "literal" : "reference");
     if (!c->out) j.key("schedule").value(a.literal ? "literal" : "default");
     write_comparison_json(j, cmp);
     std::printf("%s\n", j.end_object().str().c_str());
   } else if (cmp.agree()) {
-    std::printf("%s: %s agrees with the reference (%s; max abs err %s, atol %s, rtol %s)\n",
-                a.path.c_str(), checked, describe_mismatch(cmp).c_str(),
+    std::printf("%s: %s agrees with %s (%s; max abs err %s, atol %s, rtol %s)\n", a.path.c_str(),
+                checked, oracle, describe_mismatch(cmp).c_str(),
                 py_float_repr(cmp.max_abs_err).c_str(), py_float_repr(tol.atol).c_str(),
                 py_float_repr(tol.rtol).c_str());
   } else {
-    std::printf("%s: MISMATCH between %s and the reference at %s\n", a.path.c_str(), checked,
+    std::printf("%s: MISMATCH between %s and %s at %s\n", a.path.c_str(), checked, oracle,
                 describe_mismatch(cmp).c_str());
   }
   return cmp.agree() ? kExitOk : kExitMismatch;

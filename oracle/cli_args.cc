@@ -22,9 +22,11 @@ const char* const kUsage =
     "      computed over); with --mode jax on any input jax mode accepts, to show what\n"
     "      the TPU kernel computes where the definition does not hold.\n"
     "  check CASE.npz [--mode jax|strict] [--threads N] [--schedule default|literal]\n"
-    "      [--json]\n"
+    "      [--oracle reference|literal] [--json]\n"
     "      Validate, then compare the case's `out` (without one: the tiled kernel's\n"
-    "      output) with the dense reference.\n"
+    "      output) with the dense reference, or (--oracle literal) with the literal\n"
+    "      schedule under its much tighter tolerance: is `out` what the Pallas kernel\n"
+    "      computes? With --mode jax on any input jax mode accepts.\n"
     "      Exit 0 agree, 1 mismatch (location and tolerance reported), 2 rejected.\n"
     "  gen (--seed S [--profile decode|prefill|mixed|edge] [--size 0..400]\n"
     "      [--head-dim D] | --spec HEX) -o CASE.npz\n"
@@ -111,6 +113,9 @@ std::string parse_cli_args(const std::vector<std::string_view>& args,
       const auto n = parse_int(v);
       if (!n || *n < 0) return "--max-bytes takes a non-negative byte count";
       out.read.max_bytes = *n;
+    } else if (a == "--oracle") {
+      if (v != "reference" && v != "literal") return "--oracle takes reference or literal";
+      out.oracle = v;
     } else if (a == "--impl") {
       out.impl = v;
     } else if (a == "-o") {
@@ -180,6 +185,25 @@ bool validate_for_compute(const Case& c, const CliArgs& args, bool needs_definit
     std::printf("%s\n", j.str().c_str());
   }
   return false;
+}
+
+bool literal_jax_ok(const Case& c, const CliArgs& args) {
+  if (!validate_for_compute(c, args, /*needs_definition=*/false)) return false;
+  const DType qt = c.inputs.q.dtype(), kt = c.inputs.kv_pages.dtype();
+  if (is_kernel_q_dtype(qt) && is_kernel_kv_dtype(kt)) return true;
+  std::fprintf(stderr,
+               "%s: the literal schedule computes q in float32 or bfloat16 and KV in float32, "
+               "bfloat16 or float8 (got q %s, kv_pages %s)\n",
+               args.path.c_str(), std::string(dtype_name(qt)).c_str(),
+               std::string(dtype_name(kt)).c_str());
+  return false;
+}
+
+KernelOptions kernel_options(const CliArgs& args) {
+  return KernelOptions{.threads = args.threads,
+                       .target = args.validate.target,
+                       .literal_schedule = args.literal,
+                       .untuned_blocks = args.literal && args.validate.mode == Mode::kJax};
 }
 
 }  // namespace rpa

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernel/tiled_kernel.h"
 #include "kernel/validate.h"
 #include "oracle/case_file.h"
 #include "oracle/json_writer.h"
@@ -24,6 +25,7 @@ struct CliArgs {
   std::string output;    // -o
   int threads = 0;       // --threads; 0: every core
   bool literal = false;  // --schedule literal (--literal): the Pallas program (KernelOptions)
+  std::string oracle = "reference";  // check --oracle reference|literal
 };
 
 // Parses args (after the command name). allowed lists the flags this command takes, e.g.
@@ -50,5 +52,14 @@ void write_failure_json(JsonWriter& j, const Failure& f, Mode mode);
 // does on any input jax mode accepts). On rejection prints the reason (stderr; JSON on
 // stdout with --json) and returns false.
 bool validate_for_compute(const Case& c, const CliArgs& args, bool needs_definition = true);
+
+// The literal schedule in jax mode: the gate above without the definition, and the dtypes
+// the schedule computes with (jax mode also accepts KV dtypes such as uint8 that the
+// Pallas kernel runs on and the literal schedule does not). Prints why not and returns
+// false.
+bool literal_jax_ok(const Case& c, const CliArgs& args);
+
+// KernelOptions for the tiled kernel as the command line asks for it.
+KernelOptions kernel_options(const CliArgs& args);
 
 }  // namespace rpa

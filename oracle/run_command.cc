@@ -31,21 +31,8 @@ int run_command(const std::vector<std::string_view>& args) {
   // The literal schedule says what the Pallas kernel computes: in jax mode it needs no
   // defined output, only an input the Pallas kernel runs on.
   const bool jax_literal = a.literal && a.validate.mode == Mode::kJax;
-  if (!validate_for_compute(*c, a, /*needs_definition=*/!jax_literal)) return kExitRejected;
-  const DType qt = c->inputs.q.dtype(), kt = c->inputs.kv_pages.dtype();
-  if (jax_literal && (!is_kernel_q_dtype(qt) || !is_kernel_kv_dtype(kt))) {
-    std::fprintf(stderr,
-                 "%s: the literal schedule computes q in float32 or bfloat16 and KV in float32, "
-                 "bfloat16 or float8 (got q %s, kv_pages %s)\n",
-                 a.path.c_str(), std::string(dtype_name(qt)).c_str(),
-                 std::string(dtype_name(kt)).c_str());
-    return kExitRejected;
-  }
-
-  const KernelOptions options{.threads = a.threads,
-                              .target = a.validate.target,
-                              .literal_schedule = a.literal,
-                              .untuned_blocks = jax_literal};
+  if (jax_literal ? !literal_jax_ok(*c, a) : !validate_for_compute(*c, a)) return kExitRejected;
+  const KernelOptions options = kernel_options(a);
   Tensor out = a.impl == "kernel" ? tiled_attention(c->inputs, c->params, options)
                                   : dense_reference(c->inputs, c->params).out;
   const int64_t rows = PagedKvView(c->inputs).total_q_tokens();

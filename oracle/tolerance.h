@@ -28,6 +28,11 @@ Tolerance tolerance_for(DType q_dtype, DType v_dtype, double max_abs_v, int64_t 
 // r.max_logit_abs_sum (derivation in tolerance.cc). What every caller should use.
 Tolerance tolerance_for_case(const Inputs& in, const Params& p, const ReferenceResult& r);
 
+// The tolerance for comparing an output with the literal schedule's (the Pallas program,
+// KernelOptions::literal_schedule), e.g. the Pallas kernel's own output: derivation in
+// tolerance.cc. Needs no reference, so it applies to any input jax mode accepts.
+Tolerance schedule_tolerance(const Inputs& in, const Params& p);
+
 // Bits of precision (significand bits, the implicit one included) of a float dtype.
 int precision_bits(DType t);
 

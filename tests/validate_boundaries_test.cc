@@ -42,10 +42,12 @@ struct BoundaryCase {
 void PrintTo(const BoundaryCase& c, std::ostream* os) { *os << c.name; }
 
 // The base case is valid in both modes: three sequences (q_len, kv_len) = (1, 5), (3, 7),
-// (2, 2) in 4 slots of 4 pages of 4 tokens, 4 query heads over 2 kv heads, head_dim 8.
+// (2, 2) in 4 slots of 4 pages of 4 tokens, 4 query heads over 2 kv heads, head_dim 128
+// (the Pallas kernel traces only multiples of 128: head_dim_not_lane_multiple).
 InputsSpec base_spec() {
   InputsSpec s;
   s.seqs = {{1, 5}, {3, 7}, {2, 2}};
+  s.head_dim = 128;
   return s;
 }
 
@@ -123,8 +125,8 @@ const auto kCases = ::testing::Values(
                  rejects(RuleId::num_seqs_shape, "num_seqs.shape=() must be (1,)"),
                  rejects(RuleId::num_seqs_shape, "num_seqs.shape=() must be (1,)")},
     BoundaryCase{"head_dim_mismatch", {}, [](Inputs& in, Params&) { in.kv_pages = zeros(DType::kFloat32, {16, 4, 4, 16}); },
-                 rejects(RuleId::head_dim_mismatch, "Q head_dim 8 must be the same as that of K/V 16."),
-                 rejects(RuleId::head_dim_mismatch, "Q head_dim 8 must be the same as that of K/V 16.")},
+                 rejects(RuleId::head_dim_mismatch, "Q head_dim 128 must be the same as that of K/V 16."),
+                 rejects(RuleId::head_dim_mismatch, "Q head_dim 128 must be the same as that of K/V 16.")},
     BoundaryCase{"kv_lens_shape_5", {}, [](Inputs& in, Params&) { in.kv_lens = zeros(DType::kInt32, {5}); },
                  rejects(RuleId::kv_lens_shape, "Expected kv_lens.shape=(5,) to be (4,) where `max_num_seqs` is `page_indices.shape[0]`."),
                  rejects(RuleId::kv_lens_shape, "Expected kv_lens.shape=(5,) to be (4,) where `max_num_seqs` is `page_indices.shape[0]`.")},
@@ -160,17 +162,26 @@ const auto kCases = ::testing::Values(
     BoundaryCase{"q_bf16_kv_e4m3fn", [](InputsSpec& s) { s.q_dtype = DType::kBFloat16; s.kv_dtype = DType::kFloat8E4M3FN; }, {},
                  kValid, kValid},
     // --- heads --------------------------------------------------------------------------
-    BoundaryCase{"kv_heads_0", {}, [](Inputs& in, Params&) { in.kv_pages = zeros(DType::kFloat32, {16, 4, 0, 8}); },
+    BoundaryCase{"kv_heads_0", {}, [](Inputs& in, Params&) { in.kv_pages = zeros(DType::kFloat32, {16, 4, 0, 128}); },
                  rejects(RuleId::kv_heads_zero, "num_kv_heads=0 must be positive."),
                  rejects(RuleId::kv_heads_zero, "num_kv_heads=0 must be positive.")},
     BoundaryCase{"q_heads_3_over_2", [](InputsSpec& s) { s.num_q_heads = 3; }, {},
                  rejects(RuleId::heads_not_divisible, "num_q_heads=3 must be divisible by num_kv_heads=2"),
                  rejects(RuleId::heads_not_divisible, "num_q_heads=3 must be divisible by num_kv_heads=2")},
+    // jax mode: JAX's validators accept these; the Pallas kernel raises when tracing them.
     BoundaryCase{"q_heads_0", [](InputsSpec& s) { s.num_q_heads = 0; }, {},
-                 kValid, rejects(RuleId::q_heads_zero, "num_q_heads=0 must be positive.")},
+                 rejects(RuleId::q_heads_zero, "num_q_heads=0 must be positive (the Pallas kernel divides by its heads per block)."),
+                 rejects(RuleId::q_heads_zero, "num_q_heads=0 must be positive.")},
     BoundaryCase{"head_dim_0", [](InputsSpec& s) { s.head_dim = 0; }, {},
-                 kValid, rejects(RuleId::head_dim_zero, "head_dim=0 must be positive.")},
-    BoundaryCase{"head_dim_1", [](InputsSpec& s) { s.head_dim = 1; }, {}, kValid, kValid},
+                 rejects(RuleId::head_dim_not_lane_multiple, "head_dim=0 must be a positive multiple of 128 for the Pallas kernel (broadcast_to_shape asserts head_dim % 128 == 0)."),
+                 rejects(RuleId::head_dim_zero, "head_dim=0 must be positive.")},
+    BoundaryCase{"head_dim_1", [](InputsSpec& s) { s.head_dim = 1; }, {},
+                 rejects(RuleId::head_dim_not_lane_multiple, "head_dim=1 must be a positive multiple of 128 for the Pallas kernel (broadcast_to_shape asserts head_dim % 128 == 0)."),
+                 kValid},
+    BoundaryCase{"head_dim_127", [](InputsSpec& s) { s.head_dim = 127; }, {},
+                 rejects(RuleId::head_dim_not_lane_multiple, "head_dim=127 must be a positive multiple of 128 for the Pallas kernel (broadcast_to_shape asserts head_dim % 128 == 0)."),
+                 kValid},
+    BoundaryCase{"head_dim_256", [](InputsSpec& s) { s.head_dim = 256; }, {}, kValid, kValid},
     BoundaryCase{"kv_heads_3_not_tileable", [](InputsSpec& s) { s.num_kv_heads = 3; s.num_q_heads = 6; }, {},
                  rejects(RuleId::heads_not_tileable, "Not implemented: num_combined_kv_heads=6 can not be XLA fully tiled."),
                  rejects(RuleId::heads_not_tileable, "Not implemented: num_combined_kv_heads=6 can not be XLA fully tiled.")},
@@ -210,7 +221,19 @@ const auto kCases = ::testing::Values(
     BoundaryCase{"mask_value_numpy_float32_min", {}, [](Inputs&, Params& p) { p.mask_value = -3.4028235e38; }, kValid, kValid},
     BoundaryCase{"sliding_window_int32_max", {}, [](Inputs&, Params& p) { p.sliding_window = 2147483647; }, kValid, kValid},
     BoundaryCase{"sliding_window_past_int32", {}, [](Inputs&, Params& p) { p.sliding_window = 2147483648; },
-                 kValid, rejects(RuleId::sliding_window_too_large, "sliding_window=2147483648 must fit in int32.")},
+                 rejects(RuleId::sliding_window_too_large, "sliding_window=2147483648 must fit in int32."),
+                 rejects(RuleId::sliding_window_too_large, "sliding_window=2147483648 must fit in int32.")},
+    // VMEM by hand (DESIGN.md section 4; float32, 4 q heads and 4 combined heads a block,
+    // D 128): KV 2 x 1 x 4 x pad8(4) x 128 x 4 = 32768; l and m 2 x 2 x pad8(2 bq) x 128 x 4;
+    // acc bq x pad8(4) x 128 x 4; q and o 4 x bq x pad8(4) x 128 x 4. bq = 2^31 - 1: 32768 +
+    // 8796093022208 + 8796093018112 + 35184372072448; bq = 2^31: 32768 + 8796093022208 +
+    // 8796093022208 + 35184372088832.
+    BoundaryCase{"q_block_int32_max", {}, [](Inputs&, Params& p) { p.num_kv_pages_per_block = 1; p.num_queries_per_block = 2147483647; },
+                 kValid,
+                 rejects(RuleId::vmem_budget_exceeded, "num_kv_pages_per_block=1 and num_queries_per_block=2147483647 need 52776558145536 bytes of VMEM, more than the default scoped limit of 33554432 bytes.")},
+    BoundaryCase{"q_block_past_int32", {}, [](Inputs&, Params& p) { p.num_kv_pages_per_block = 1; p.num_queries_per_block = 2147483648; },
+                 rejects(RuleId::queries_per_block_too_large, "num_queries_per_block=2147483648 must fit in int32."),
+                 rejects(RuleId::vmem_budget_exceeded, "num_kv_pages_per_block=1 and num_queries_per_block=2147483648 need 52776558166016 bytes of VMEM, more than the default scoped limit of 33554432 bytes.")},
     BoundaryCase{"soft_cap_50", {}, [](Inputs&, Params& p) { p.soft_cap = 50.0; }, kValid, kValid},
     BoundaryCase{"soft_cap_nan", {}, [](Inputs&, Params& p) { p.soft_cap = std::nan(""); },
                  kValid, rejects(RuleId::soft_cap_nonfinite, "soft_cap=nan must be finite as a float32.")},
@@ -297,21 +320,29 @@ const auto kCases = ::testing::Values(
                  rejects(RuleId::num_seqs_negative, "num_seqs[0]=-6 must be non-negative."),
                  rejects(RuleId::num_seqs_negative, "num_seqs[0]=-6 must be non-negative.")},
     // JAX's cdiv by page_size 0 does not raise in XLA, so its later checks still run.
-    BoundaryCase{"page_size_0_then_q_len", {}, [](Inputs& in, Params&) { in.kv_pages = zeros(DType::kFloat32, {16, 0, 4, 8}); in.kv_lens.set_int(2, 1); },
+    BoundaryCase{"page_size_0_then_q_len", {}, [](Inputs& in, Params&) { in.kv_pages = zeros(DType::kFloat32, {16, 0, 4, 128}); in.kv_lens.set_int(2, 1); },
                  rejects(RuleId::q_len_exceeds_kv_len, "q_len=2 must be less or equal to kv_len=1 at sequence 2."),
                  rejects(RuleId::page_size_zero, "page_size=0 must be positive.")},
     BoundaryCase{"max_num_seqs_0", [](InputsSpec& s) { s.seqs = {}; s.max_num_seqs = 0; }, {},
                  rejects(RuleId::max_num_seqs_zero, "max_num_seqs=0 must be positive."),
                  rejects(RuleId::max_num_seqs_zero, "max_num_seqs=0 must be positive.")},
+    // JAX's validators accept it (no kv_len needs a page); the kernel DMAs page_indices[0, 0].
     BoundaryCase{"pages_per_seq_0", [](InputsSpec& s) { s.seqs = {}; s.max_num_seqs = 1; s.pages_per_seq = 0; }, {},
-                 kValid, rejects(RuleId::pages_per_seq_zero, "pages_per_seq=0 must be positive.")},
+                 rejects(RuleId::pages_per_seq_zero, "pages_per_seq=0 must be positive (the Pallas kernel DMAs page_indices[0, 0] for its first KV block)."),
+                 rejects(RuleId::pages_per_seq_zero, "pages_per_seq=0 must be positive.")},
     // The kernel prefetches page_indices[i, 0] of every sequence, and of slot 0 with none.
     BoundaryCase{"kv_len_0_first_page_garbage", {}, [](Inputs& in, Params&) { set_ints(in.cu_q_lens, {0, 1, 4, 4, 4}); in.kv_lens.set_int(2, 0); in.page_indices.set_int(2 * 4, -1); },
                  kValid, rejects(RuleId::page_index_out_of_range, "page_indices[2, 0]=-1 must be in range [0, 16) (the kernel prefetches the first page of sequence slot 2 even with nothing to read).")},
+    // The first grid cell prefetches KV block 0 of sequence slot 0 even with no sequences,
+    // with slot 0's (here padding) kv_len 5: page columns 0 and 1.
     BoundaryCase{"no_seqs_first_page_garbage", {}, [](Inputs& in, Params&) { in.num_seqs.set_int(0, 0); in.page_indices.set_int(0, 99); },
-                 kValid, rejects(RuleId::page_index_out_of_range, "page_indices[0, 0]=99 must be in range [0, 16) (the kernel prefetches the first page of sequence slot 0 even with nothing to read).")},
-    BoundaryCase{"no_seqs_second_page_garbage", {}, [](Inputs& in, Params&) { in.num_seqs.set_int(0, 0); in.page_indices.set_int(1, 99); }, kValid, kValid},
-    BoundaryCase{"page_size_0", {}, [](Inputs& in, Params&) { in.kv_pages = zeros(DType::kFloat32, {16, 0, 4, 8}); },
+                 rejects(RuleId::page_index_out_of_range, "page_indices[0, 0]=99 must be in range [0, 16) (the Pallas kernel DMAs it for KV block 0 of sequence 0; interpret mode raises IndexError)."),
+                 rejects(RuleId::page_index_out_of_range, "page_indices[0, 0]=99 must be in range [0, 16) (the kernel prefetches the first page of sequence slot 0 even with nothing to read).")},
+    BoundaryCase{"no_seqs_second_page_garbage", {}, [](Inputs& in, Params&) { in.num_seqs.set_int(0, 0); in.page_indices.set_int(1, 99); },
+                 rejects(RuleId::page_index_out_of_range, "page_indices[0, 1]=99 must be in range [0, 16) (the Pallas kernel DMAs it for KV block 0 of sequence 0; interpret mode raises IndexError)."),
+                 kValid},
+    BoundaryCase{"no_seqs_third_page_garbage", {}, [](Inputs& in, Params&) { in.num_seqs.set_int(0, 0); in.page_indices.set_int(2, 99); }, kValid, kValid},
+    BoundaryCase{"page_size_0", {}, [](Inputs& in, Params&) { in.kv_pages = zeros(DType::kFloat32, {16, 0, 4, 128}); },
                  rejects(RuleId::page_size_zero, "page_size=0 must be positive."),
                  rejects(RuleId::page_size_zero, "page_size=0 must be positive.")},
     BoundaryCase{"padding_kv_len_16", {}, [](Inputs& in, Params&) { in.kv_lens.set_int(3, 16); }, kValid, kValid},
@@ -323,15 +354,19 @@ const auto kCases = ::testing::Values(
                  rejects(RuleId::pages_per_seq_too_small, "pages_per_seq=4 must be greater or equal to min_pages_per_seq=5 given max_kv_len=17 and page_size=4.")},
     // JAX computes cdiv(max_kv_len, page_size) in int32: INT32_MAX + 3 wraps negative, so a
     // kv_len of INT32_MAX in a used sequence passes its pages_per_seq check.
+    // Then the kernel's KV loop (16 tokens a block) wraps int32 before reaching it.
     BoundaryCase{"used_kv_len_int32_max", {}, [](Inputs& in, Params&) { in.kv_lens.set_int(1, 2147483647); },
-                 kValid,
+                 rejects(RuleId::kv_block_loop_wraps_int32, "kv_len=2147483647 at sequence 1: the Pallas kernel's KV loop compares kv_blk * 16 with kv_len in int32, which wraps before reaching it."),
                  rejects(RuleId::pages_per_seq_too_small, "pages_per_seq=4 must be greater or equal to min_pages_per_seq=536870912 given max_kv_len=2147483647 and page_size=4.")},
-    // One sequence over 2048 pages of 2^20 tokens, all aliasing page 0 (D = 1 keeps it 8 MB).
+    // One sequence over 2048 pages of 2^20 tokens, all aliasing page 0 (D = 1 keeps it 8 MB,
+    // so jax mode stops at the Pallas kernel's head_dim first).
     BoundaryCase{"kv_len_block_wraps_int32", huge_pages_spec, [](Inputs& in, Params& p) { in.kv_lens.set_int(0, 2147483647); huge_pages_blocks(in, p); },
-                 kValid, rejects(RuleId::kv_len_overflows_int32, "kv_len=2147483647 at sequence 0 with page_size=1048576 and num_kv_pages_per_block=1 overflows the kernel's int32 block arithmetic.")},
+                 rejects(RuleId::head_dim_not_lane_multiple, "head_dim=1 must be a positive multiple of 128 for the Pallas kernel (broadcast_to_shape asserts head_dim % 128 == 0)."),
+                 rejects(RuleId::kv_len_overflows_int32, "kv_len=2147483647 at sequence 0 with page_size=1048576 and num_kv_pages_per_block=1 overflows the kernel's int32 block arithmetic.")},
     // 2^31 - 2^20 + 2^20 - 1 = INT32_MAX: the block walk fits; the 8 GiB KV buffer does not.
     BoundaryCase{"kv_len_block_fits_int32", huge_pages_spec, [](Inputs& in, Params& p) { in.kv_lens.set_int(0, 2147483648 - 1048576); huge_pages_blocks(in, p); },
-                 kValid, rejects(RuleId::vmem_budget_exceeded, "num_kv_pages_per_block=1 and num_queries_per_block=1 need 8589963264 bytes of VMEM, more than the default scoped limit of 33554432 bytes.")},
+                 rejects(RuleId::head_dim_not_lane_multiple, "head_dim=1 must be a positive multiple of 128 for the Pallas kernel (broadcast_to_shape asserts head_dim % 128 == 0)."),
+                 rejects(RuleId::vmem_budget_exceeded, "num_kv_pages_per_block=1 and num_queries_per_block=1 need 8589963264 bytes of VMEM, more than the default scoped limit of 33554432 bytes.")},
     BoundaryCase{"cu_q_lens_0_is_1", {}, [](Inputs& in, Params&) { set_ints(in.cu_q_lens, {1, 1, 4, 6, 6}); },
                  kValid, rejects(RuleId::cu_q_lens_first_nonzero, "cu_q_lens[0]=1 must be 0.")},
     BoundaryCase{"cu_q_lens_decreasing", {}, [](Inputs& in, Params&) { set_ints(in.cu_q_lens, {0, 3, 1, 3, 3}); },
@@ -351,9 +386,39 @@ const auto kCases = ::testing::Values(
                  rejects(RuleId::q_len_exceeds_kv_len, "q_len=2 must be less or equal to kv_len=1 at sequence 2.")},
     BoundaryCase{"page_index_last", {}, [](Inputs& in, Params&) { in.page_indices.set_int(1 * 4 + 1, 15); }, kValid, kValid},
     BoundaryCase{"page_index_eq_P", {}, [](Inputs& in, Params&) { in.page_indices.set_int(1 * 4 + 1, 16); },
-                 kValid, rejects(RuleId::page_index_out_of_range, "page_indices[1, 1]=16 must be in range [0, 16) (sequence 1 reads 2 pages).")},
+                 rejects(RuleId::page_index_out_of_range, "page_indices[1, 1]=16 must be in range [0, 16) (the Pallas kernel DMAs it for KV block 0 of sequence 1; interpret mode raises IndexError)."),
+                 rejects(RuleId::page_index_out_of_range, "page_indices[1, 1]=16 must be in range [0, 16) (sequence 1 reads 2 pages).")},
+    // Interpret mode indexes pages as numpy does: -16..-1 from the end.
     BoundaryCase{"page_index_neg1", {}, [](Inputs& in, Params&) { in.page_indices.set_int(0, -1); },
                  kValid, rejects(RuleId::page_index_out_of_range, "page_indices[0, 0]=-1 must be in range [0, 16) (sequence 0 reads 2 pages).")},
+    BoundaryCase{"page_index_neg_P", {}, [](Inputs& in, Params&) { in.page_indices.set_int(0, -16); },
+                 kValid, rejects(RuleId::page_index_out_of_range, "page_indices[0, 0]=-16 must be in range [0, 16) (sequence 0 reads 2 pages).")},
+    BoundaryCase{"page_index_neg_P_minus_1", {}, [](Inputs& in, Params&) { in.page_indices.set_int(0, -17); },
+                 rejects(RuleId::page_index_out_of_range, "page_indices[0, 0]=-17 must be in range [0, 16) (the Pallas kernel DMAs it for KV block 0 of sequence 0; interpret mode raises IndexError)."),
+                 rejects(RuleId::page_index_out_of_range, "page_indices[0, 0]=-17 must be in range [0, 16) (sequence 0 reads 2 pages).")},
+    // --- the Pallas program (kernel/pallas_program.h) ---------------------------------
+    // An empty sequence 1 (kv_len 0): its prefetched block (page 2) is what sequence 2's
+    // step reads (it needs page 4), one grid cell, one heads block.
+    BoundaryCase{"empty_sequence_then_rows", {}, [](Inputs& in, Params&) { set_ints(in.cu_q_lens, {0, 1, 1, 3, 3}); in.kv_lens.set_int(1, 0); },
+                 kValid, rejects(RuleId::stale_kv_block, "heads block 0, query block 0: the Pallas kernel computes KV block 0 of sequence 2 from the block it prefetched for KV block 0 of sequence 1, which no step consumed (sequence 1 has kv_len 0).")},
+    // The same with sequence 1's first page shared with sequence 2's only one: the data agree.
+    BoundaryCase{"empty_sequence_shares_the_page", {}, [](Inputs& in, Params&) { set_ints(in.cu_q_lens, {0, 1, 1, 3, 3}); in.kv_lens.set_int(1, 0); in.page_indices.set_int(1 * 4, 4); },
+                 kValid, kValid},
+    // Empty last sequence: no step reads its prefetched block.
+    BoundaryCase{"empty_last_sequence", {}, [](Inputs& in, Params&) { set_ints(in.cu_q_lens, {0, 1, 4, 4, 4}); in.kv_lens.set_int(2, 0); },
+                 kValid, kValid},
+    // Two heads blocks (8 q heads over 8 kv heads, float32: 4 a block), query blocks of 4:
+    // rows 0..3 end exactly at block 0's end, so heads block 0 hands sequence 2 (q_len 0)
+    // to heads block 1, which never computes sequences 0 and 1.
+    BoundaryCase{"trailing_empty_sequence_at_block_end", [](InputsSpec& s) { s.num_q_heads = 8; s.num_kv_heads = 8; s.seqs = {{2, 5}, {2, 7}, {0, 3}}; },
+                 [](Inputs&, Params& p) { p.num_kv_pages_per_block = 1; p.num_queries_per_block = 4; },
+                 kValid, rejects(RuleId::rows_not_computed, "heads block 1, query block 0: rows 0..1 of sequence 0 are never computed (the Pallas kernel starts the block past that sequence, as the previous heads block left seq_buf_idx), so they keep earlier values.")},
+    BoundaryCase{"trailing_empty_sequence_inside_block", [](InputsSpec& s) { s.num_q_heads = 8; s.num_kv_heads = 8; s.seqs = {{2, 5}, {2, 7}, {0, 3}}; },
+                 [](Inputs&, Params& p) { p.num_kv_pages_per_block = 1; p.num_queries_per_block = 8; },
+                 kValid, kValid},
+    BoundaryCase{"trailing_empty_sequence_one_heads_block", [](InputsSpec& s) { s.seqs = {{2, 5}, {2, 7}, {0, 3}}; },
+                 [](Inputs&, Params& p) { p.num_kv_pages_per_block = 1; p.num_queries_per_block = 4; },
+                 kValid, kValid},
     BoundaryCase{"page_index_unused_garbage", {}, [](Inputs& in, Params&) { in.page_indices.set_int(2 * 4 + 1, 999); in.page_indices.set_int(3 * 4, -7); }, kValid, kValid});
 
 INSTANTIATE_TEST_SUITE_P(Rules, ValidateBoundary, kCases,

@@ -21,31 +21,33 @@ OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "corpus", "
 # (q_len, kv_len) per sequence; 4 sequence slots of 4 pages of 4 tokens.
 SEQS = [(1, 5), (3, 7), (2, 2)]
 N, PAGES_PER_SEQ, PAGE_SIZE, NUM_PAGES = 4, 4, 4, 16
-T, HQ, HKV, D = 16, 4, 2, 8
+# head_dim 128: the Pallas kernel traces only multiples of 128, so that jax mode shows what
+# JAX and its kernel do with each change rather than head_dim_not_lane_multiple.
+T, HQ, HKV, D = 16, 4, 2, 128
 
 
-def base(seed=0):
+def base(seed=0, seqs=SEQS, hq=HQ, hkv=HKV, d=D):
     """The valid base case, with NaN in every slot and index the definition never reads."""
     rng = np.random.default_rng(seed)
-    q = rng.standard_normal((T, HQ, D)).astype(np.float32)
-    kv_pages = np.full((NUM_PAGES, PAGE_SIZE, 2 * HKV, D), np.nan, np.float32)
+    q = rng.standard_normal((T, hq, d)).astype(np.float32)
+    kv_pages = np.full((NUM_PAGES, PAGE_SIZE, 2 * hkv, d), np.nan, np.float32)
     kv_lens = np.zeros(N, np.int32)
     page_indices = np.full((N, PAGES_PER_SEQ), -1, np.int32)
     cu_q_lens = np.zeros(N + 1, np.int32)
     # Pages are handed out in a shuffled order, as a real allocator's free list would.
     free = list(rng.permutation(NUM_PAGES))
-    for i, (q_len, kv_len) in enumerate(SEQS):
+    for i, (q_len, kv_len) in enumerate(seqs):
         kv_lens[i] = kv_len
         cu_q_lens[i + 1] = cu_q_lens[i] + q_len
         for j in range(-(-kv_len // PAGE_SIZE)):
             page = free.pop()
             page_indices[i, j] = page
             used = min(PAGE_SIZE, kv_len - j * PAGE_SIZE)
-            kv_pages[page, :used] = rng.standard_normal((used, 2 * HKV, D))
-    cu_q_lens[len(SEQS) + 1:] = cu_q_lens[len(SEQS)]
-    q[cu_q_lens[len(SEQS)]:] = np.nan
+            kv_pages[page, :used] = rng.standard_normal((used, 2 * hkv, d))
+    cu_q_lens[len(seqs) + 1:] = cu_q_lens[len(seqs)]
+    q[cu_q_lens[len(seqs)]:] = np.nan
     return dict(q=q, kv_pages=kv_pages, kv_lens=kv_lens, page_indices=page_indices,
-                cu_q_lens=cu_q_lens, num_seqs=np.array([len(SEQS)], np.int32))
+                cu_q_lens=cu_q_lens, num_seqs=np.array([len(seqs)], np.int32))
 
 
 def with_(case, **changes):
@@ -64,7 +66,16 @@ def cases():
     kv_lens_huge[1] = 2**31 - 1  # JAX's int32 cdiv(kv_len + 3, 4) wraps negative
     kv_lens_neg = b["kv_lens"].copy()
     kv_lens_neg[2] = -1
+    pages_neg = b["page_indices"].copy()
+    pages_neg[1, 1] = -1  # numpy-style: interpret mode reads the last page
     zero = dict(b)
+    # Sequence 1 empty (kv_len 0) before sequence 2's rows; its first page is a real page
+    # sequence 2 does not use, so strict's page rule passes and only the stale block shows.
+    empty = base(seqs=[(1, 5), (0, 0), (2, 2)])
+    empty["page_indices"][1, 0] = 15 if 15 not in empty["page_indices"][2] else 14
+    # Two heads blocks (8 q heads over 8 kv heads), query blocks of 4 ending at row 4 =
+    # cu_q_lens[num_seqs], and an empty sequence after the last one with rows.
+    trailing = base(seqs=[(2, 5), (2, 7), (0, 3)], hq=8, hkv=8)
     # name, case, params, jax verdict, strict verdict, what it shows
     return [
         ("padding_kv_len_garbage", with_(b, kv_lens=kv_lens_pad), {},
@@ -75,11 +86,35 @@ def cases():
          "kv_pages_per_block_range", "valid",
          "the kernel clamps page slots, so a KV block past pages_per_seq is harmless"),
         ("page_index_out_of_range", with_(b, page_indices=pages_bad), {},
+         "page_index_out_of_range", "page_index_out_of_range",
+         "JAX never range-checks page indices; its kernel's DMA raises (interpret mode), a "
+         "TPU reads outside kv_pages"),
+        ("page_index_negative", with_(b, page_indices=pages_neg), {},
          "valid", "page_index_out_of_range",
-         "JAX never range-checks page indices: the TPU DMAs arbitrary HBM"),
+         "-1 passes JAX and its kernel: interpret mode reads the last page, a TPU reads "
+         "outside kv_pages"),
         ("kv_len_int32_max", with_(b, kv_lens=kv_lens_huge), {},
-         "valid", "pages_per_seq_too_small",
-         "JAX's int32 cdiv overflows and passes a kv_len far past pages_per_seq"),
+         "kv_block_loop_wraps_int32", "pages_per_seq_too_small",
+         "JAX's int32 cdiv overflows and passes a kv_len far past pages_per_seq; its "
+         "kernel's KV loop then wraps int32 and never ends"),
+        ("empty_sequence_then_rows", empty, {},
+         "valid", "stale_kv_block",
+         "the Pallas kernel computes sequence 2 from the block it prefetched for the "
+         "empty sequence 1 (finding 7)"),
+        ("trailing_empty_sequence_at_block_end", trailing,
+         dict(num_kv_pages_per_block=1, num_queries_per_block=4),
+         "valid", "rows_not_computed",
+         "the Pallas kernel's second heads block starts at the empty sequence 2 and never "
+         "computes rows 0..3 (finding 8)"),
+        ("head_dim_64", base(d=64), {},
+         "head_dim_not_lane_multiple", "valid",
+         "JAX's validators accept head_dim 64; its kernel asserts a multiple of 128"),
+        ("q_block_past_int32", b, dict(num_kv_pages_per_block=1, num_queries_per_block=2**31),
+         "queries_per_block_too_large", "vmem_budget_exceeded",
+         "the kernel multiplies the query block index by 2^31 in int32 (OverflowError)"),
+        ("sliding_window_past_int32", b, dict(sliding_window=2**31),
+         "sliding_window_too_large", "sliding_window_too_large",
+         "both: JAX's validators accept it, its kernel raises OverflowError tracing it"),
         ("cu_q_lens_first_nonzero", with_(b, cu_q_lens=np.array([1, 1, 4, 6, 6], np.int32)), {},
          "valid", "cu_q_lens_first_nonzero",
          "rows before cu_q_lens[0] belong to no sequence"),
@@ -112,7 +147,8 @@ def cases():
          "valid", "dtype_mismatch", "JAX does not check that q and KV dtypes agree"),
         ("head_dim_zero", with_(b, q=np.zeros((T, HQ, 0), np.float32),
                                 kv_pages=np.zeros((NUM_PAGES, PAGE_SIZE, 2 * HKV, 0), np.float32)),
-         {}, "valid", "head_dim_zero", "JAX accepts head_dim 0"),
+         {}, "head_dim_not_lane_multiple", "head_dim_zero",
+         "JAX's validators accept head_dim 0; its kernel does not"),
         ("kv_raw_uint8", with_(b, kv_pages=np.zeros((NUM_PAGES, PAGE_SIZE, 2 * HKV, D), np.uint8)),
          {}, "valid", "kv_dtype_unsupported",
          "uint8 KV without kv_dtype: raw fp8 bits with no format named"),
@@ -161,9 +197,9 @@ def main():
         path = os.path.join(OUT, name + ".npz")
         if name == "kv_raw_uint8":
             # rpa_case refuses uint8 KV without kv_dtype; plain numpy writes it anyway.
-            np.savez(path, **case)
+            np.savez_compressed(path, **case)
         else:
-            rpa_case.save_case(path, q_dtype=q_dtype, **case, **params)
+            rpa_case.save_case(path, q_dtype=q_dtype, compressed=True, **case, **params)
         rows.append("\t".join([name, jax_verdict, strict_verdict, note]))
     with open(os.path.join(OUT, "expectations.tsv"), "w") as f:
         f.write("\n".join(rows) + "\n")
