@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Writes corpus/findings/: each input on which JAX's Pallas kernel leaves the definition,
+with the Pallas kernel's own output as `expected`.
+
+Each case is corpus/modes' base batch (tools/make_mode_corpus.py) with one change and both
+block sizes set (the kernel takes them from a TPU table otherwise). `expected` is what the
+Pallas kernel computes on it in TPU interpret mode (tools/pallas_interpret.py), so the
+findings replay without JAX: tests/pallas_findings_test.cc checks that the literal
+schedule reproduces `expected` within the schedule tolerance while the dense reference
+(the definition) differs from it, and the jax ctest label recomputes `expected` with the
+kernel itself. corpus/findings/expectations.tsv records each mode's verdict.
+
+Run from the repository root with the JAX virtualenv (scripts/jax_venv.sh):
+    build/jaxvenv/bin/python tools/make_findings.py
+"""
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_mode_corpus  # noqa: E402
+import pallas_interpret  # noqa: E402
+import rpa_case  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "corpus", "findings")
+
+
+def cases():
+    """(name, case, params, jax verdict, strict verdict, what it shows) per finding."""
+    b = make_mode_corpus.base()
+    empty = make_mode_corpus.base(seqs=[(1, 5), (0, 0), (2, 2)])
+    # Sequence 1's first page: a page holding data (sequence 0's second page), so that the
+    # wrong block gives finite wrong values rather than the NaN of an unused page.
+    empty["page_indices"][1, 0] = empty["page_indices"][0, 1]
+    trailing = make_mode_corpus.base(seqs=[(2, 5), (2, 7), (0, 3)], hq=8, hkv=8)
+    return [
+        ("mask_value_small_pads", b,
+         dict(mask_value=-1.0, num_kv_pages_per_block=4, num_queries_per_block=16),
+         "valid", "mask_value_too_large",
+         "finding 2: with mask_value -1.0 the Pallas kernel weights the zero-filled slots past "
+         "kv_len of each sequence's last KV block"),
+        ("empty_sequence_stale_block", empty,
+         dict(num_kv_pages_per_block=4, num_queries_per_block=16),
+         "valid", "stale_kv_block",
+         "finding 7: sequence 2's rows are computed from the block prefetched for the empty "
+         "sequence 1 (sequence 0's second page)"),
+        ("trailing_empty_sequence_skips_rows", trailing,
+         dict(num_kv_pages_per_block=1, num_queries_per_block=4),
+         "valid", "rows_not_computed",
+         "finding 8: the second heads block starts at the empty sequence 2 and writes heads "
+         "4..7 of rows 0..3 from the first heads block's accumulator"),
+    ]
+
+
+def main():
+    pallas_interpret.check_version()
+    os.makedirs(OUT, exist_ok=True)
+    rows = ["# name\tjax\tstrict\twhat it shows"]
+    for name, case, params, jax_verdict, strict_verdict, note in cases():
+        expected = pallas_interpret.run_pallas(case, params, params["num_kv_pages_per_block"],
+                                               params["num_queries_per_block"])
+        rpa_case.save_case(os.path.join(OUT, name + ".npz"), compressed=True, **case,
+                           expected=np.asarray(expected), **params)
+        rows.append("\t".join([name, jax_verdict, strict_verdict, note]))
+    with open(os.path.join(OUT, "expectations.tsv"), "w") as f:
+        f.write("\n".join(rows) + "\n")
+    print(f"wrote {len(rows) - 1} cases to {os.path.normpath(OUT)}")
+
+
+if __name__ == "__main__":
+    main()
