@@ -15,9 +15,9 @@
 //
 // The buffer a step reads is the one the previous step's prefetch guessed. The guess is
 // right on the definition's path, but a sequence with kv_len 0 runs no step, so the next
-// step reads the block prefetched for the empty sequence (finding 7); and a query block
+// step reads the block prefetched for the empty sequence (finding 8); and a query block
 // that ends exactly at cu_q_lens[num_seqs] hands the next heads block the sequence after
-// the last one with rows, so that heads block never computes the rows before (finding 8).
+// the last one with rows, so that heads block never computes the rows before (finding 9).
 // Integer arithmetic is int32 and wraps, as on the TPU. The walk is shared by the literal
 // schedule (which computes each step) and by validation (which checks the DMAs and steps).
 #pragma once

@@ -105,11 +105,11 @@ std::string_view mode_name(Mode m);
     "the last multiple that fits it wraps and never ends")                                      \
   X(stale_kv_block, false, true, false,                                                         \
     "a sequence with kv_len 0 runs no KV step, so the block prefetched for it is consumed by "   \
-    "the next step, which computes its rows from those pages (finding 7)")                      \
+    "the next step, which computes its rows from those pages (finding 8)")                      \
   X(rows_not_computed, false, true, false,                                                      \
     "a query block ending exactly at cu_q_lens[num_seqs] with empty sequences after it starts "  \
     "the next heads block past sequence 0, whose rows keep the previous block's values "         \
-    "(finding 8)")
+    "(finding 9)")
 
 enum class RuleId {
 #define RPA_RULE_ENUM(id, jax, strict, crash, reason) id,

@@ -614,7 +614,7 @@ class Walk {
   }
 
   // strict mode, last: where the Pallas kernel's own program computes a defined row from
-  // data other than the definition's (findings 7 and 8).
+  // data other than the definition's (findings 8 and 9).
   void strict_program_rules() {
     if (!c_.clean() || !program_inputs_ok() || pps_ == 0) return;
     program_rules(plan_kernel(in_, p_, opt_.target));

@@ -92,9 +92,9 @@ INSTANTIATE_TEST_SUITE_P(
         // past kv_len (5, 7 and 2 keys of 16), weighted exp(-1 - m) in the softmax's sum:
         // any row, any head, as far as exp(-1 - m) is not negligible (5 of the 6 rows here).
         Finding{"mask_value_small_pads", {0, 1, 2, 3, 4, 5}, {0, 1, 2, 3}, false},
-        // Finding 7: sequence 1 is empty; sequence 2 (rows 1..2) reads its prefetched block.
+        // Finding 8: sequence 1 is empty; sequence 2 (rows 1..2) reads its prefetched block.
         Finding{"empty_sequence_stale_block", {1, 2}, {0, 1, 2, 3}},
-        // Finding 8: 8 q heads in two heads blocks of 4; rows 0..3 end query block 0 and
+        // Finding 9: 8 q heads in two heads blocks of 4; rows 0..3 end query block 0 and
         // sequence 2 is empty: heads block 1 never computes rows 0..3.
         Finding{"trailing_empty_sequence_skips_rows", {0, 1, 2, 3}, {4, 5, 6, 7}}),
     [](const ::testing::TestParamInfo<Finding>& p) { return p.param.name; });

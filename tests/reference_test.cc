@@ -197,7 +197,7 @@ TEST(DenseReference, ZeroLengthSequencesProduceNoRows) {
   with_empty.seqs = {{2, 5}, {0, 6}, {0, 0}, {3, 3}};
   const Inputs in = testing::random_inputs(with_empty);
   // The definition holds; strict mode rejects the case for the TPU kernel's sake: the step
-  // after the kv_len-0 sequence reads the block prefetched for it (finding 7).
+  // after the kv_len-0 sequence reads the block prefetched for it (finding 8).
   const auto f = validate(in, Params{});
   ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->rule, RuleId::stale_kv_block) << f->message;

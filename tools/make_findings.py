@@ -43,12 +43,12 @@ def cases():
         ("empty_sequence_stale_block", empty,
          dict(num_kv_pages_per_block=4, num_queries_per_block=16),
          "valid", "stale_kv_block",
-         "finding 7: sequence 2's rows are computed from the block prefetched for the empty "
+         "finding 8: sequence 2's rows are computed from the block prefetched for the empty "
          "sequence 1 (sequence 0's second page)"),
         ("trailing_empty_sequence_skips_rows", trailing,
          dict(num_kv_pages_per_block=1, num_queries_per_block=4),
          "valid", "rows_not_computed",
-         "finding 8: the second heads block starts at the empty sequence 2 and writes heads "
+         "finding 9: the second heads block starts at the empty sequence 2 and writes heads "
          "4..7 of rows 0..3 from the first heads block's accumulator"),
     ]
 

@@ -100,12 +100,12 @@ def cases():
         ("empty_sequence_then_rows", empty, {},
          "valid", "stale_kv_block",
          "the Pallas kernel computes sequence 2 from the block it prefetched for the "
-         "empty sequence 1 (finding 7)"),
+         "empty sequence 1 (finding 8)"),
         ("trailing_empty_sequence_at_block_end", trailing,
          dict(num_kv_pages_per_block=1, num_queries_per_block=4),
          "valid", "rows_not_computed",
          "the Pallas kernel's second heads block starts at the empty sequence 2 and never "
-         "computes rows 0..3 (finding 8)"),
+         "computes rows 0..3 (finding 9)"),
         ("head_dim_64", base(d=64), {},
          "head_dim_not_lane_multiple", "valid",
          "JAX's validators accept head_dim 64; its kernel asserts a multiple of 128"),
