@@ -2,7 +2,9 @@
 // generators (valid ones, and ones with named mutations), checks both validation modes
 // against the spec model and the tiled kernel against the dense reference, shows a live
 // progress line, and ends with a summary (also written to --report as JSON and markdown)
-// whose findings each come with the command that replays them.
+// whose findings each come with the command that replays them. With --pallas N, N more
+// generated cases then go through JAX's Pallas kernel in TPU interpret mode
+// (tools/cross_check_jax.py --pallas), and the summary says whether that ran.
 #include <unistd.h>
 
 #include <charconv>
@@ -10,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -42,7 +45,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Finding {
-  std::string check;   // "validation (jax)", "kernel vs reference", "raw call", "exception"
+  std::string check;   // "validation (jax)", "kernel vs reference", "raw call", "exception",
+                       // "pallas"
   std::string detail;  // one line
   std::string spec;    // spec hex: rpa gen --spec replays it
   std::string raw;     // a raw call's bytes in hex: fuzz_raw_inputs replays them
@@ -57,6 +61,8 @@ struct Stats {
   std::map<std::string, int64_t> pair_checks;
   int64_t findings_total = 0;
   std::vector<Finding> findings;  // the first kMaxFindings
+  // The Pallas kernel cross-check: "" when not asked for, else its summary line.
+  std::string pallas;
 };
 
 constexpr size_t kMaxFindings = 20;
@@ -146,6 +152,10 @@ void run_case(const props::CaseSpec& spec, int64_t i, Stats& st) {
 }
 
 std::string replay(const Finding& f) {
+  if (f.check == "pallas") {
+    return "build/jaxvenv/bin/python tools/cross_check_jax.py --pallas N --seed S "
+           "(the N and S above)";
+  }
   if (!f.raw.empty()) {
     return "python3 -c \"open('raw.bin', 'wb').write(bytes.fromhex('" + f.raw +
            "'))\" && build/release/fuzz/fuzz_raw_inputs raw.bin";
@@ -154,6 +164,45 @@ std::string replay(const Finding& f) {
          (f.check.starts_with("validation (jax)") ? "validate --mode jax case.npz"
           : f.check.starts_with("validation")     ? "validate case.npz"
                                                   : "check case.npz");
+}
+
+std::string pallas_line(const Stats& st) {
+  return st.pallas.empty() ? "not run (--pallas N runs N generated cases through JAX's kernel; "
+                             "needs JAX: scripts/jax_venv.sh build/jaxvenv)"
+                           : st.pallas;
+}
+
+// Where the pinned JAX lives: $RPA_JAX_PYTHON, else build/jaxvenv below the checkout.
+std::string jax_python() {
+  if (const char* env = std::getenv("RPA_JAX_PYTHON"); env && *env) return env;
+  return std::string(RPA_SOURCE_DIR) + "/build/jaxvenv/bin/python";
+}
+
+// Runs tools/cross_check_jax.py --pallas n; its output goes to log. Returns its last line
+// ("cross_check_jax pallas: P passed, F failed") and the failure count, or an error.
+struct PallasRun {
+  std::string last_line;
+  int64_t failed = -1;  // -1: no verdict line
+  int status = 0;
+};
+
+PallasRun run_pallas_check(uint64_t n, uint64_t seed, const std::filesystem::path& log) {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string cmd = "'" + jax_python() + "' '" + std::string(RPA_SOURCE_DIR) +
+                          "/tools/cross_check_jax.py' --rpa '" + self + "' --pallas " +
+                          std::to_string(n) + " --seed " + std::to_string(seed) + " > '" +
+                          log.string() + "' 2>&1";
+  PallasRun r;
+  r.status = std::system(cmd.c_str());
+  std::ifstream in(log);
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("cross_check_jax pallas: ")) r.last_line = line;
+  }
+  const size_t comma = r.last_line.find(" passed, ");
+  if (comma != std::string::npos) {
+    r.failed = std::strtoll(r.last_line.c_str() + comma + 9, nullptr, 10);
+  }
+  return r;
 }
 
 std::string summary_text(const Stats& st, double seconds, uint64_t seed) {
@@ -176,6 +225,7 @@ std::string summary_text(const Stats& st, double seconds, uint64_t seed) {
   s += "\n  raw calls (fuzz_raw_inputs' decoder, valid cases with bytes changed): " +
        std::to_string(st.raw_calls) + ", strict accepted " +
        std::to_string(st.raw_strict_accepted) + ", run " + std::to_string(st.raw_ran);
+  s += "\n  Pallas kernel (TPU interpret mode): " + pallas_line(st);
   s += "\n  findings: " + std::to_string(st.findings_total) + "\n";
   for (const Finding& f : st.findings) {
     s += "    " + f.check + ": " + f.detail + "\n      replay: " + replay(f) + "\n";
@@ -198,6 +248,7 @@ std::string summary_json(const Stats& st, double seconds, uint64_t seed) {
   for (const auto& [pair, worst] : st.worst_budget) j.key(pair).value(worst);
   j.end_object().key("raw_calls").value(st.raw_calls);
   j.key("raw_strict_accepted").value(st.raw_strict_accepted).key("raw_ran").value(st.raw_ran);
+  j.key("pallas").value(pallas_line(st));
   j.key("findings_total").value(st.findings_total).key("findings").begin_array();
   for (const Finding& f : st.findings) {
     j.begin_object().key("check").value(f.check).key("detail").value(f.detail);
@@ -230,6 +281,7 @@ std::string summary_markdown(const Stats& st, double seconds, uint64_t seed) {
        " valid cases in fuzz_raw_inputs' raw form with one to four bytes changed: " +
        std::to_string(st.raw_strict_accepted) + " still strict-valid, " +
        std::to_string(st.raw_ran) + " run through the reference and the kernel.\n";
+  s += "\n## Pallas kernel (TPU interpret mode)\n\n" + pallas_line(st) + "\n";
   s += "\n## Findings: " + std::to_string(st.findings_total) + "\n\n";
   for (const Finding& f : st.findings) {
     s += "- **" + f.check + "**: " + f.detail + "\n  `" + replay(f) + "`\n";
@@ -253,11 +305,12 @@ std::optional<uint64_t> parse_u64(std::string_view v) {
 }  // namespace
 
 int campaign_command(const std::vector<std::string_view>& args) {
-  uint64_t seconds = 60, seed = 1, max_size = 100;
+  uint64_t seconds = 60, seed = 1, max_size = 100, pallas = 0;
   std::optional<std::string> report;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
-    if (a != "--seconds" && a != "--seed" && a != "--report" && a != "--max-size") {
+    if (a != "--seconds" && a != "--seed" && a != "--report" && a != "--max-size" &&
+        a != "--pallas") {
       return usage_error("unknown option " + std::string(a));
     }
     if (i + 1 >= args.size()) return usage_error(std::string(a) + " needs a value");
@@ -271,6 +324,9 @@ int campaign_command(const std::vector<std::string_view>& args) {
     if (a == "--seconds") {
       if (!n || *n < 1 || *n > 7 * 24 * 3600) return usage_error("--seconds takes 1 to 604800");
       seconds = *n;
+    } else if (a == "--pallas") {
+      if (!n || *n > 100000) return usage_error("--pallas takes 0 to 100000 cases");
+      pallas = *n;
     } else if (a == "--seed") {
       if (!n || *n > static_cast<uint64_t>(INT64_MAX)) {
         return usage_error("--seed takes 0 to 9223372036854775807");
@@ -291,6 +347,15 @@ int campaign_command(const std::vector<std::string_view>& args) {
       std::fprintf(stderr, "rpa: cannot write the report to %s\n", report->c_str());
       return kExitUnreadable;
     }
+  }
+
+  // The Pallas check needs the pinned JAX: fail now, loudly, not after the run.
+  if (pallas > 0 && !std::filesystem::exists(jax_python())) {
+    std::fprintf(stderr,
+                 "rpa: --pallas needs JAX %s at %s (make it with scripts/jax_venv.sh "
+                 "build/jaxvenv, or set RPA_JAX_PYTHON)\n",
+                 "0.10.2", jax_python().c_str());
+    return kExitUnreadable;
   }
 
   const bool tty = isatty(2) != 0;
@@ -316,6 +381,26 @@ int campaign_command(const std::vector<std::string_view>& args) {
     }
   }
   if (tty) std::fprintf(stderr, "\n");
+  if (pallas > 0) {
+    const std::filesystem::path log =
+        report ? std::filesystem::path(*report) / "pallas.log"
+               : std::filesystem::temp_directory_path() / ("rpa-pallas-" + std::to_string(getpid()) + ".log");
+    std::fprintf(stderr, "rpa campaign: %llu cases through the Pallas kernel (log %s)\n",
+                 static_cast<unsigned long long>(pallas), log.c_str());
+    const PallasRun r = run_pallas_check(pallas, seed, log);
+    const std::string command = "tools/cross_check_jax.py --pallas " + std::to_string(pallas) +
+                                " --seed " + std::to_string(seed);
+    if (r.failed < 0) {
+      st.pallas = "ERROR: " + command + " gave no verdict (exit status " +
+                  std::to_string(r.status) + "; see " + log.string() + ")";
+      record(st, {"pallas", st.pallas, "", ""});
+    } else {
+      st.pallas = r.last_line.substr(std::string("cross_check_jax pallas: ").size()) + " (" +
+                  command + "; log " + log.string() + ")";
+      if (r.failed > 0) record(st, {"pallas", std::to_string(r.failed) + " cases differ: see " +
+                                                  log.string(), "", ""});
+    }
+  }
   const double took = elapsed();
   std::printf("%s", summary_text(st, took, seed).c_str());
 

@@ -7,6 +7,7 @@ Usage: cli_campaign_test.py RPA_BINARY REPO_ROOT
 """
 import json
 import os
+import subprocess
 import sys
 import tempfile
 
@@ -43,6 +44,15 @@ with tempfile.TemporaryDirectory() as tmp:
     check("markdown report", md.startswith("# rpa campaign") and "| rule | strict | jax |" in md)
 
     check("summary names the sizes", "sizes 0..100" in p.stdout and s["max_size"] == 100)
+    check("summary says the Pallas check did not run",
+          "Pallas kernel (TPU interpret mode): not run" in p.stdout and
+          s["pallas"].startswith("not run"), s.get("pallas", "")[:100])
+    missing = dict(os.environ, RPA_JAX_PYTHON=os.path.join(tmp, "no-such-python"))
+    q = subprocess.run([sys.argv[1], "campaign", "--seconds", "600", "--pallas", "2"],
+                       capture_output=True, text=True, env=missing)
+    check("--pallas without JAX exits 3 before the run",
+          q.returncode == 3 and "--pallas needs JAX" in q.stderr and " cases, " not in q.stderr,
+          q.stderr[-200:])
     q = rpa("campaign", "--seconds", "1", "--max-size", "400", "--seed", "9223372036854775807")
     check("--max-size 400 and the largest seed", q.returncode == 0 and "sizes 0..400" in q.stdout,
           q.stdout[:200] + q.stderr[-200:])
@@ -50,7 +60,8 @@ with tempfile.TemporaryDirectory() as tmp:
                        (["--seed", "-1"], "negative seed"), (["--bogus"], "unknown option"),
                        (["--report"], "missing value"), (["--report", ""], "empty report"),
                        (["--seed", "9223372036854775808"], "seed past int64"),
-                       (["--max-size", "401"], "size past the full bounds")]:
+                       (["--max-size", "401"], "size past the full bounds"),
+                       (["--pallas", "x"], "--pallas not a number")]:
         q = rpa("campaign", *args)
         check(f"usage: {what}", q.returncode == 64 and q.stderr.startswith("rpa: "), q.stderr[:100])
     blocked = os.path.join(tmp, "file")
