@@ -205,7 +205,7 @@ def test_check_without_or_with_bad_out(tmp):
           and j.get("schedule") == "literal" and j.get("agree") is True, p.stdout + p.stderr)
     p = rpa("run", path, "--impl", "reference", "--literal")
     check("run --literal needs the kernel", p.returncode == 64
-          and "--literal needs --impl kernel" in p.stderr, p.stderr)
+          and "--schedule literal needs --impl kernel" in p.stderr, p.stderr)
     # run --impl kernel writes the kernel's output; check then compares that `out`.
     kernel_out = os.path.join(tmp, "kernel_out.npz")
     p = rpa("run", path, "--impl", "kernel", "--threads", "2", "-o", kernel_out)
@@ -236,7 +236,8 @@ def test_check_without_or_with_bad_out(tmp):
 
 
 def test_strict_gate_in_jax_mode():
-    path = os.path.join(MODES, "page_index_out_of_range.npz")
+    # page index -1: JAX and its kernel accept it (interpret mode reads the last page).
+    path = os.path.join(MODES, "page_index_negative.npz")
     for cmd in (["run", path, "--impl", "reference"], ["check", path]):
         p = rpa(*cmd, "--mode", "jax")
         check(f"{cmd[0]} jax-only case exit 2", p.returncode == 2, f"rc={p.returncode}")
@@ -307,6 +308,56 @@ def test_unreadable(tmp):
           f"rc={p.returncode} {p.stderr!r}")
 
 
+def test_literal_in_jax_mode(tmp):
+    """The literal schedule runs on inputs only jax mode accepts; check --oracle literal."""
+    for name, rule in (("trailing_empty_sequence_at_block_end", "rows_not_computed"),
+                       ("negative_q_len", "cu_q_lens_decreasing"),
+                       ("page_index_negative", "page_index_out_of_range")):
+        path = os.path.join(MODES, name + ".npz")
+        out = os.path.join(tmp, name + "_literal.npz")
+        p = rpa("run", path, "--impl", "kernel", "--schedule", "literal", "--mode", "jax",
+                "-o", out, "--json")
+        j = as_json(p)
+        check(f"{name}: literal runs in jax mode", p.returncode == 0 and j.get("schedule") ==
+              "literal" and isinstance(j.get("blocks"), list) and len(j["blocks"]) == 2,
+              p.stdout + p.stderr)
+        p = rpa("run", path, "--impl", "kernel", "--mode", "jax")
+        check(f"{name}: the default schedule still needs strict", p.returncode == 2 and
+              rule in p.stderr, p.stderr)
+        p = rpa("check", out, "--oracle", "literal", "--mode", "jax", "--json")
+        j = as_json(p)
+        check(f"{name}: its own output agrees with the literal oracle", p.returncode == 0 and
+              j.get("oracle") == "literal" and j.get("agree") is True and j["mismatches"] == 0,
+              p.stdout + p.stderr)
+        # One defined element moved by 64 float32 ulps of max |V|: past the 32 allowed.
+        case = rpa_case.load_case(out)
+        bad = np.array(case["out"], np.float32)
+        row = int(case["cu_q_lens"][0]) if name != "negative_q_len" else 0
+        v = np.asarray(case["kv_pages"], np.float32)[:, :, 1::2]
+        m = float(np.nanmax(np.abs(v)))
+        bad[row, 0, 0] += np.float32(2.0 ** -18 * m + 2.0 ** -18 * abs(float(bad[row, 0, 0])))
+        saved = {k: case[k] for k in rpa_case.FLOAT_PARAMS + rpa_case.INT_PARAMS}
+        moved = os.path.join(tmp, name + "_moved.npz")
+        rpa_case.save_case(moved, **{k: case[k] for k in rpa_case.REQUIRED_ARRAYS}, out=bad,
+                           **saved)
+        p = rpa("check", moved, "--oracle", "literal", "--mode", "jax", "--json")
+        j = as_json(p)
+        check(f"{name}: 64 ulps off fails the literal oracle", p.returncode == 1 and
+              j.get("agree") is False and j["first"]["row"] == row, p.stdout + p.stderr)
+    path = os.path.join(MODES, "trailing_empty_sequence_at_block_end.npz")
+    p = rpa("check", path, "--oracle", "literal", "--mode", "jax")
+    check("--oracle literal needs out", p.returncode == 64 and "needs a case with `out`" in
+          p.stderr, p.stderr)
+    p = rpa("check", path, "--oracle", "bogus")
+    check("--oracle takes reference or literal", p.returncode == 64, p.stderr)
+    p = rpa("run", path, "--impl", "kernel", "--schedule", "bogus")
+    check("--schedule takes default or literal", p.returncode == 64, p.stderr)
+    p = rpa("run", os.path.join(MODES, "kv_raw_uint8.npz"), "--impl", "kernel", "--schedule",
+            "literal", "--mode", "jax")
+    check("literal refuses raw uint8 KV in one line", p.returncode == 2 and
+          p.stderr.count("\n") == 1 and "kv_pages uint8" in p.stderr, p.stderr)
+
+
 def test_run_json_without_output(tmp):
     case = make_mode_corpus.base()
     path = os.path.join(tmp, "plain.npz")
@@ -335,6 +386,7 @@ def main():
         test_bench_usage()
         test_unreadable(tmp)
         test_run_json_without_output(tmp)
+        test_literal_in_jax_mode(tmp)
     return finish("rpa run/check CLI")
 
 
