@@ -152,8 +152,13 @@ const auto kCases = ::testing::Values(
                  rejects(RuleId::num_seqs_dtype, "num_seqs.dtype=dtype('bool') must be int32."),
                  rejects(RuleId::num_seqs_dtype, "num_seqs.dtype=dtype('bool') must be int32.")},
     // --- dtypes -------------------------------------------------------------------------
+    // jax mode: JAX's validators accept them; the Pallas kernel asserts float32 / bfloat16.
     BoundaryCase{"q_uint16", [](InputsSpec& s) { s.q_dtype = DType::kUInt16; }, {},
-                 kValid, rejects(RuleId::q_dtype_unsupported, "q.dtype=dtype('uint16') must be float32 or bfloat16.")},
+                 rejects(RuleId::q_dtype_unsupported, "q.dtype=dtype('uint16') must be float32 or bfloat16 for the Pallas kernel (fold_on_2nd_minor asserts it)."),
+                 rejects(RuleId::q_dtype_unsupported, "q.dtype=dtype('uint16') must be float32 or bfloat16.")},
+    BoundaryCase{"q_float16", [](InputsSpec& s) { s.q_dtype = DType::kFloat16; s.kv_dtype = DType::kFloat16; }, {},
+                 rejects(RuleId::q_dtype_unsupported, "q.dtype=dtype('float16') must be float32 or bfloat16 for the Pallas kernel (fold_on_2nd_minor asserts it)."),
+                 rejects(RuleId::q_dtype_unsupported, "q.dtype=dtype('float16') must be float32 or bfloat16.")},
     BoundaryCase{"kv_float64", [](InputsSpec& s) { s.kv_dtype = DType::kFloat64; }, {},
                  rejects(RuleId::dtype_packing_zero, "get_dtype_packing(dtype('float64')) is 0: can_be_xla_fully_tiled raises ZeroDivisionError."),
                  rejects(RuleId::kv_dtype_unsupported, "kv_pages.dtype=dtype('float64') must be float32, bfloat16, float8_e4m3fn or float8_e5m2.")},
