@@ -279,4 +279,39 @@ bool is_kernel_kv_dtype(DType t) {
   return is_kernel_q_dtype(t) || t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2;
 }
 
+bool is_pallas_extra_kv_dtype(DType t) {
+  switch (t) {
+    case DType::kFloat16:
+    case DType::kInt8:
+    case DType::kUInt8:
+    case DType::kInt16:
+    case DType::kUInt16:
+    case DType::kInt32:
+    case DType::kUInt32: return true;
+    default: return false;
+  }
+}
+
+float load_as_float32(DType t, const void* data, int64_t i) {
+  switch (t) {
+    case DType::kFloat16: return f16_to_float(read_element<uint16_t>(data, i));
+    case DType::kInt8: return static_cast<float>(read_element<int8_t>(data, i));
+    case DType::kUInt8: return static_cast<float>(read_element<uint8_t>(data, i));
+    case DType::kInt16: return static_cast<float>(read_element<int16_t>(data, i));
+    case DType::kUInt16: return static_cast<float>(read_element<uint16_t>(data, i));
+    case DType::kInt32: return static_cast<float>(read_element<int32_t>(data, i));
+    case DType::kUInt32: return static_cast<float>(read_element<uint32_t>(data, i));
+    default: return load_float(t, data, i);
+  }
+}
+
+float kv_eff(DType q_dtype, DType kv_dtype, const std::optional<double>& scale, bool key,
+             float x) {
+  if (scale) return round_to(q_dtype, x * static_cast<float>(*scale));
+  if (key && q_dtype == DType::kBFloat16 && dtype_is_integer(kv_dtype)) {
+    return round_to(DType::kBFloat16, x);
+  }
+  return x;
+}
+
 }  // namespace rpa

@@ -40,6 +40,19 @@ bool dtype_is_float(DType t);    // every floating type, fp8 included
 // The dtypes the TPU kernel computes with: q float32 or bfloat16; KV also float8.
 bool is_kernel_q_dtype(DType t);
 bool is_kernel_kv_dtype(DType t);
+
+// KV dtypes JAX's Pallas kernel also runs on (jax mode accepts them; its strided loads
+// bitcast them like float8): float16 and integers up to 32 bits. bool fails its bitcast,
+// 64-bit types its packing.
+bool is_pallas_extra_kv_dtype(DType t);
+// Element i as numpy's astype(float32) gives it (round to nearest): the kernel dtypes and
+// the extra KV dtypes above.
+float load_as_float32(DType t, const void* data, int64_t i);
+
+// K_eff / V_eff of one KV element x (as load_as_float32 gives it) as the Pallas kernel
+// computes with it: with a scale, round_to(q dtype, x * scale) in float32; without one, x,
+// except that an integer K under a bfloat16 q is promoted to bfloat16 by the einsum.
+float kv_eff(DType q_dtype, DType kv_dtype, const std::optional<double>& scale, bool key, float x);
 // How numpy prints the dtype inside a message: dtype('int32'); ml_dtypes types print
 // without quotes, e.g. dtype(bfloat16).
 std::string dtype_repr(DType t);

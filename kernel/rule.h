@@ -36,7 +36,7 @@ std::string_view mode_name(Mode m);
   X(num_seqs_dtype, true, true, true,                                                           \
     "num_seqs is prefetched as an int32 scalar (JAX indexes with it: a float crashes)")         \
   X(q_dtype_unsupported, true, true, true, "the kernel computes q in float32 or bfloat16")      \
-  X(kv_dtype_unsupported, false, true, false,                                                   \
+  X(kv_dtype_unsupported, true, true, true,                                                     \
     "the kernel reads KV as float32, bfloat16 or float8 (e4m3fn, e5m2)")                        \
   X(dtype_mismatch, false, true, false,                                                         \
     "mixed q/KV dtypes have no agreed rounding point, except float8 KV under a wider q")        \
@@ -98,6 +98,12 @@ std::string_view mode_name(Mode m);
   X(heads_not_tileable, true, true, false, "the kernel loads combined heads in full TPU tiles") \
   X(vmem_budget_exceeded, false, true, false, "the kernel's buffers must fit the scoped VMEM")  \
   X(smem_budget_exceeded, false, true, false, "the prefetched index arrays must fit in SMEM")   \
+  X(max_num_batched_tokens_zero, true, false, true,                                             \
+    "the Pallas kernel reads a query block of q even when q has no rows (IndexError), and "     \
+    "JAX's default num_queries_per_block is then 0")                                            \
+  X(kv_scales_one_sided, true, false, true,                                                     \
+    "with one of k_scale / v_scale set and KV narrower than q, K and V get different dtypes; "  \
+    "the Pallas kernel asserts they match when tracing")                                        \
   X(head_dim_not_lane_multiple, true, false, true,                                              \
     "the Pallas kernel tiles head_dim by 128 lanes (broadcast_to_shape asserts it when tracing)") \
   X(kv_block_loop_wraps_int32, true, false, true,                                               \

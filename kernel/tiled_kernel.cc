@@ -64,7 +64,8 @@ void to_float(DType t, const std::byte* src, int64_t n, float* dst) {
     }
     return;
   }
-  for (int64_t i = 0; i < n; ++i) dst[i] = load_float(t, src, i);
+  // float8, and in the literal schedule float16 and integer KV (is_pallas_extra_kv_dtype).
+  for (int64_t i = 0; i < n; ++i) dst[i] = load_as_float32(t, src, i);
 }
 
 // One worker's scratch, sized once for the plan: the TPU's VMEM buffers (the KV double
@@ -229,9 +230,8 @@ class CellWorker {
         continue;
       }
       to_float(kv_dtype_, buf + (j * slot_elems + head * d_) * kv_bytes_, d_, row);
-      if (scale) {
-        const auto sc = static_cast<float>(*scale);
-        for (int64_t c = 0; c < d_; ++c) row[c] = round_to(q_dtype_, row[c] * sc);
+      if (scale || (!value && q_dtype_ == DType::kBFloat16 && dtype_is_integer(kv_dtype_))) {
+        for (int64_t c = 0; c < d_; ++c) row[c] = kv_eff(q_dtype_, kv_dtype_, scale, !value, row[c]);
       }
     }
   }

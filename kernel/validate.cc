@@ -233,7 +233,8 @@ class Walk {
     }
     if (!is_kernel_kv_dtype(kt)) {
       dtypes_ok_ = false;
-      if (reject(RuleId::kv_dtype_unsupported,
+      // jax mode: JAX's validators accept any; the Pallas kernel fails only on bool.
+      if (c_.strict() && reject(RuleId::kv_dtype_unsupported,
                  "kv_pages.dtype=" + dtype_repr(kt) +
                      " must be float32, bfloat16, float8_e4m3fn or float8_e5m2.") &&
           c_.done())
@@ -567,8 +568,16 @@ class Walk {
   void jax_pallas_rules() {
     const auto& bkv = p_.num_kv_pages_per_block;
     const auto& bq = p_.num_queries_per_block;
+    const std::string no_rows =
+        "max_num_batched_tokens=0 must be positive (the Pallas kernel reads a block of q";
     if (Hq_ == 0 && reject(RuleId::q_heads_zero, "num_q_heads=0 must be positive (the Pallas "
                                                  "kernel divides by its heads per block).") &&
+        c_.done())
+      return;
+    // Without both block sizes JAX's default num_queries_per_block is min(T, 32) = 0.
+    if (T_ == 0 && !(bkv && bq) &&
+        reject(RuleId::max_num_batched_tokens_zero,
+               no_rows + ", and its default num_queries_per_block would be 0).") &&
         c_.done())
       return;
     if (bkv && bq && *bq > std::numeric_limits<int32_t>::max() &&
@@ -576,10 +585,28 @@ class Walk {
                "num_queries_per_block=" + I(*bq) + " must fit in int32.") &&
         c_.done())
       return;
+    if (in_.kv_pages.dtype() == DType::kBool &&
+        reject(RuleId::kv_dtype_unsupported,
+               "kv_pages.dtype=dtype('bool') cannot be loaded by the Pallas kernel (its "
+               "strided KV load bitcasts it, which lax.bitcast_convert_type refuses).") &&
+        c_.done())
+      return;
     if (!is_kernel_q_dtype(in_.q.dtype()) &&
         reject(RuleId::q_dtype_unsupported,
                "q.dtype=" + dtype_repr(in_.q.dtype()) + " must be float32 or bfloat16 for the "
                "Pallas kernel (fold_on_2nd_minor asserts it).") &&
+        c_.done())
+      return;
+    // k_scale casts K to q's dtype, v_scale V: with one of them, K and V differ in dtype
+    // unless the KV dtype is q's.
+    if (p_.k_scale.has_value() != p_.v_scale.has_value() &&
+        in_.kv_pages.dtype() != in_.q.dtype() &&
+        reject(RuleId::kv_scales_one_sided,
+               std::string(p_.k_scale ? "k_scale" : "v_scale") + " is set and " +
+                   (p_.k_scale ? "v_scale" : "k_scale") + " is not: with kv_pages.dtype=" +
+                   dtype_repr(in_.kv_pages.dtype()) + " and q.dtype=" + dtype_repr(in_.q.dtype()) +
+                   " the Pallas kernel's K and V get different dtypes (it asserts k.dtype == "
+                   "v.dtype).") &&
         c_.done())
       return;
     if (sliding_window_too_large() && c_.done()) return;
@@ -590,6 +617,10 @@ class Walk {
         c_.done())
       return;
     if (!c_.clean() || !program_inputs_ok()) return;
+    if (T_ == 0) {  // both block sizes given: the q block read fails when running
+      reject(RuleId::max_num_batched_tokens_zero, no_rows + ").");
+      return;
+    }
     if (pps_ == 0) {
       if (T_ > 0) {
         reject(RuleId::pages_per_seq_zero,

@@ -15,6 +15,7 @@ void write_comparison_json(JsonWriter& j, const Comparison& c) {
   j.key("agree").value(c.agree());
   j.key("max_abs_err").value(c.max_abs_err).key("max_rel_err").value(c.max_rel_err);
   j.key("atol").value(c.tol.atol).key("rtol").value(c.tol.rtol);
+  j.key("max_tolerance_used").value(c.max_budget_used);
   j.key("compared").value(c.compared).key("mismatches").value(c.mismatches);
   if (c.first) {
     const ElementMismatch& m = *c.first;
@@ -75,8 +76,11 @@ int check_command(const std::vector<std::string_view>& args) {
   if (literal_oracle) {
     CliArgs literal = a;
     literal.literal = true;
-    want = tiled_attention(c->inputs, c->params, kernel_options(literal));
-    tol = schedule_tolerance(c->inputs, c->params);
+    const KernelOptions options = kernel_options(literal);
+    want = tiled_attention(c->inputs, c->params, options);
+    tol = schedule_tolerance(
+        c->inputs, c->params,
+        plan_kernel(c->inputs, c->params, options.target, options.untuned_blocks));
   } else {
     ReferenceResult ref = dense_reference(c->inputs, c->params);
     tol = tolerance_for_case(c->inputs, c->params, ref);

@@ -192,10 +192,12 @@ bool validate_for_compute(const Case& c, const CliArgs& args, bool needs_definit
 bool literal_jax_ok(const Case& c, const CliArgs& args) {
   if (!validate_for_compute(c, args, /*needs_definition=*/false)) return false;
   const DType qt = c.inputs.q.dtype(), kt = c.inputs.kv_pages.dtype();
-  if (is_kernel_q_dtype(qt) && is_kernel_kv_dtype(kt)) return true;
+  if (is_kernel_q_dtype(qt) && (is_kernel_kv_dtype(kt) || is_pallas_extra_kv_dtype(kt))) {
+    return true;
+  }
   std::fprintf(stderr,
                "%s: the literal schedule computes q in float32 or bfloat16 and KV in float32, "
-               "bfloat16 or float8 (got q %s, kv_pages %s)\n",
+               "bfloat16, float8, float16 or integers up to 32 bits (got q %s, kv_pages %s)\n",
                args.path.c_str(), std::string(dtype_name(qt)).c_str(),
                std::string(dtype_name(kt)).c_str());
   return false;

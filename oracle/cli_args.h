@@ -54,9 +54,8 @@ void write_failure_json(JsonWriter& j, const Failure& f, Mode mode);
 bool validate_for_compute(const Case& c, const CliArgs& args, bool needs_definition = true);
 
 // The literal schedule in jax mode: the gate above without the definition, and the dtypes
-// the schedule computes with (jax mode also accepts KV dtypes such as uint8 that the
-// Pallas kernel runs on and the literal schedule does not). Prints why not and returns
-// false.
+// the schedule computes with (the Pallas kernel's: q float32 or bfloat16; KV the kernel
+// floats, float16 or integers up to 32 bits). Prints why not and returns false.
 bool literal_jax_ok(const Case& c, const CliArgs& args);
 
 // KernelOptions for the tiled kernel as the command line asks for it.

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdio>
 
 #include "kernel/paged_kv_view.h"
@@ -35,7 +36,9 @@ int run_command(const std::vector<std::string_view>& args) {
   const KernelOptions options = kernel_options(a);
   Tensor out = a.impl == "kernel" ? tiled_attention(c->inputs, c->params, options)
                                   : dense_reference(c->inputs, c->params).out;
-  const int64_t rows = PagedKvView(c->inputs).total_q_tokens();
+  // Defined rows; jax mode's literal schedule also takes a negative cu_q_lens[num_seqs].
+  const int64_t rows =
+      std::clamp<int64_t>(PagedKvView(c->inputs).total_q_tokens(), 0, c->inputs.q.dim(0));
   if (!a.output.empty()) {
     c->out = std::move(out);
     if (std::string err; !write_case_file(a.output, *c, &err)) {

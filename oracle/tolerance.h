@@ -7,6 +7,7 @@
 #include "kernel/dtype.h"
 #include "kernel/inputs.h"
 #include "kernel/params.h"
+#include "kernel/tiled_kernel.h"
 #include "reference/dense_reference.h"
 
 namespace rpa {
@@ -29,9 +30,10 @@ Tolerance tolerance_for(DType q_dtype, DType v_dtype, double max_abs_v, int64_t 
 Tolerance tolerance_for_case(const Inputs& in, const Params& p, const ReferenceResult& r);
 
 // The tolerance for comparing an output with the literal schedule's (the Pallas program,
-// KernelOptions::literal_schedule), e.g. the Pallas kernel's own output: derivation in
-// tolerance.cc. Needs no reference, so it applies to any input jax mode accepts.
-Tolerance schedule_tolerance(const Inputs& in, const Params& p);
+// KernelOptions::literal_schedule, run with `plan`), e.g. the Pallas kernel's own output:
+// derivation in tolerance.cc. Needs no reference, so it applies to any input jax mode
+// accepts on which the literal schedule runs.
+Tolerance schedule_tolerance(const Inputs& in, const Params& p, const KernelPlan& plan);
 
 // Bits of precision (significand bits, the implicit one included) of a float dtype.
 int precision_bits(DType t);

@@ -11,6 +11,7 @@ packages=(
   libbenchmark-dev                                # bench/
   libzip-dev                                      # .npz containers
   python3-numpy                                   # tools/rpa_case.py and its round-trip test
+  python3-venv                                    # scripts/jax_venv.sh: the pinned JAX
   llvm-14                                         # llvm-cov, llvm-profdata for fuzz/coverage.sh
   zip unzip                                       # fuzz/build.sh seed zips, fuzz/check_build.sh
 )
