@@ -11,8 +11,10 @@ scripts/install_deps.sh
 jobs=$(nproc)
 
 echo "== release build (g++, -Werror)"
+# The CPU JAX the ctest label "jax" runs against (release build only).
+scripts/jax_venv.sh build/jaxvenv >/dev/null
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRPA_WERROR=ON \
-  -DCMAKE_CXX_COMPILER=g++ >/dev/null
+  -DCMAKE_CXX_COMPILER=g++ -DRPA_JAX_PYTHON="$PWD/build/jaxvenv/bin/python" >/dev/null
 cmake --build build/release -j "$jobs"
 ctest --test-dir build/release --output-on-failure -j "$jobs" "$@"
 

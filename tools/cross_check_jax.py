@@ -63,12 +63,39 @@ as `out`, there. The tolerance used, max |jax - rpa| / (atol + rtol * |rpa|) ove
 defined elements (rpa's output from `rpa run --impl reference`), is tabulated per dtype
 combination and per data scale. The last line is `cross_check_jax reference: N passed,
 M failed`; the exit status is 1 on any failure.
+
+Pallas mode runs JAX's own Pallas kernel in TPU interpret mode on the CPU
+(tools/pallas_interpret.py, DESIGN.md section 14) on N cases from `rpa gen --head-dim 128`
+(profiles decode, prefill, mixed, edge in turn, sizes 0..Z, seeds drawn from S) and on
+the case files given whose head_dim is a multiple of 128 (the others cannot be traced):
+
+    /tmp/jaxvenv/bin/python tools/cross_check_jax.py --rpa /tmp/xc-build/rpa \
+        --pallas 120 --seed 1 [--size-max 24] [--keep DIR] [corpus/modes ...]
+
+For each case: (1) JAX's validators against `rpa validate --mode jax`, as above; if JAX
+accepts, (2) the Pallas kernel with the block sizes JAX gives it (the case's when it sets
+both, else min(pages_per_seq, 128) x min(T, 32)), which `rpa run --schedule literal
+--mode jax --json` must report: where Pallas raises, rpa must flag a jax_crash rule (rpa
+flagging one where Pallas runs is a note); (3) where both run, rpa's literal schedule
+against Pallas on the defined rows: `rpa check --oracle literal --mode jax` on Pallas's
+output, under rpa's schedule tolerance (oracle/tolerance.cc: much tighter than the
+reference tolerance where logits are small); the undefined rows are compared bit for bit,
+for information; (4) if strict mode accepts, `rpa check` on JAX's reference (one jax.jit)
+and on Pallas's output, and the default schedule against Pallas within rpa's tolerance
+(beyond the schedule tolerance: counted); (5) if strict rejects, how far Pallas is from
+JAX's reference (informational), printed with the strict rule where it differs by more
+than 1e-3 of max |reference|. One line per case; the summary has the outcomes,
+a per (q, kv) dtype table of the literal's largest tolerance used and |difference| and
+its share of bit-identical elements, and the edge cases Pallas ran on. The last line is
+`cross_check_jax pallas: N passed, M failed`. No JAX, another JAX than the pinned one, or
+a patch that does not apply exits 1 with the reason: nothing is skipped.
 """
 
 import argparse
 import collections
 import dataclasses
 import json
+import logging
 import os
 import re
 import shutil
@@ -685,7 +712,9 @@ def reference_case(rng):
     if rng.random() < 0.3:
         params["soft_cap"] = float(_pick(rng, (5.0, 50.0)))
     if rng.random() < 0.5:
-        params["mask_value"] = float(_pick(rng, (-1e9, -1.0, -1e30, -2.381976426469702e38)))
+        # Strict mode (mask_value_too_large) takes only mask values so negative that a
+        # masked weight is exactly 0: at most -1e30.
+        params["mask_value"] = float(_pick(rng, (-1e30, -1e35, -1e38, -2.381976426469702e38)))
     for name in ("k_scale", "v_scale"):
         if rng.random() < 0.3:
             params[name] = float(_pick(rng, (0.5, 2.0)))
@@ -900,6 +929,500 @@ def run_reference(kernel, rpa, count, seed, keep, jit=False):
     return tally.failed == 0
 
 
+# --- Pallas mode: JAX's Pallas kernel (TPU interpret mode) against rpa ---------------
+
+_PALLAS_PROFILES = ("decode", "prefill", "mixed", "edge")
+# Every (q dtype, kv dtype) pair the kernel takes; the summary lists each, run or not.
+_PALLAS_DTYPE_PAIRS = tuple((q, kv) for q in ("float32", "bfloat16")
+                            for kv in ("float32", "bfloat16", "float8_e4m3fn", "float8_e5m2"))
+# `rpa run` arguments of the literal schedule (on whatever jax mode accepts) and of the
+# default (fast) schedule (strict mode only).
+_LITERAL_RUN = ("--impl", "kernel", "--schedule", "literal", "--mode", "jax")
+_DEFAULT_RUN = ("--impl", "kernel", "--schedule", "default")
+# The interpreter runs every grid cell and KV step in Python (a few ms each); a case that
+# would take more steps than this (int32 kv_len near its max, say) is not interpreted.
+_PALLAS_MAX_STEPS = 20000
+_EDGE_FEATURES = (
+    ("no_seqs", "num_seqs 0"),
+    ("empty_seq", "an empty sequence (q_len 0)"),
+    ("kv_len_zero", "a sequence with kv_len 0"),
+    ("one_token", "one query token in the batch"),
+    ("shared_pages", "shared pages (two sequences' used pages overlap)"),
+    ("bkv_eq_pps", "num_kv_pages_per_block == pages_per_seq"),
+    ("bq_ge_t", "num_queries_per_block >= T"),
+)
+
+
+def _pallas_module():
+    """tools/pallas_interpret.py (imports JAX)."""
+    import pallas_interpret  # pylint: disable=import-outside-toplevel
+    return pallas_interpret
+
+
+def _dtype_name(x):
+    return np.asarray(x).dtype.name
+
+
+def _seqs(case):
+    """[(q_start, q_end, kv_len, page row)] of the sequences i < num_seqs, the values
+    clipped into the arrays' ranges (JAX accepts some that are not)."""
+    num_seqs = np.asarray(case["num_seqs"]).reshape(-1)
+    cu = np.asarray(case["cu_q_lens"]).reshape(-1).astype(np.int64)
+    kv_lens = np.asarray(case["kv_lens"]).reshape(-1).astype(np.int64)
+    t = case["q"].shape[0]
+    ns = int(np.clip(int(num_seqs[0]) if num_seqs.size else 0, 0,
+                     min(kv_lens.size, max(cu.size - 1, 0))))
+    return [(int(np.clip(cu[i], 0, t)), int(np.clip(cu[i + 1], 0, t)), int(kv_lens[i]), i)
+            for i in range(ns)]
+
+
+def _defined_rows(case):
+    seqs = _seqs(case)
+    return seqs[-1][1] if seqs else 0
+
+
+def pallas_traceable(case):
+    """(True, '') if the Pallas kernel can be traced on the case's shapes: q [T, Hq, D]
+    and kv_pages [P, S, Hc, D] with D % 128 == 0 (its broadcast_to_shape asserts it; JAX's
+    validators do not check it); else (False, why)."""
+    q, kv = np.asarray(case["q"]), np.asarray(case["kv_pages"])
+    if q.ndim != 3 or kv.ndim != 4:
+        return False, f"q rank {q.ndim}, kv_pages rank {kv.ndim}"
+    if q.shape[2] % 128 or kv.shape[3] % 128:
+        return False, f"head_dim {q.shape[2]} / {kv.shape[3]} not a multiple of 128"
+    return True, ""
+
+
+def jax_default_blocks(case):
+    """The block sizes the Pallas kernel runs with on the CPU: the case's when it sets both,
+    else get_tuned_block_sizes's untuned default (min(pages_per_seq, 128), min(T, 32)) (the
+    kernel ignores one set without the other)."""
+    bkv, bq = case["num_kv_pages_per_block"], case["num_queries_per_block"]
+    if bkv is not None and bq is not None:
+        return int(bkv), int(bq)
+    pps = np.asarray(case["page_indices"]).shape[-1]
+    return min(pps, 128), min(case["q"].shape[0], 32)
+
+
+def pallas_steps(case, blocks):
+    """How many KV steps the Pallas program takes (heads blocks x, per query block, the KV
+    blocks of each sequence it overlaps), or None when a kv_len walks out of int32."""
+    bkv, bq = blocks
+    s = case["kv_pages"].shape[1]
+    hc = case["kv_pages"].shape[2]
+    if bkv <= 0 or bq <= 0:
+        return 0  # the kernel cannot be built
+    steps = 0
+    for q_start, q_end, kv_len, _ in _seqs(case):
+        if kv_len + bkv * s - 1 > _INT32_MAX:
+            return None
+        q_blocks = max(1, -(-q_end // bq) - q_start // bq)
+        steps += q_blocks * max(1, -(-max(kv_len, 0) // max(bkv * s, 1)))
+    return steps * max(1, hc // 2)
+
+
+def _same_bits(a, b):
+    """Elementwise: equal bits, or both NaN."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return np.zeros(a.shape, bool)
+    bits = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize]
+    fa, fb = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return (a.view(bits) == b.view(bits)) | (np.isnan(fa) & np.isnan(fb))
+
+
+def edge_features(case, blocks):
+    """The _EDGE_FEATURES names the case has."""
+    seqs = _seqs(case)
+    found = set()
+    if not seqs:
+        found.add("no_seqs")
+    if any(q_end - q_start == 0 for q_start, q_end, _, _ in seqs):
+        found.add("empty_seq")
+    if any(kv_len == 0 for _, _, kv_len, _ in seqs):
+        found.add("kv_len_zero")
+    if _defined_rows(case) == 1:
+        found.add("one_token")
+    pages = np.asarray(case["page_indices"])
+    s = max(case["kv_pages"].shape[1], 1)
+    used = [set(pages[i][:int(np.clip(-(-kv_len // s), 0, pages.shape[-1]))].tolist())
+            for _, _, kv_len, i in seqs]
+    if any(used[a] & used[b] for a in range(len(used)) for b in range(a)):
+        found.add("shared_pages")
+    if blocks[0] == pages.shape[-1]:
+        found.add("bkv_eq_pps")
+    if blocks[1] >= case["q"].shape[0]:
+        found.add("bq_ge_t")
+    return found
+
+
+@dataclasses.dataclass
+class PallasTally:
+    passed: int = 0
+    failed: int = 0
+    outcomes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    validation: Tally = dataclasses.field(default_factory=Tally)
+    # (q dtype, kv dtype) -> [cases, max tolerance used, max |diff|, identical, elements,
+    #                         worst label]
+    pairs: dict = dataclasses.field(default_factory=dict)
+    strict_valid: int = 0
+    default_beyond_schedule: int = 0   # default schedule != Pallas beyond the schedule tol
+    undefined_identical: int = 0       # literal's undefined rows bit-identical to Pallas's
+    undefined_compared: int = 0
+    crash_runs: int = 0                # rpa flags jax_crash, Pallas runs
+    findings: int = 0                  # strict rejects, Pallas != JAX's reference
+    pallas_ran: int = 0
+    edges: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+
+    def add_pair(self, pair, used, max_abs, same, total, label):
+        entry = self.pairs.setdefault(pair, [0, 0.0, 0.0, 0, 0, ""])
+        entry[0] += 1
+        if used > entry[1] or not entry[5]:
+            entry[5] = label
+        entry[1] = max(entry[1], used)
+        entry[2] = max(entry[2], max_abs)
+        entry[3] += same
+        entry[4] += total
+
+
+def _save_with_out(path, case, out):
+    """Writes the case (its arrays and set parameters) with `out`."""
+    arrays = {name: case[name] for name in rpa_case.REQUIRED_ARRAYS}
+    params = {name: case[name] for name in _PARAMS if case[name] is not None}
+    write_case(path, dict(arrays, out=out), params)
+
+
+def _rpa_check_out(rpa, path, case, out, mode=None):
+    """Saves out as the case's `out` at path and runs `rpa check --json` (in mode).
+    Returns (exit code, JSON or None, error text)."""
+    _save_with_out(path, case, out)
+    extra = ("--mode", mode) if mode else ()
+    return _rpa_json(rpa, "check", path, *extra, "--json")
+
+
+def _ref_params(case):
+    params = {name: case[name] for name in _REF_PARAM_NAMES}
+    if params["sm_scale"] is None:
+        params["sm_scale"] = 1.0
+    return params
+
+
+def _pallas_where(error):
+    """Where the Pallas kernel raised: the innermost frame in JAX's kernel.py (its asserts
+    carry no message), else the innermost frame."""
+    frames = traceback.extract_tb(error.error.__traceback__)
+    kernel_frames = [f for f in frames if os.path.basename(f.filename) == "kernel.py"]
+    frame = (kernel_frames or frames or [None])[-1]
+    if frame is None:
+        return ""
+    return f" at {os.path.basename(frame.filename)}:{frame.lineno} `{(frame.line or '').strip()}`"
+
+
+def _jax_reference_or_error(kernel, case):
+    arrays = {name: case[name] for name in rpa_case.REQUIRED_ARRAYS}
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return jax_reference(kernel, arrays, _ref_params(case), jit=True), ""
+    except Exception as e:  # pylint: disable=broad-except
+        first = str(e).strip().splitlines()
+        return None, f"{type(e).__name__}: {first[0] if first else ''}"
+
+
+def check_pallas_case(kernel, pallas, rpa, path, label, tally, tmp):
+    """Runs the Pallas-mode checks on one case file and prints its line (and, below it,
+    what differs). Returns True unless something failed."""
+    fails, notes, ran = [], [], []
+    try:
+        case = rpa_case.load_case(path)
+        present = present_params(path)
+    except Exception as e:  # pylint: disable=broad-except
+        tally.failed += 1
+        tally.outcomes["unreadable"] += 1
+        print(f"DIFF {label}: load_case failed: {type(e).__name__}: {e}")
+        return False
+    pair = (_dtype_name(case["q"]), _dtype_name(case["kv_pages"]))
+    dtypes = f"{pair[0]}/{pair[1]}"
+
+    def finish(outcome):
+        tally.outcomes[outcome] += 1
+        ok = not fails
+        tally.passed += ok
+        tally.failed += not ok
+        what = ", ".join(ran)
+        print(f"{'OK  ' if ok else 'DIFF'} {label}: {dtypes} {outcome}"
+              f"{' [' + what + ']' if what else ''}")
+        for line in fails:
+            print(f"     FAIL {line}")
+        for line in notes:
+            print(f"     note {line}")
+        return ok
+
+    # 1. JAX's validators against rpa's jax mode.
+    jax = jax_outcome(kernel, case, present)
+    rpa_jax = rpa_outcome(rpa, path)
+    agree, note = compare(jax, rpa_jax)
+    tally.validation.add(jax, rpa_jax, agree, note)
+    ran.append("validate")
+    if not agree:
+        fails.append(f"validation: {note}: jax: {jax.describe()} | rpa: {rpa_jax.describe()}")
+    if jax.kind != "accepted":
+        text = jax.describe()
+        ran.append(text if len(text) <= 100 else text[:97] + "...")
+        return finish("JAX rejects" if jax.kind == "value_error" else "JAX crashes")
+    traceable, why = pallas_traceable(case)
+    if not traceable:
+        notes.append(f"Pallas not run: {why}")
+        return finish("JAX accepts, not traceable")
+
+    # 2. The Pallas kernel, with the block sizes JAX gives it, which the literal schedule
+    # must report (and use).
+    blocks = jax_default_blocks(case)
+    rows = _defined_rows(case)
+    literal = None
+    if rpa_jax.valid:
+        lit_path = os.path.join(tmp, "literal.npz")
+        rc, info, err = _rpa_json(rpa, "run", path, *_LITERAL_RUN, "-o", lit_path, "--json")
+        ran.append("literal")
+        if rc != 0 or not isinstance(info, dict):
+            fails.append(f"rpa run --schedule literal --mode jax: exit {rc}: {err}")
+        else:
+            literal = rpa_case.load_case(lit_path)["out"]
+            got = info.get("blocks")
+            if got is None or [int(x) for x in got] != list(blocks):
+                fails.append(f"rpa literal blocks {got}, JAX runs {list(blocks)}")
+            if info.get("schedule") != "literal":
+                fails.append(f"rpa run reports schedule {info.get('schedule')!r}")
+            # rpa reports cu_q_lens[num_seqs] as it is; outside [0, T] it means 0 or T rows.
+            got_rows = info.get("rows")
+            if (not isinstance(got_rows, int) or
+                    min(max(got_rows, 0), case["q"].shape[0]) != rows):
+                fails.append(f"rpa run reports rows {got_rows}, the case has {rows} defined")
+    steps = pallas_steps(case, blocks)
+    if steps is None:
+        notes.append("Pallas not run: a kv_len's KV walk wraps int32 (it would not end)")
+        if rpa_jax.valid:
+            fails.append("rpa jax mode accepts a case whose KV walk wraps int32")
+        return finish("JAX accepts, KV walk wraps")
+    if steps > _PALLAS_MAX_STEPS:
+        notes.append(f"Pallas not run: {steps} KV steps (more than {_PALLAS_MAX_STEPS} to "
+                     "interpret)")
+        return finish("JAX accepts, too long to interpret")
+    arrays, params = pallas.case_arrays_params(case)
+    ran.append(f"pallas {blocks[0]}x{blocks[1]}")
+    try:
+        out = pallas.run_pallas(arrays, params, *blocks)
+    except pallas.PallasError as e:
+        if rpa_jax.jax_crash:
+            return finish(f"Pallas raises ({e.stage}), rpa {rpa_jax.rule} (jax_crash)")
+        if rpa_jax.valid:
+            fails.append(f"JAX accepts, Pallas raises at {e.stage}, rpa says valid: {e}"
+                         f"{_pallas_where(e)}")
+        else:
+            notes.append(f"Pallas raises at {e}{_pallas_where(e)}")
+        return finish(f"Pallas raises ({e.stage})")
+    tally.pallas_ran += 1
+    for name in edge_features(case, blocks):
+        tally.edges[name] += 1
+    if rpa_jax.jax_crash:
+        tally.crash_runs += 1
+        notes.append(f"rpa flags jax_crash ({rpa_jax.rule}) but Pallas runs")
+        return finish("Pallas runs, rpa jax_crash")
+    if literal is None:
+        return finish("Pallas runs")
+
+    # 3. The literal schedule against Pallas on the defined rows, under rpa's schedule
+    # tolerance (oracle/tolerance.cc, schedule_tolerance): `rpa check --oracle literal` on
+    # Pallas's output, which also reports how much of the tolerance was used.
+    check_path = os.path.join(tmp, "with_out.npz")
+    _save_with_out(check_path, case, out)
+    rc_o, cmp_o, err = _rpa_json(rpa, "check", check_path, "--oracle", "literal", "--mode",
+                                 "jax", "--json")
+    ran.append("rpa check --oracle literal")
+    if rc_o not in (0, 1) or not isinstance(cmp_o, dict) or "agree" not in cmp_o:
+        fails.append(f"rpa check --oracle literal --mode jax on Pallas's output: exit {rc_o}: "
+                     f"{json.dumps(cmp_o) if cmp_o else err}")
+        return finish("Pallas runs")
+    atol, rtol = cmp_o["atol"], cmp_o["rtol"]
+    used = cmp_o["max_tolerance_used"] if cmp_o["agree"] else float("inf")
+    same_bits = _same_bits(literal[:rows], out[:rows])
+    tally.add_pair(pair, used, cmp_o["max_abs_err"], int(same_bits.sum()),
+                   int(same_bits.size), label)
+    ran.append(f"literal~pallas {used:.3g} ({int(same_bits.sum())}/{same_bits.size} "
+               "identical)")
+    if rc_o != 0 or not cmp_o["agree"]:
+        fails.append(f"literal vs Pallas (rpa check --oracle literal): {json.dumps(cmp_o)}")
+    if rows < out.shape[0]:
+        tally.undefined_compared += 1
+        same_undefined = _same_bits(literal[rows:], out[rows:])
+        if np.all(same_undefined):
+            tally.undefined_identical += 1
+        else:
+            differ = same_undefined.size - int(same_undefined.sum())
+            notes.append(f"undefined rows (informational): {differ} of {same_undefined.size} "
+                         f"elements differ from Pallas's in their bits")
+
+    # 4. / 5. Strict mode.
+    rc, strict, err = _rpa_json(rpa, "validate", path, "--json")
+    if rc not in (0, 2) or not isinstance(strict, dict):
+        fails.append(f"rpa validate (strict): exit {rc}: {err}")
+        return finish("Pallas runs")
+    ref, ref_err = _jax_reference_or_error(kernel, case)
+    ran.append("jax reference")
+    if rc == 0:
+        tally.strict_valid += 1
+        if ref is None and not _seqs(case):
+            # ref_ragged_paged_attention concatenates the sequences' outputs: none, none.
+            notes.append(f"JAX's reference cannot run without sequences: {ref_err}")
+        elif ref is None:
+            fails.append(f"JAX's reference raised on a strict-valid case: {ref_err}")
+        else:
+            rc_c, cmp, err = _rpa_check_out(rpa, check_path, case, ref)
+            if rc_c != 0:
+                fails.append(f"rpa check on JAX's reference: exit {rc_c}: "
+                             f"{json.dumps(cmp) if cmp else err}")
+        rc_c, cmp, err = _rpa_check_out(rpa, check_path, case, out)
+        ran.append("rpa check pallas")
+        if rc_c != 0 or not isinstance(cmp, dict):
+            fails.append(f"rpa check on Pallas's output: exit {rc_c}: "
+                         f"{json.dumps(cmp) if cmp else err}")
+        else:
+            default_path = os.path.join(tmp, "default.npz")
+            rc_d, _, err = _rpa_json(rpa, "run", path, *_DEFAULT_RUN, "-o", default_path,
+                                     "--json")
+            ran.append("default")
+            if rc_d != 0:
+                fails.append(f"rpa run --schedule default: exit {rc_d}: {err}")
+            else:
+                default = rpa_case.load_case(default_path)["out"]
+                used_rpa = tolerance_used(default, out, rows, cmp["atol"], cmp["rtol"])
+                if not used_rpa <= 1.0:
+                    fails.append(f"default schedule vs Pallas: rpa's tolerance used "
+                                 f"{used_rpa:.4g}")
+                used_sched = tolerance_used(default, out, rows, atol, rtol)
+                if not used_sched <= 1.0:
+                    tally.default_beyond_schedule += 1
+                    notes.append(f"default schedule differs from Pallas beyond the schedule "
+                                 f"tolerance ({used_sched:.3g}; rpa's {used_rpa:.3g})")
+        return finish("strict valid")
+    rule = strict.get("rule", "?")
+    if ref is None:
+        notes.append(f"strict {rule}; JAX's reference raised: {ref_err}")
+        return finish(f"strict rejects ({rule})")
+    # Informational: where strict mode rejects, how far Pallas is from JAX's reference
+    # (rpa claims no reference tolerance there). Relative to max |reference|.
+    with np.errstate(all="ignore"):
+        a = np.asarray(out[:rows], np.float64)
+        b = np.asarray(ref[:rows], np.float64)
+        scale = float(np.nanmax(np.abs(b), initial=0.0))
+        diff = float(np.nanmax(np.abs(a - b), initial=0.0))
+        nan_mismatch = int(np.sum(np.isnan(a) != np.isnan(b)))
+    ran.append(f"pallas~jax reference {diff:.3g} of max {scale:.3g}")
+    if diff > 1e-3 * max(scale, 1e-30) or nan_mismatch:
+        tally.findings += 1
+        notes.append(f"Pallas differs from JAX's reference by {diff:.4g} (max |ref| "
+                     f"{scale:.4g}, {nan_mismatch} NaN mismatches); strict rule {rule}: "
+                     f"{strict.get('message', '')}")
+    return finish(f"strict rejects ({rule})")
+
+
+def generate_pallas_case(rpa, path, seed, profile, size):
+    """`rpa gen` with head_dim 128; returns '' or the error."""
+    proc = subprocess.run([rpa, "gen", "--seed", str(seed), "--profile", profile, "--size",
+                           str(size), "--head-dim", "128", "-o", path],
+                          capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        lines = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
+        return f"exit {proc.returncode}: {lines[-1] if lines else ''}"
+    return ""
+
+
+def run_pallas_mode(kernel, pallas, rpa, count, seed, size_max, paths, keep):
+    """The Pallas mode: `count` generated cases from `seed` and the case files in paths
+    that Pallas can trace. Prints a line per case and the summary; returns True if none
+    failed."""
+    # The interpreter logs each exception raised in its callbacks (an out-of-bounds read,
+    # say) with a traceback before it reaches run_pallas as a PallasError; the case's line
+    # reports it.
+    logging.getLogger("jax._src.callback").setLevel(logging.CRITICAL)
+    tally = PallasTally()
+    rng = np.random.default_rng(seed)
+    start = time.monotonic()
+    skipped = 0
+
+    def keep_case(path, name):
+        if keep:
+            os.makedirs(keep, exist_ok=True)
+            shutil.copy(path, os.path.join(keep, name))
+
+    with tempfile.TemporaryDirectory(prefix="cross_check_jax.") as tmp:
+        for path in case_paths(paths):
+            try:
+                traceable, why = pallas_traceable(rpa_case.load_case(path))
+            except Exception as e:  # pylint: disable=broad-except
+                traceable, why = True, str(e)  # check_pallas_case reports it
+            if not traceable:
+                skipped += 1
+                print(f"SKIP {path}: {why}")
+                continue
+            if not check_pallas_case(kernel, pallas, rpa, path, path, tally, tmp):
+                keep_case(path, os.path.basename(path))
+        for i in range(count):
+            profile = _PALLAS_PROFILES[i % len(_PALLAS_PROFILES)]
+            case_seed = int(rng.integers(0, 2**32))
+            size = int(rng.integers(0, size_max + 1))
+            name = f"pallas_{seed}_{i}_{profile}_{case_seed}_{size}.npz"
+            path = os.path.join(tmp, name)
+            label = f"pallas seed={seed} #{i} (gen --seed {case_seed} --profile {profile} " \
+                    f"--size {size})"
+            err = generate_pallas_case(rpa, path, case_seed, profile, size)
+            if err:
+                tally.failed += 1
+                tally.outcomes["rpa gen failed"] += 1
+                print(f"DIFF {label}: rpa gen failed: {err}")
+                continue
+            if not check_pallas_case(kernel, pallas, rpa, path, label, tally, tmp):
+                keep_case(path, name)
+            os.remove(path)
+    elapsed = time.monotonic() - start
+
+    print("\ncases by outcome:")
+    for outcome, n in sorted(tally.outcomes.items(), key=lambda x: (-x[1], x[0])):
+        print(f"  {n:5}  {outcome}")
+    for (rule, what), n in sorted(tally.validation.crash_outcomes.items()):
+        print(f"jax_crash rule {rule}: JAX {what} x{n}")
+    print("\nliteral schedule vs Pallas on defined rows, per dtype pair (used = max |rpa - "
+          "pallas| / (atol + rtol |pallas|), schedule tolerance; 1.0 = its edge)")
+    print(f"{'q/kv dtypes':28} {'cases':>5} {'max used':>10} {'max |diff|':>11} "
+          f"{'identical':>10}  worst case")
+    extra = sorted(set(tally.pairs) - set(_PALLAS_DTYPE_PAIRS))
+    for pair in _PALLAS_DTYPE_PAIRS + tuple(extra):
+        entry = tally.pairs.get(pair)
+        name = f"{pair[0]}/{pair[1]}"
+        if not entry:
+            print(f"{name:28} {0:5} {'-':>10} {'-':>11} {'-':>10}")
+            continue
+        cases, used, max_abs, same, total, worst = entry
+        share = f"{100.0 * same / total:.2f}%" if total else "-"
+        print(f"{name:28} {cases:5} {used:10.3g} {max_abs:11.3g} {share:>10}  {worst}")
+    print(f"\nstrict-valid cases: {tally.strict_valid} (rpa check on JAX's reference and on "
+          f"Pallas, the default schedule against Pallas); default schedule beyond the "
+          f"schedule tolerance of Pallas: {tally.default_beyond_schedule}")
+    print(f"literal's undefined rows bit-identical to Pallas's: {tally.undefined_identical} "
+          f"of {tally.undefined_compared} cases with undefined rows")
+    print(f"rpa flags jax_crash where Pallas runs: {tally.crash_runs}; strict-rejected cases "
+          f"where Pallas differs from JAX's reference by more than 1e-3 of its max: "
+          f"{tally.findings}")
+    print(f"edge cases among the {tally.pallas_ran} cases Pallas ran:")
+    for name, text in _EDGE_FEATURES:
+        print(f"  {tally.edges[name]:5}  {text}")
+    if skipped:
+        print(f"{skipped} case files skipped (Pallas cannot trace them)")
+    print(f"{tally.passed + tally.failed} cases in {elapsed:.1f} s")
+    print(f"cross_check_jax pallas: {tally.passed} passed, {tally.failed} failed")
+    return tally.failed == 0
+
+
 def _default_rpa():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     built = os.path.join(root, "build", "release", "rpa")
@@ -921,22 +1444,44 @@ def main(argv=None):
                         help="--reference: run JAX's reference as one jax.jit per case "
                         "(about 5x faster; an element may round differently from the eager "
                         "call)")
+    parser.add_argument("--pallas", type=int, default=None, metavar="N",
+                        help="run JAX's Pallas kernel in TPU interpret mode on N generated "
+                        "cases and on the case files given (--pallas 0: those only) against "
+                        "rpa's literal schedule, validation, reference and default schedule")
+    parser.add_argument("--size-max", type=int, default=24, metavar="Z",
+                        help="--pallas: `rpa gen` sizes are drawn from 0..Z (default 24)")
     parser.add_argument("--seed", type=int, default=0, metavar="S",
                         help="seed of the random cases")
     parser.add_argument("--keep", metavar="DIR", help="copy differing random cases here")
     args = parser.parse_args(argv)
-    if not args.paths and not args.random and not args.reference:
-        parser.error("give case files / directories, --random N or --reference N")
+    if not args.paths and not args.random and not args.reference and args.pallas is None:
+        parser.error("give case files / directories, --random N, --reference N or "
+                     "--pallas N")
+    if not 0 <= args.size_max <= 400:
+        parser.error("--size-max must be in 0..400")
     if not os.path.exists(args.rpa) and not shutil.which(args.rpa):
         parser.error(f"no rpa binary at {args.rpa} (build it, or pass --rpa)")
-    if args.reference and ml_dtypes is None:
-        parser.error("--reference needs ml_dtypes (JAX installs it)")
+    if (args.reference or args.pallas is not None) and ml_dtypes is None:
+        parser.error("--reference and --pallas need ml_dtypes (JAX installs it)")
 
-    kernel = _kernel_module()
+    # No JAX, or one the Pallas patches do not fit, fails loudly: nothing is skipped.
+    try:
+        kernel = _kernel_module()
+        pallas = None
+        if args.pallas is not None:
+            pallas = _pallas_module()
+            pallas.check_version()
+            pallas.patched_kernel()
+    except Exception as e:  # pylint: disable=broad-except
+        traceback.print_exc()
+        print(f"cross_check_jax: cannot set up JAX: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
     ok = True
-    if args.paths or args.random:
+    # With --pallas, the case files given are checked in the Pallas mode.
+    validation_paths = [] if pallas else args.paths
+    if validation_paths or args.random:
         tally = Tally()
-        for path in case_paths(args.paths):
+        for path in case_paths(validation_paths):
             check_file(kernel, args.rpa, path, tally)
         if args.random:
             run_random(kernel, args.rpa, args.random, args.seed, args.keep, tally)
@@ -950,6 +1495,9 @@ def main(argv=None):
     if args.reference:
         ok = run_reference(kernel, args.rpa, args.reference, args.seed, args.keep,
                            args.jit) and ok
+    if pallas:
+        ok = run_pallas_mode(kernel, pallas, args.rpa, args.pallas, args.seed, args.size_max,
+                             args.paths, args.keep) and ok
     return 0 if ok else 1
 
 

@@ -155,6 +155,7 @@ def run_pallas(arrays, params, num_kv_pages_per_block, num_queries_per_block):
     import jax  # pylint: disable=import-outside-toplevel
     import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
     from jax.experimental.pallas import tpu as pltpu  # pylint: disable=import-outside-toplevel
+    from jax._src import dispatch  # pylint: disable=import-outside-toplevel
     from jax._src.pallas.mosaic.interpret import interpret_pallas_call  # pylint: disable=import-outside-toplevel
 
     kernel = patched_kernel()
@@ -184,9 +185,14 @@ def run_pallas(arrays, params, num_kv_pages_per_block, num_queries_per_block):
             warnings.simplefilter("ignore")
             out = compiled(*args)
             out = np.asarray(jax.block_until_ready(out))
+            # Its effect tokens too (and forget them): an error of this run surfaces here.
+            dispatch.runtime_tokens.block_until_ready()
     except Exception as e:  # pylint: disable=broad-except
         # After a failure the interpreter keeps its state; the next call needs it reset.
         interpret_pallas_call.reset_tpu_interpret_mode_state()
+        # The interpreter's callbacks are ordered effects: JAX keeps the failed run's
+        # effect token and hands it to the next run, which then raises the same error.
+        dispatch.runtime_tokens.clear()
         raise PallasError("run", e) from e
     return out
 
