@@ -8,7 +8,7 @@ props::BuildOptions validate_options() {
   props::BuildOptions o;
   o.max_seqs = 8;
   o.max_kv_len = 64;
-  o.max_head_dim = 64;
+  o.max_head_dim = 128;
   o.max_page_size = 16;
   return o;
 }

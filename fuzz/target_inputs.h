@@ -14,10 +14,11 @@
 namespace rpa::fuzz {
 
 // fuzz_validate: 0-2 named mutations on a case of up to 8 sequences of up to 64 tokens,
-// head_dim up to 64, pages of up to 16 tokens. Validation reads only shapes, dtypes, the
+// head_dim up to 128, pages of up to 16 tokens. Validation reads only shapes, dtypes, the
 // index arrays and the parameters, and every rule and value class is reachable at these
-// sizes (the VMEM rules through the limit, SMEM through its mutation); larger shapes would
-// only spend the time on allocating q and kv_pages.
+// sizes (the VMEM rules through the limit, SMEM through its mutation, jax mode's Pallas
+// program rules at head_dim 128, the one size up to here the Pallas kernel traces); larger
+// shapes would only spend the time on allocating q and kv_pages.
 props::BuildOptions validate_options();
 
 // fuzz_differential: strict-valid cases of up to 4 sequences of up to 32 tokens, head_dim up
@@ -31,7 +32,7 @@ props::BuildOptions differential_options();
 
 struct DifferentialInput {
   int64_t threads = 1;  // 1 or 2 worker threads for the kernel
-  int64_t literal = 0;  // 1: the literal TPU schedule (KernelOptions::literal_schedule)
+  int64_t literal = 0;  // 1: the literal schedule, the Pallas program (KernelOptions)
   props::CaseSpec spec;
 };
 

@@ -157,18 +157,31 @@ Seeds validate_seeds() {
     add("valid-" + std::to_string(seed), random_case(seed, o));
   for (const Scenario& sc : jax_scenarios()) add(sc.name, scenario_case(sc, o));
   // Every mutation in each variant that changes the outcome (args 0..15 cover every
-  // mutation's variant count), on two base cases; then a shape mutation with a parameter one.
-  for (uint64_t seed : {1, 2}) {
-    CaseSpec base = random_case(seed, o);
+  // mutation's variant count), on three base cases, the third at head_dim 128, where jax
+  // mode meets the Pallas kernel's program rules (the kernel traces no other head_dim up to
+  // the target's bound); then a shape mutation with a parameter one.
+  // Its seed is the first whose case has rows in several sequences, so that every
+  // mutation applies.
+  BuildOptions traced = o;
+  traced.min_head_dim = 128;
+  uint64_t traced_seed = 1;
+  while (!props::mutation_applies(props::MutationKind::stale_kv_block,
+                                  random_case(traced_seed, traced)) ||
+         !props::mutation_applies(props::MutationKind::rows_not_computed,
+                                  random_case(traced_seed, traced))) {
+    ++traced_seed;
+  }
+  const std::pair<std::string, CaseSpec> bases[] = {{"1", random_case(1, o)},
+                                                    {"2", random_case(2, o)},
+                                                    {"d128", random_case(traced_seed, traced)}};
+  for (auto [tag, base] : bases) {
     for (props::MutationKind kind : props::all_mutation_kinds()) {
       if (!props::mutation_applies(kind, base)) continue;
       std::set<std::string> seen;
       for (int64_t arg = 0; arg < 16; ++arg) {
         base.mutations = {{kind, arg}};
         if (!seen.insert(outcome(base)).second) continue;
-        add(std::string(props::mutation_name(kind)) + "-" + std::to_string(seed) + "-" +
-                std::to_string(arg),
-            base);
+        add(std::string(props::mutation_name(kind)) + "-" + tag + "-" + std::to_string(arg), base);
       }
     }
   }

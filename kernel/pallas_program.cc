@@ -109,7 +109,7 @@ bool walk_pallas_program(const Inputs& in, const PallasGrid& g, PallasProgramVis
 
 namespace {
 
-// Watches the walk for the first step that goes wrong (pallas_program_failure).
+// Watches the walk for the first DMA or step that goes wrong (pallas_program_failure).
 class ProgramCheck : public PallasProgramVisitor {
  public:
   ProgramCheck(const Inputs& in, const PallasGrid& grid, Mode mode)
@@ -125,18 +125,26 @@ class ProgramCheck : public PallasProgramVisitor {
 
   std::optional<Failure> failure;
 
+  // jax mode: where interpret mode raises (numpy indexing takes -P..-1 from the end).
+  // strict mode: anything outside [0, P); its own page rule has checked the pages the
+  // definition reads and each slot's first page, so what is left is the first DMA of a
+  // batch without sequences, which counts slot 0's pages from its padding kv_len.
   void dma(int buf, const KvBlockId& id) override {
     held_[buf] = id;
-    if (failure || mode_ != Mode::kJax) return;
+    if (failure) return;
+    const int64_t lo = mode_ == Mode::kJax ? -P_ : 0;
     for (int64_t i = 0; i < grid_.kv_pages_per_block; ++i) {
       const int64_t column = dma_page_column(in_, grid_.kv_pages_per_block, id, i);
       const int64_t page = page_at(id.seq, column);
-      if (page >= P_ || page < -P_) {
-        failure = Failure{RuleId::page_index_out_of_range,
-                          "page_indices[" + I(id.seq) + ", " + I(column) + "]=" + I(page) +
-                              " must be in range [0, " + I(P_) +
-                              ") (the Pallas kernel DMAs it for KV block " + I(id.kv_blk) +
-                              " of sequence " + I(id.seq) + "; interpret mode raises IndexError)."};
+      if (page >= P_ || page < lo) {
+        const std::string where = "KV block " + I(id.kv_blk) + " of sequence " + I(id.seq);
+        failure = Failure{
+            RuleId::page_index_out_of_range,
+            "page_indices[" + I(id.seq) + ", " + I(column) + "]=" + I(page) +
+                " must be in range [0, " + I(P_) + ") (the Pallas kernel DMAs it for " + where +
+                (mode_ == Mode::kJax ? "; interpret mode raises IndexError)."
+                                     : ", its kv_lens entry " + I(in_.kv_lens.int_at(id.seq)) +
+                                           " counting the pages).")};
         return;
       }
     }

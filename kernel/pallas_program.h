@@ -73,9 +73,10 @@ int64_t dma_page_column(const Inputs& in, int64_t bkv, const KvBlockId& id, int6
 // the loop compares kv_blk * bkv * S with kv_len in int32.
 bool kv_loop_wraps_int32(int64_t kv_len, int64_t block_tokens);
 
-// The first step of the walk that goes wrong in the mode, or nullopt. jax mode: a DMA of
-// a page index outside [-P, P), where TPU interpret mode raises IndexError (numpy indexing
-// takes -P..-1 from the end; a TPU reads outside kv_pages). strict mode: a step storing
+// The first step of the walk that goes wrong in the mode, or nullopt. A DMA of a page
+// index outside [-P, P) in jax mode, where TPU interpret mode raises IndexError (numpy
+// indexing takes -P..-1 from the end; a TPU reads outside kv_pages), outside [0, P) in
+// strict mode (page_index_out_of_range). strict mode also: a step storing
 // defined rows computes over a buffer holding another KV block than its own, with other
 // pages or heads in a slot it reads (stale_kv_block), or a grid cell leaves defined rows of
 // its query block unstored (rows_not_computed). Validation and the spec model both ask

@@ -198,11 +198,15 @@ void visit_case(Io& io, CaseSpec& s, const BuildOptions& options) {
   }
   s.pad_kv_lens.resize(static_cast<size_t>(N - n));
   s.pad_cu_q_lens.resize(static_cast<size_t>(N - n));
-  for (int64_t& v : s.pad_kv_lens) {
+  for (size_t k = 0; k < s.pad_kv_lens.size(); ++k) {
     // Padding the definition never reads. 0, 1, S, pps * S and -5 keep JAX's all-slots
     // pages_per_seq check passing; pps * S + 1, 2^30 and most uniform draws trip it (a
-    // documented over-rejection).
-    io.num(v, kInt32Min, kInt32Max, {0, 1, S, pps * S, pps * S + 1, int64_t{1} << 30, -5});
+    // documented over-rejection). Without sequences, though, the Pallas kernel's first DMA
+    // still counts the pages of slot 0 with kv_lens[0] and copies page_indices[0, j] for
+    // each (kernel/pallas_program.h), which strict mode rejects when out of range: at most
+    // S tokens keep that to entry 0, which is in range, so the case stays strict-valid.
+    const int64_t hi = n == 0 && k == 0 ? S : kInt32Max;
+    io.num(s.pad_kv_lens[k], kInt32Min, hi, {0, 1, S, pps * S, pps * S + 1, int64_t{1} << 30, -5});
   }
   const int64_t total = s.total_q_len();
   for (int64_t& v : s.pad_cu_q_lens) {

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "kernel/heads_per_block.h"
 #include "kernel/python_repr.h"
@@ -35,6 +36,7 @@ constexpr std::array<MutationKind, std::size(kKinds)> kAllKinds = [] {
   return a;
 }();
 
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 // Scalars that are not finite as a float32 (1e39 overflows it).
@@ -46,11 +48,11 @@ std::string F(double v) { return py_float_repr(v); }
 // A zero tensor: validation reads no float data, and mutated index arrays are rebuilt.
 Tensor zeros(DType t, Shape shape) { return Tensor(t, std::move(shape)); }
 
-// The same values under another dtype (float16, which Tensor cannot write, stays zero:
-// validation reads no float data).
+// The same values under another dtype (float16, which Tensor cannot write, stays zero, and
+// so does float data under an integer or bool dtype: validation reads no float data).
 Tensor convert(const Tensor& from, DType to) {
   Tensor t(to, from.shape());
-  if (to == DType::kFloat16) return t;
+  if (to == DType::kFloat16 || (!dtype_is_float(to) && dtype_is_float(from.dtype()))) return t;
   for (int64_t i = 0; i < from.numel(); ++i) {
     if (dtype_is_float(to)) {
       t.set_float(
@@ -190,16 +192,34 @@ class Mutator {
     in_.q = convert(in_.q, t);
     strict(RuleId::q_dtype_unsupported,
            "q.dtype=" + dtype_repr(t) + " must be float32 or bfloat16.");
+    // jax mode: JAX's get_min_heads_per_blk divides by the packing of a 64-bit dtype at the
+    // kernel entry; any other dtype passes JAX and fails the Pallas kernel's assertion.
     if (dtype_bits(t) == 64) jax(RuleId::dtype_packing_zero, packing_zero_message(t));
+    jax(RuleId::q_dtype_unsupported, "q.dtype=" + dtype_repr(t) +
+                                         " must be float32 or bfloat16 for the Pallas kernel "
+                                         "(fold_on_2nd_minor asserts it).");
   }
   void kv_dtype_unsupported() {
-    const DType t = variant(2) == 0 ? DType::kFloat16 : DType::kFloat64;
+    const DType dtypes[] = {DType::kFloat16, DType::kFloat64, DType::kBool};
+    const DType t = dtypes[variant(3)];
     in_.kv_pages = convert(in_.kv_pages, t);
     strict(RuleId::kv_dtype_unsupported,
            "kv_pages.dtype=" + dtype_repr(t) +
                " must be float32, bfloat16, float8_e4m3fn or float8_e5m2.");
-    // float16 packs 2 per word, and every generated head count tiles at packing 2.
+    // jax mode: the Pallas kernel loads float16 (which packs 2 per word, and every generated
+    // head count tiles at packing 2); a 64-bit dtype has packing 0 at the kernel entry; bool
+    // packs 4 per word, where MQA's two combined heads do not tile, and fails the kernel's
+    // bitcast after it.
     if (dtype_bits(t) == 64) jax(RuleId::dtype_packing_zero, packing_zero_message(t));
+    if (t == DType::kBool) {
+      if (!can_be_xla_fully_tiled(Hc(), dtype_packing(t))) {
+        jax(RuleId::heads_not_tileable,
+            "Not implemented: num_combined_kv_heads=" + S(Hc()) + " can not be XLA fully tiled.");
+      }
+      jax(RuleId::kv_dtype_unsupported,
+          "kv_pages.dtype=dtype('bool') cannot be loaded by the Pallas kernel (its strided KV "
+          "load bitcasts it, which lax.bitcast_convert_type refuses).");
+    }
   }
   void dtype_mismatch() {
     const DType t = s_.q_dtype == DType::kFloat32 ? DType::kBFloat16 : DType::kFloat32;
@@ -222,7 +242,12 @@ class Mutator {
   void q_heads_zero() {
     in_.q = zeros(s_.q_dtype, {T(), 0, D()});
     strict(RuleId::q_heads_zero, "num_q_heads=0 must be positive.");
+    // JAX's validators accept it; the Pallas kernel divides by its heads per block.
+    jax(RuleId::q_heads_zero,
+        "num_q_heads=0 must be positive (the Pallas kernel divides by its heads per block).");
   }
+  // jax mode: JAX's validators accept head_dim 0; the spec model's lane check (every
+  // head_dim that is not a positive multiple of 128) reports the Pallas kernel's assertion.
   void head_dim_zero() {
     in_.q = zeros(s_.q_dtype, {T(), Hq(), 0});
     in_.kv_pages = zeros(s_.kv_dtype, {P(), Sz(), Hc(), 0});
@@ -237,8 +262,9 @@ class Mutator {
   }
   void sliding_window_too_large() {
     p_.sliding_window = int64_t{1} << 31 | arg_;
-    strict(RuleId::sliding_window_too_large,
-           "sliding_window=" + S(*p_.sliding_window) + " must fit in int32.");
+    // jax mode: JAX's validators accept it; the Pallas kernel raises when tracing it.
+    both(RuleId::sliding_window_too_large,
+         "sliding_window=" + S(*p_.sliding_window) + " must fit in int32.");
   }
   void soft_cap_zero() {
     const double caps[] = {0.0, -0.0, 1e-50, -1e-46};
@@ -275,7 +301,10 @@ class Mutator {
       default: {
         const int64_t b = (int64_t{1} << 40) + rest(4);
         p_.num_kv_pages_per_block = b;
-        // The block loop's kv_blk_idx * bkv * S overflows int32 for the first sequence.
+        // The block loop's kv_blk_idx * bkv * S overflows int32 for the first sequence. JAX
+        // rejects the block as larger than pages_per_seq (the spec model's range check), so
+        // jax mode never reaches the Pallas kernel's KV loop (kv_block_loop_wraps_int32
+        // mutation).
         const bool readable = in_.num_seqs.dtype() == DType::kInt32 &&
                               in_.num_seqs.shape() == Shape{1} &&
                               in_.kv_lens.dtype() == DType::kInt32 && in_.kv_lens.numel() >= 1 &&
@@ -296,6 +325,17 @@ class Mutator {
     p_.num_queries_per_block = -variant(3);
     both(RuleId::queries_per_block_nonpositive,
          "num_queries_per_block=" + S(*p_.num_queries_per_block) + " must be positive.");
+  }
+  // Both block sizes given (JAX discards one alone), the query block past int32: the Pallas
+  // kernel multiplies the block index by it in int32. Strict mode: the spec model's VMEM
+  // budget (its q and o blocks alone outgrow every TPU).
+  void queries_per_block_too_large() {
+    if (!p_.num_kv_pages_per_block) p_.num_kv_pages_per_block = 1;
+    const int64_t sizes[] = {int64_t{1} << 31, (int64_t{1} << 31) + 1 + rest(4) % 1000,
+                             int64_t{1} << 32, int64_t{1} << 40};
+    p_.num_queries_per_block = sizes[variant(4)];
+    jax(RuleId::queries_per_block_too_large,
+        "num_queries_per_block=" + S(*p_.num_queries_per_block) + " must fit in int32.");
   }
   void block_sizes_partial() {
     const bool drop_kv = variant(2) == 1;
@@ -352,9 +392,24 @@ class Mutator {
     in_.num_seqs.set_int(0, 0);
     both(RuleId::max_num_seqs_zero, "max_num_seqs=0 must be positive.");
   }
+  // Variant 1 also empties every slot (kv_len 0, q_len 0) and gives no block sizes (none is
+  // in JAX's range (0, 0]), so that JAX's own checks pass. jax mode: the Pallas kernel DMAs
+  // page_indices[0, 0] for the first KV block of any grid (T > 0), after JAX's
+  // pages_per_seq and block-range checks, which the spec model ranks first.
   void pages_per_seq_zero() {
     in_.page_indices = zeros(DType::kInt32, {N(), 0});
+    if (variant(2) == 1) {
+      for (int64_t i = 0; i < N(); ++i) in_.kv_lens.set_int(i, 0);
+      for (int64_t i = 0; i <= N(); ++i) in_.cu_q_lens.set_int(i, 0);
+      p_.num_kv_pages_per_block.reset();
+      p_.num_queries_per_block.reset();
+    }
     strict(RuleId::pages_per_seq_zero, "pages_per_seq=0 must be positive.");
+    if (T() > 0) {
+      jax(RuleId::pages_per_seq_zero,
+          "pages_per_seq=0 must be positive (the Pallas kernel DMAs page_indices[0, 0] for its "
+          "first KV block).");
+    }
   }
   void page_size_zero() {
     in_.kv_pages = zeros(s_.kv_dtype, {P(), 0, Hc(), D()});
@@ -426,6 +481,9 @@ class Mutator {
     in_.kv_lens.set_int(i, kv_len);
     both(RuleId::q_len_exceeds_kv_len, q_len_message(q(i), kv_len, i));
   }
+  // jax mode: TPU interpret mode raises where the Pallas kernel DMAs an index outside
+  // [-P, P), which depends on the prefetch chain (a kv_len-0 sequence's first page is not
+  // always fetched): the spec model's walk of the program declares it.
   void page_index_out_of_range() {
     const int64_t rows = std::max<int64_t>(ns(), 1);
     const int64_t i = variant(rows);
@@ -470,6 +528,85 @@ class Mutator {
            "the prefetched index arrays need " + S(smem_need_bytes(N(), wide)) +
                " bytes of SMEM, more than the " + std::string(t.name) + " capacity of " +
                S(t.smem_capacity_bytes) + " bytes.");
+  }
+
+  // A used sequence's kv_len becomes INT32_MAX on pages of at least two tokens: JAX's
+  // pages_per_seq check computes cdiv in int32, which wraps negative and passes, and the
+  // Pallas kernel's KV loop (kv_blk * bkv * S < kv_len in int32) wraps before it ends, as
+  // INT32_MAX, a prime, is a multiple of no block. Pages of one token are widened to two
+  // (validation reads no data). jax mode: the spec model's KV loop check, which takes the
+  // block sizes the kernel runs with after every parameter mutation.
+  void kv_block_loop_wraps_int32() {
+    const int64_t page = std::max<int64_t>(Sz(), 2);
+    if (page != Sz()) in_.kv_pages = zeros(s_.kv_dtype, {P(), page, Hc(), D()});
+    const int64_t i = variant(ns());
+    in_.kv_lens.set_int(i, kInt32Max);
+    strict(RuleId::pages_per_seq_too_small,
+           "pages_per_seq=" + S(pps()) + " must be greater or equal to min_pages_per_seq=" +
+               S((kInt32Max + page - 1) / page) + " given max_kv_len=" + S(kInt32Max) +
+               " and page_size=" + S(page) + ".");
+  }
+  // The sequence before one with rows gets no keys (kv_len 0, q_len 0) and a first page of
+  // its own (a second page is added if the pool has only one): the kernel prefetches that page
+  // for it, runs no step for it, and the next sequence's first step computes over it
+  // (finding 8). Declared by the spec model's walk of the program, as for every generated
+  // case (the base case may hold such a sequence already, and pages may still coincide
+  // through an earlier empty sequence); jax mode accepts (the kernel runs).
+  void stale_kv_block() {
+    std::vector<int64_t> with_rows;
+    for (int64_t j = 1; j < ns(); ++j) {
+      if (q(j) >= 1) with_rows.push_back(j);
+    }
+    const auto n = static_cast<int64_t>(with_rows.size());
+    const int64_t j = with_rows[static_cast<size_t>(variant(n))];
+    const int64_t i = j - 1;
+    const int64_t removed = q(i);
+    for (int64_t k = i + 1; k <= ns(); ++k) in_.cu_q_lens.set_int(k, cu(k) - removed);
+    in_.kv_lens.set_int(i, 0);
+    const int64_t pages = std::max<int64_t>(P(), 2);
+    if (pages != P()) in_.kv_pages = zeros(s_.kv_dtype, {pages, Sz(), Hc(), D()});
+    const int64_t theirs = in_.page_indices.int_at(j * pps());
+    in_.page_indices.set_int(i * pps(), (theirs + 1 + rest(n) % (pages - 1)) % pages);
+  }
+  // Two heads blocks (eight float32 kv heads, one query head each: JAX's heads block is one
+  // 8-row tile of 16 combined heads), the last sequence emptied (q_len 0) after one with
+  // rows, and query blocks of one row (variant 0) or of every row, so that one ends exactly
+  // at cu_q_lens[num_seqs]: heads block 1 starts at the empty sequence and never computes
+  // the rows before it (finding 9). Both block sizes are set here (shape mutations apply
+  // first, so a block mutation still overrides them). Declared by the spec model's walk of
+  // the program (the base case may fail earlier, e.g. stale_kv_block, or outgrow its VMEM
+  // limit with the wider heads); jax mode accepts.
+  void rows_not_computed() {
+    in_.q = zeros(DType::kFloat32, {T(), 8, D()});
+    in_.kv_pages = zeros(DType::kFloat32, {P(), Sz(), 16, D()});
+    in_.cu_q_lens.set_int(ns(), cu(ns() - 1));
+    p_.num_kv_pages_per_block = 1;
+    p_.num_queries_per_block = variant(2) == 0 ? 1 : cu(ns());
+  }
+
+  // q without rows (and every q_len 0): strict-valid. jax mode: the Pallas kernel reads a
+  // query block of q all the same; the spec model's check, whose message depends on
+  // whether both block sizes are given after every parameter mutation.
+  void max_num_batched_tokens_zero() {
+    in_.q = zeros(s_.q_dtype, {0, Hq(), D()});
+    for (int64_t i = 0; i <= N(); ++i) in_.cu_q_lens.set_int(i, 0);
+  }
+  // One of k_scale and v_scale (variant 0: k_scale), under KV narrower than q: float8 KV
+  // stays, KV of q's dtype gets q in the other float type (strict: dtype_mismatch). jax
+  // mode: the spec model's check, on the scales every parameter mutation leaves.
+  void kv_scales_one_sided() {
+    if (s_.kv_dtype == s_.q_dtype) {
+      const DType t = s_.q_dtype == DType::kFloat32 ? DType::kBFloat16 : DType::kFloat32;
+      in_.q = convert(in_.q, t);
+      strict(RuleId::dtype_mismatch, "q.dtype=" + dtype_repr(t) +
+                                         " and kv_pages.dtype=" + dtype_repr(s_.kv_dtype) +
+                                         " must be equal unless kv_pages is float8.");
+    }
+    const double scales[] = {0.5, 2.0, 1.0, -1.0};
+    std::optional<double>& set = variant(2) == 0 ? p_.k_scale : p_.v_scale;
+    std::optional<double>& unset = variant(2) == 0 ? p_.v_scale : p_.k_scale;
+    set = scales[rest(2) % 4];
+    unset.reset();
   }
 
   const CaseSpec& s_;
@@ -541,6 +678,8 @@ void Mutator::run(MutationKind k) {
       return kv_pages_per_block_bad();
     case MutationKind::queries_per_block_nonpositive:
       return queries_per_block_nonpositive();
+    case MutationKind::queries_per_block_too_large:
+      return queries_per_block_too_large();
     case MutationKind::block_sizes_partial:
       return block_sizes_partial();
     case MutationKind::vmem_limit_nonpositive:
@@ -577,6 +716,16 @@ void Mutator::run(MutationKind k) {
       return heads_not_tileable();
     case MutationKind::smem_budget_exceeded:
       return smem_budget_exceeded();
+    case MutationKind::kv_block_loop_wraps_int32:
+      return kv_block_loop_wraps_int32();
+    case MutationKind::stale_kv_block:
+      return stale_kv_block();
+    case MutationKind::rows_not_computed:
+      return rows_not_computed();
+    case MutationKind::max_num_batched_tokens_zero:
+      return max_num_batched_tokens_zero();
+    case MutationKind::kv_scales_one_sided:
+      return kv_scales_one_sided();
   }
 }
 
@@ -599,7 +748,14 @@ bool mutation_applies(MutationKind k, const CaseSpec& s) {
     case MutationKind::pages_per_seq_too_small:
     case MutationKind::cu_q_lens_decreasing:
     case MutationKind::kv_len_negative:
+    case MutationKind::kv_block_loop_wraps_int32:
       return s.num_seqs() >= 1;
+    case MutationKind::stale_kv_block:  // a sequence with rows after the first
+      return std::any_of(s.seqs.begin() + std::min<int64_t>(s.num_seqs(), 1), s.seqs.end(),
+                         [](const SeqSpec& q) { return q.q_len >= 1; });
+    case MutationKind::rows_not_computed:  // a sequence with rows before the last
+      return std::any_of(s.seqs.begin(), s.seqs.end() - std::min<int64_t>(s.num_seqs(), 1),
+                         [](const SeqSpec& q) { return q.q_len >= 1; });
     case MutationKind::total_q_tokens_too_large:
       return s.total_q_len() >= 1;
     case MutationKind::q_len_exceeds_kv_len:

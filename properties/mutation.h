@@ -17,7 +17,8 @@ namespace rpa::props {
 
 struct CaseSpec;
 
-// X(name, rule, group). group: kShape mutations change arrays (at most one per case);
+// X(name, rule, group). group: kShape mutations change arrays (at most one per case; a
+// few also set the parameters their rule needs, before any parameter mutation applies);
 // the others each own one parameter field, so mutations of different groups commute.
 #define RPA_MUTATIONS(X)                                                   \
   X(q_rank, q_rank, kShape)                                                \
@@ -48,6 +49,7 @@ struct CaseSpec;
   X(v_scale_nonfinite, v_scale_nonfinite, kVScale)                         \
   X(kv_pages_per_block_bad, kv_pages_per_block_nonpositive, kBlocks)       \
   X(queries_per_block_nonpositive, queries_per_block_nonpositive, kBlocks) \
+  X(queries_per_block_too_large, queries_per_block_too_large, kBlocks)     \
   X(block_sizes_partial, block_sizes_partial, kBlocks)                     \
   X(vmem_limit_nonpositive, vmem_limit_nonpositive, kVmem)                 \
   X(vmem_limit_over_capacity, vmem_limit_over_capacity, kVmem)             \
@@ -65,7 +67,12 @@ struct CaseSpec;
   X(q_len_exceeds_kv_len, q_len_exceeds_kv_len, kShape)                    \
   X(page_index_out_of_range, page_index_out_of_range, kShape)              \
   X(heads_not_tileable, heads_not_tileable, kShape)                        \
-  X(smem_budget_exceeded, smem_budget_exceeded, kShape)
+  X(smem_budget_exceeded, smem_budget_exceeded, kShape)                    \
+  X(kv_block_loop_wraps_int32, kv_block_loop_wraps_int32, kShape)          \
+  X(stale_kv_block, stale_kv_block, kShape)                                \
+  X(rows_not_computed, rows_not_computed, kShape)                          \
+  X(max_num_batched_tokens_zero, max_num_batched_tokens_zero, kShape)      \
+  X(kv_scales_one_sided, kv_scales_one_sided, kShape)
 
 enum class MutationGroup : uint8_t {
   kShape,
@@ -96,8 +103,10 @@ struct MutationSpec {
 std::span<const MutationKind> all_mutation_kinds();
 std::string_view mutation_name(MutationKind k);
 MutationGroup mutation_group(MutationKind k);
-// The rule the mutation is named after (its strict verdict on a case with no other fault;
-// some variants are strict-valid by design, e.g. num_kv_pages_per_block = pages_per_seq + 1).
+// The rule the mutation is named after: its verdict on a case with no other fault in the
+// first mode that enforces the rule (strict, else jax; jax mode meets the Pallas kernel's
+// program rules only at a head_dim that is a multiple of 128). Some variants are
+// strict-valid by design, e.g. num_kv_pages_per_block = pages_per_seq + 1.
 RuleId mutation_rule(MutationKind k);
 
 // Whether the mutation can apply to this valid case (e.g. heads_not_divisible needs two

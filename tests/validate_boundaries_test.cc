@@ -345,7 +345,9 @@ const auto kCases = ::testing::Values(
                  rejects(RuleId::page_index_out_of_range, "page_indices[0, 0]=99 must be in range [0, 16) (the kernel prefetches the first page of sequence slot 0 even with nothing to read).")},
     BoundaryCase{"no_seqs_second_page_garbage", {}, [](Inputs& in, Params&) { in.num_seqs.set_int(0, 0); in.page_indices.set_int(1, 99); },
                  rejects(RuleId::page_index_out_of_range, "page_indices[0, 1]=99 must be in range [0, 16) (the Pallas kernel DMAs it for KV block 0 of sequence 0; interpret mode raises IndexError)."),
-                 kValid},
+                 rejects(RuleId::page_index_out_of_range, "page_indices[0, 1]=99 must be in range [0, 16) (the Pallas kernel DMAs it for KV block 0 of sequence 0, its kv_lens entry 5 counting the pages).")},
+    // Padding kv_lens[0] = 4 (one page): only entry [0, 0] is DMA'd.
+    BoundaryCase{"no_seqs_second_page_garbage_one_page", {}, [](Inputs& in, Params&) { in.num_seqs.set_int(0, 0); in.kv_lens.set_int(0, 4); in.page_indices.set_int(1, 99); }, kValid, kValid},
     BoundaryCase{"no_seqs_third_page_garbage", {}, [](Inputs& in, Params&) { in.num_seqs.set_int(0, 0); in.page_indices.set_int(2, 99); }, kValid, kValid},
     BoundaryCase{"page_size_0", {}, [](Inputs& in, Params&) { in.kv_pages = zeros(DType::kFloat32, {16, 0, 4, 128}); },
                  rejects(RuleId::page_size_zero, "page_size=0 must be positive."),
