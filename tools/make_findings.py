@@ -63,9 +63,7 @@ def main():
         rpa_case.save_case(os.path.join(OUT, name + ".npz"), compressed=True, **case,
                            expected=np.asarray(expected), **params)
         rows.append("\t".join([name, jax_verdict, strict_verdict, note]))
-    with open(os.path.join(OUT, "expectations.tsv"), "w") as f:
-        f.write("\n".join(rows) + "\n")
-    print(f"wrote {len(rows) - 1} cases to {os.path.normpath(OUT)}")
+    make_mode_corpus.write_expectations(OUT, rows)
 
 
 if __name__ == "__main__":

@@ -201,9 +201,14 @@ def main():
         else:
             rpa_case.save_case(path, q_dtype=q_dtype, compressed=True, **case, **params)
         rows.append("\t".join([name, jax_verdict, strict_verdict, note]))
-    with open(os.path.join(OUT, "expectations.tsv"), "w") as f:
+    write_expectations(OUT, rows)
+
+
+def write_expectations(out, rows):
+    """Writes out/expectations.tsv (a header, then rows of name, jax, strict, note)."""
+    with open(os.path.join(out, "expectations.tsv"), "w") as f:
         f.write("\n".join(rows) + "\n")
-    print(f"wrote {len(rows) - 1} cases to {os.path.normpath(OUT)}")
+    print(f"wrote {len(rows) - 1} cases to {os.path.normpath(out)}")
 
 
 if __name__ == "__main__":
