@@ -145,6 +145,9 @@ def cases():
          "valid", "block_sizes_partial", "JAX silently discards a lone block size"),
         ("q_bf16_kv_f32", with_(b, q=b["q"].astype(np.float32)), {},
          "valid", "dtype_mismatch", "JAX does not check that q and KV dtypes agree"),
+        ("q_f32_kv_bf16", b, {},
+         "valid", "dtype_mismatch",
+         "JAX does not check q/KV dtype agreement; its kernel promotes bfloat16 K/V to float32"),
         ("head_dim_zero", with_(b, q=np.zeros((T, HQ, 0), np.float32),
                                 kv_pages=np.zeros((NUM_PAGES, PAGE_SIZE, 2 * HKV, 0), np.float32)),
          {}, "head_dim_not_lane_multiple", "head_dim_zero",
@@ -187,21 +190,29 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     rows = ["# name\tjax\tstrict\twhat it shows"]
     for name, case, params, jax_verdict, strict_verdict, note in cases():
-        q_dtype = None
+        q_dtype = kv_dtype = None
         if name == "q_bf16_kv_f32":
-            # bfloat16 bits of the float32 q (round to nearest even).
-            bits = case["q"].view(np.uint32).astype(np.uint64)
-            bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
-            case = with_(case, q=bits)
+            case = with_(case, q=bf16_bits(case["q"]))
             q_dtype = "bfloat16"
+        if name == "q_f32_kv_bf16":
+            case = with_(case, kv_pages=bf16_bits(case["kv_pages"]))
+            kv_dtype = "bfloat16"
         path = os.path.join(OUT, name + ".npz")
         if name == "kv_raw_uint8":
             # rpa_case refuses uint8 KV without kv_dtype; plain numpy writes it anyway.
             np.savez_compressed(path, **case)
         else:
-            rpa_case.save_case(path, q_dtype=q_dtype, compressed=True, **case, **params)
+            rpa_case.save_case(path, q_dtype=q_dtype, kv_dtype=kv_dtype, compressed=True, **case,
+                               **params)
         rows.append("\t".join([name, jax_verdict, strict_verdict, note]))
     write_expectations(OUT, rows)
+
+
+def bf16_bits(x):
+    """bfloat16 bits of a float32 array (round to nearest even; NaN stays NaN)."""
+    bits = np.ascontiguousarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    return np.where(np.isnan(x), np.uint16(0x7FC0), rounded).astype(np.uint16)
 
 
 def write_expectations(out, rows):
