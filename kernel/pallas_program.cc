@@ -21,10 +21,12 @@ int32_t mul32(int64_t a, int64_t b) {
   return static_cast<int32_t>(static_cast<uint32_t>(a) * static_cast<uint32_t>(b));
 }
 
-// pl.cdiv on int32 scalars: lax.div(a + (b - 1), b), which truncates toward zero.
+// pl.cdiv on int32 scalars: lax.div(a + (b - 1), b), which truncates toward zero. (b is a
+// page size: jax mode rejects one past int32, which the kernel cannot trace; the int64
+// division keeps this defined all the same.)
 int32_t cdiv32(int64_t a, int64_t b) {
   const int32_t sum = add32(a, b - 1);
-  return static_cast<int32_t>(sum / static_cast<int32_t>(b));
+  return static_cast<int32_t>(sum / b);
 }
 
 const int32_t* ints(const Tensor& t) { return reinterpret_cast<const int32_t*>(t.data()); }

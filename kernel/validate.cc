@@ -631,6 +631,14 @@ class Walk {
     }
     const KernelPlan plan = plan_kernel(in_, p_, opt_.target, /*untuned_blocks=*/true);
     const int64_t ns = in_.num_seqs.int_at(0);
+    constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+    if (plan.blocks.kv_pages_per_block > kInt32Max / S_) {
+      reject(RuleId::kv_block_loop_wraps_int32,
+             "num_kv_pages_per_block=" + I(plan.blocks.kv_pages_per_block) + " times page_size=" +
+                 I(S_) + " must fit in int32: the Pallas kernel's KV loop multiplies by it "
+                 "(OverflowError when tracing).");
+      return;
+    }
     const int64_t block_tokens = plan.blocks.kv_pages_per_block * S_;
     for (int64_t i = 0; i < ns; ++i) {
       if (kv_loop_wraps_int32(kv_len(i), block_tokens)) {

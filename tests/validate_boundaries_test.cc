@@ -411,6 +411,11 @@ const auto kCases = ::testing::Values(
                  [](Inputs&, Params& p) { p.num_kv_pages_per_block = 1; p.num_queries_per_block = 1; },
                  rejects(RuleId::max_num_batched_tokens_zero, "max_num_batched_tokens=0 must be positive (the Pallas kernel reads a block of q)."),
                  kValid},
+    // No pages at all and page_size 2^31: JAX's validators accept an empty batch; its kernel
+    // multiplies by bkv * page_size in int32.
+    BoundaryCase{"page_size_past_int32", {}, [](Inputs& in, Params&) { in.num_seqs.set_int(0, 0); for (int64_t i = 0; i < 3; ++i) in.kv_lens.set_int(i, 0); in.kv_pages = zeros(DType::kFloat32, {0, int64_t{1} << 31, 4, 128}); },
+                 rejects(RuleId::kv_block_loop_wraps_int32, "num_kv_pages_per_block=4 times page_size=2147483648 must fit in int32: the Pallas kernel's KV loop multiplies by it (OverflowError when tracing)."),
+                 rejects(RuleId::page_index_out_of_range, "page_indices[0, 0]=0 must be in range [0, 0) (the kernel prefetches the first page of sequence slot 0 even with nothing to read).")},
     BoundaryCase{"one_q_row", [](InputsSpec& s) { s.seqs = {{1, 1}}; s.max_num_batched_tokens = 1; }, {}, kValid, kValid},
     BoundaryCase{"fp8_kv_k_scale_only", [](InputsSpec& s) { s.q_dtype = DType::kBFloat16; s.kv_dtype = DType::kFloat8E4M3FN; },
                  [](Inputs&, Params& p) { p.k_scale = 0.5; },
