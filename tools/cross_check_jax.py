@@ -1337,15 +1337,16 @@ def generate_pallas_case(rpa, path, seed, profile, size):
     return ""
 
 
-def run_pallas_mode(kernel, pallas, rpa, count, seed, size_max, paths, keep):
+def run_pallas_mode(kernel, pallas, rpa, count, seed, size_max, paths, keep, min_generated=0):
     """The Pallas mode: `count` generated cases from `seed` and the case files in paths
     that Pallas can trace. Prints a line per case and the summary; returns True if none
-    failed."""
+    failed and the Pallas kernel ran on at least min_generated of the generated cases."""
     # The interpreter logs each exception raised in its callbacks (an out-of-bounds read,
     # say) with a traceback before it reaches run_pallas as a PallasError; the case's line
     # reports it.
     logging.getLogger("jax._src.callback").setLevel(logging.CRITICAL)
     tally = PallasTally()
+    generated_ran = 0  # generated cases the Pallas kernel ran on (it did not raise)
     rng = np.random.default_rng(seed)
     start = time.monotonic()
     skipped = 0
@@ -1381,8 +1382,10 @@ def run_pallas_mode(kernel, pallas, rpa, count, seed, size_max, paths, keep):
                 tally.outcomes["rpa gen failed"] += 1
                 print(f"DIFF {label}: rpa gen failed: {err}")
                 continue
+            ran_before = tally.pallas_ran
             if not check_pallas_case(kernel, pallas, rpa, path, label, tally, tmp):
                 keep_case(path, name)
+            generated_ran += tally.pallas_ran - ran_before
             os.remove(path)
     elapsed = time.monotonic() - start
 
@@ -1418,7 +1421,13 @@ def run_pallas_mode(kernel, pallas, rpa, count, seed, size_max, paths, keep):
         print(f"  {tally.edges[name]:5}  {text}")
     if skipped:
         print(f"{skipped} case files skipped (Pallas cannot trace them)")
-    print(f"{tally.passed + tally.failed} cases in {elapsed:.1f} s")
+    print(f"{tally.passed + tally.failed} cases in {elapsed:.1f} s; the Pallas kernel ran on "
+          f"{generated_ran} of the {count} generated ones and "
+          f"{tally.pallas_ran - generated_ran} case files")
+    if generated_ran < min_generated:
+        tally.failed += 1
+        print(f"DIFF the Pallas kernel ran on {generated_ran} generated cases, fewer than "
+              f"--min-generated {min_generated}")
     print(f"cross_check_jax pallas: {tally.passed} passed, {tally.failed} failed")
     return tally.failed == 0
 
@@ -1448,6 +1457,9 @@ def main(argv=None):
                         help="run JAX's Pallas kernel in TPU interpret mode on N generated "
                         "cases and on the case files given (--pallas 0: those only) against "
                         "rpa's literal schedule, validation, reference and default schedule")
+    parser.add_argument("--min-generated", type=int, default=0, metavar="K",
+                        help="--pallas: fail unless the Pallas kernel ran (did not raise) on "
+                        "at least K of the generated cases")
     parser.add_argument("--size-max", type=int, default=24, metavar="Z",
                         help="--pallas: `rpa gen` sizes are drawn from 0..Z (default 24)")
     parser.add_argument("--seed", type=int, default=0, metavar="S",
@@ -1497,7 +1509,7 @@ def main(argv=None):
                            args.jit) and ok
     if pallas:
         ok = run_pallas_mode(kernel, pallas, args.rpa, args.pallas, args.seed, args.size_max,
-                             args.paths, args.keep) and ok
+                             args.paths, args.keep, args.min_generated) and ok
     return 0 if ok else 1
 
 
