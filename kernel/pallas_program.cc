@@ -109,30 +109,77 @@ bool walk_pallas_program(const Inputs& in, const PallasGrid& g, PallasProgramVis
   return true;
 }
 
+DepartureVisitor::DepartureVisitor(const Inputs& in, const PallasGrid& grid)
+    : in_(in),
+      grid_(grid),
+      T_(in.q.dim(0)),
+      total_(in.cu_q_lens.int_at(in.num_seqs.int_at(0))),
+      stored_(static_cast<size_t>(std::min(grid.queries_per_block, std::max<int64_t>(T_, 1)))) {}
+
+void DepartureVisitor::dma(int buf, const KvBlockId& id) {
+  held_[buf] = id;
+  on_dma(id);
+}
+
+void DepartureVisitor::step(int64_t hb, int64_t qb, int64_t seq, int64_t kv_blk, int buf,
+                            int64_t store_lo, int64_t store_hi, int /*pending*/) {
+  if (store_lo >= store_hi) return;
+  const auto rows = static_cast<int64_t>(stored_.size());
+  for (int64_t r = std::max<int64_t>(store_lo, 0); r < std::min(store_hi, rows); ++r) {
+    stored_[static_cast<size_t>(r)] = 1;
+  }
+  const KvBlockId want{hb, seq, kv_blk};
+  const KvBlockId& have = held_[buf];
+  if (have == want || same_pages(have, want)) return;
+  departed_step(qb, want, have, store_lo, store_hi);
+}
+
+void DepartureVisitor::cell_end(int64_t hb, int64_t qb) {
+  const int64_t lo = qb * grid_.queries_per_block;
+  const int64_t end = std::min({lo + grid_.queries_per_block, total_, T_});
+  for (int64_t r = lo; r < end; ++r) {
+    if (stored_[static_cast<size_t>(r - lo)]) continue;
+    int64_t last = r;
+    while (last + 1 < end && !stored_[static_cast<size_t>(last + 1 - lo)]) ++last;
+    unstored_rows(hb, qb, r, last);
+    r = last;
+  }
+  std::fill(stored_.begin(), stored_.end(), 0);
+}
+
+int64_t DepartureVisitor::page_at(int64_t seq, int64_t column) const {
+  return in_.page_indices.int_at(seq * in_.page_indices.dim(1) + column);
+}
+
+bool DepartureVisitor::same_pages(const KvBlockId& have, const KvBlockId& want) const {
+  if (have.heads_blk != want.heads_blk) return false;
+  const int64_t bkv = grid_.kv_pages_per_block, S = in_.kv_pages.dim(1);
+  const int64_t valid = in_.kv_lens.int_at(want.seq) - want.kv_blk * bkv * S;
+  for (int64_t i = 0; i < bkv && i * S < valid; ++i) {
+    if (page_at(have.seq, dma_page_column(in_, bkv, have, i)) !=
+        page_at(want.seq, dma_page_column(in_, bkv, want, i))) {
+      return false;
+    }
+  }
+  return true;
+}
+
 namespace {
 
-// Watches the walk for the first DMA or step that goes wrong (pallas_program_failure).
-class ProgramCheck : public PallasProgramVisitor {
+// The first DMA or departure of the walk, as a rule (pallas_program_failure).
+class ProgramCheck : public DepartureVisitor {
  public:
   ProgramCheck(const Inputs& in, const PallasGrid& grid, Mode mode)
-      : in_(in),
-        grid_(grid),
-        mode_(mode),
-        P_(in.kv_pages.dim(0)),
-        S_(in.kv_pages.dim(1)),
-        pps_(in.page_indices.dim(1)),
-        T_(in.q.dim(0)),
-        total_(in.cu_q_lens.int_at(in.num_seqs.int_at(0))),
-        stored_(static_cast<size_t>(std::min(grid.queries_per_block, std::max<int64_t>(T_, 1)))) {}
+      : DepartureVisitor(in, grid), mode_(mode), P_(in.kv_pages.dim(0)) {}
 
   std::optional<Failure> failure;
 
+ private:
   // jax mode: where interpret mode raises (numpy indexing takes -P..-1 from the end).
   // strict mode: anything outside [0, P); its own page rule has checked the pages the
   // definition reads and each slot's first page, so what is left is the first DMA of a
   // batch without sequences, which counts slot 0's pages from its padding kv_len.
-  void dma(int buf, const KvBlockId& id) override {
-    held_[buf] = id;
+  void on_dma(const KvBlockId& id) override {
     if (failure) return;
     const int64_t lo = mode_ == Mode::kJax ? -P_ : 0;
     for (int64_t i = 0; i < grid_.kv_pages_per_block; ++i) {
@@ -152,80 +199,36 @@ class ProgramCheck : public PallasProgramVisitor {
     }
   }
 
-  void step(int64_t hb, int64_t qb, int64_t seq, int64_t kv_blk, int buf, int64_t store_lo,
-            int64_t store_hi, int /*pending*/) override {
-    if (failure || mode_ != Mode::kStrict || store_lo >= store_hi) return;
-    const auto rows = static_cast<int64_t>(stored_.size());
-    for (int64_t r = std::max<int64_t>(store_lo, 0); r < std::min(store_hi, rows); ++r) {
-      stored_[static_cast<size_t>(r)] = 1;
-    }
-    const KvBlockId want{hb, seq, kv_blk};
-    const KvBlockId& have = held_[buf];
-    if (have == want || same_pages(have, want)) return;
-    const std::string other_heads =
-        have.heads_blk != hb ? " in heads block " + I(have.heads_blk) : std::string();
+  void departed_step(int64_t qb, const KvBlockId& want, const KvBlockId& have, int64_t,
+                     int64_t) override {
+    if (failure || mode_ != Mode::kStrict) return;
+    const std::string other_heads = have.heads_blk != want.heads_blk
+                                        ? " in heads block " + I(have.heads_blk)
+                                        : std::string();
     failure = Failure{RuleId::stale_kv_block,
-                      "heads block " + I(hb) + ", query block " + I(qb) +
-                          ": the Pallas kernel computes KV block " + I(kv_blk) + " of sequence " +
-                          I(seq) + " from the block it prefetched for KV block " +
-                          I(have.kv_blk) + " of sequence " + I(have.seq) + other_heads +
-                          ", which no step consumed (sequence " + I(have.seq) + " has kv_len " +
-                          I(in_.kv_lens.int_at(have.seq)) + ")."};
+                      "heads block " + I(want.heads_blk) + ", query block " + I(qb) +
+                          ": the Pallas kernel computes KV block " + I(want.kv_blk) +
+                          " of sequence " + I(want.seq) + " from the block it prefetched for KV "
+                          "block " + I(have.kv_blk) + " of sequence " + I(have.seq) +
+                          other_heads + ", which no step consumed (sequence " + I(have.seq) +
+                          " has kv_len " + I(in_.kv_lens.int_at(have.seq)) + ")."};
   }
 
-  void cell_end(int64_t hb, int64_t qb) override {
-    if (!failure && mode_ == Mode::kStrict) {
-      const int64_t lo = qb * grid_.queries_per_block;
-      const int64_t end = std::min({lo + grid_.queries_per_block, total_, T_});
-      for (int64_t r = lo; r < end; ++r) {
-        if (stored_[static_cast<size_t>(r - lo)]) continue;
-        const int64_t seq = sequence_of(r);
-        int64_t last = r;
-        while (last + 1 < end && !stored_[static_cast<size_t>(last + 1 - lo)] &&
-               in_.cu_q_lens.int_at(seq + 1) > last + 1) {
-          ++last;
-        }
-        failure = Failure{RuleId::rows_not_computed,
-                          "heads block " + I(hb) + ", query block " + I(qb) + ": rows " + I(r) +
-                              ".." + I(last) + " of sequence " + I(seq) +
-                              " are never computed (the Pallas kernel starts the block past that "
-                              "sequence, as the previous heads block left seq_buf_idx), so they "
-                              "keep earlier values."};
-        break;
-      }
-    }
-    std::fill(stored_.begin(), stored_.end(), 0);
+  void unstored_rows(int64_t hb, int64_t qb, int64_t first, int64_t last) override {
+    if (failure || mode_ != Mode::kStrict) return;
+    int64_t seq = 0;
+    while (in_.cu_q_lens.int_at(seq + 1) <= first) ++seq;
+    last = std::min<int64_t>(last, in_.cu_q_lens.int_at(seq + 1) - 1);
+    failure = Failure{RuleId::rows_not_computed,
+                      "heads block " + I(hb) + ", query block " + I(qb) + ": rows " + I(first) +
+                          ".." + I(last) + " of sequence " + I(seq) +
+                          " are never computed (the Pallas kernel starts the block past that "
+                          "sequence, as the previous heads block left seq_buf_idx), so they "
+                          "keep earlier values."};
   }
 
- private:
-  int64_t page_at(int64_t seq, int64_t column) const {
-    return in_.page_indices.int_at(seq * pps_ + column);
-  }
-  // The two blocks hold the same data in every slot the step reads (shared pages).
-  bool same_pages(const KvBlockId& have, const KvBlockId& want) const {
-    if (have.heads_blk != want.heads_blk) return false;
-    const int64_t bkv = grid_.kv_pages_per_block;
-    const int64_t valid = in_.kv_lens.int_at(want.seq) - want.kv_blk * bkv * S_;
-    for (int64_t i = 0; i < bkv && i * S_ < valid; ++i) {
-      if (page_at(have.seq, dma_page_column(in_, bkv, have, i)) !=
-          page_at(want.seq, dma_page_column(in_, bkv, want, i))) {
-        return false;
-      }
-    }
-    return true;
-  }
-  int64_t sequence_of(int64_t row) const {
-    int64_t s = 0;
-    while (in_.cu_q_lens.int_at(s + 1) <= row) ++s;
-    return s;
-  }
-
-  const Inputs& in_;
-  const PallasGrid grid_;
   const Mode mode_;
-  const int64_t P_, S_, pps_, T_, total_;
-  KvBlockId held_[2];
-  std::vector<char> stored_;  // rows of the current query block some step stored
+  const int64_t P_;
 };
 
 }  // namespace

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "kernel/inputs.h"
 #include "kernel/rule.h"
@@ -72,6 +73,42 @@ int64_t dma_page_column(const Inputs& in, int64_t bkv, const KvBlockId& id, int6
 // ceil(kv_len / (bkv * S)) KV steps end the loop iff that many blocks' tokens fit in int32:
 // the loop compares kv_blk * bkv * S with kv_len in int32.
 bool kv_loop_wraps_int32(int64_t kv_len, int64_t block_tokens);
+
+// A visitor that follows where the program leaves the definition on a definition-valid
+// input. It keeps which block each buffer half holds and which rows of the current query
+// block some step stored, and tells its subclass of every step that stores rows over a
+// buffer holding another KV block than its own, with other pages or heads in a slot the
+// step reads (`departed_step`; shared pages that hold the same data are not one), and of
+// every run of defined rows (< cu_q_lens[num_seqs]) a grid cell leaves unstored
+// (`unstored_rows`, which keep earlier values). Validation's rules and the properties'
+// marking of departed rows both build on it.
+class DepartureVisitor : public PallasProgramVisitor {
+ public:
+  DepartureVisitor(const Inputs& in, const PallasGrid& grid);
+  void dma(int buf, const KvBlockId& id) final;
+  void step(int64_t heads_blk, int64_t q_blk, int64_t seq, int64_t kv_blk, int buf,
+            int64_t store_lo, int64_t store_hi, int pending) final;
+  void cell_end(int64_t heads_blk, int64_t q_blk) final;
+
+ protected:
+  virtual void on_dma(const KvBlockId& /*id*/) {}
+  // want: the step's own block (its heads_blk is the step's); have: the buffer's.
+  virtual void departed_step(int64_t q_blk, const KvBlockId& want, const KvBlockId& have,
+                             int64_t store_lo, int64_t store_hi) = 0;
+  // Rows first..last (absolute) of query block q_blk in heads block heads_blk.
+  virtual void unstored_rows(int64_t heads_blk, int64_t q_blk, int64_t first, int64_t last) = 0;
+  int64_t page_at(int64_t seq, int64_t column) const;  // page_indices[seq, column]
+
+  const Inputs& in_;
+  const PallasGrid grid_;
+
+ private:
+  bool same_pages(const KvBlockId& have, const KvBlockId& want) const;
+
+  const int64_t T_, total_;
+  KvBlockId held_[2];
+  std::vector<char> stored_;  // rows of the current query block some step stored
+};
 
 // The first step of the walk that goes wrong in the mode, or nullopt. A DMA of a page
 // index outside [-P, P) in jax mode, where TPU interpret mode raises IndexError (numpy

@@ -9,48 +9,29 @@
 namespace rpa::props {
 namespace {
 
-// Follows the walk as ProgramCheck (kernel/pallas_program.cc) does, marking rows instead
-// of stopping at the first departure.
-class Marker : public PallasProgramVisitor {
+// Marks the rows of every departure (pallas_program.h's DepartureVisitor): a step over a
+// stale block marks every row it stores (the sequence's later steps in the cell fold into
+// the same accumulator rows), an unstored defined row keeps what the accumulator held.
+class Marker : public DepartureVisitor {
  public:
   Marker(const Inputs& in, const PallasGrid& grid, DepartedRows& rows)
-      : grid_(grid),
-        rows_(rows),
-        T_(in.q.dim(0)),
-        total_(in.cu_q_lens.int_at(in.num_seqs.int_at(0))),
-        stored_(static_cast<size_t>(grid.queries_per_block < T_ ? grid.queries_per_block : T_)) {}
-
-  void dma(int buf, const KvBlockId& id) override { held_[buf] = id; }
-
-  void step(int64_t hb, int64_t qb, int64_t seq, int64_t kv_blk, int buf, int64_t store_lo,
-            int64_t store_hi, int /*pending*/) override {
-    const bool stale = !(held_[buf] == KvBlockId{hb, seq, kv_blk});
-    const auto rows = static_cast<int64_t>(stored_.size());
-    for (int64_t r = std::max<int64_t>(store_lo, 0); r < std::min(store_hi, rows); ++r) {
-      stored_[static_cast<size_t>(r)] = 1;
-      if (stale) mark(qb * grid_.queries_per_block + r, hb);
-    }
-  }
-
-  void cell_end(int64_t hb, int64_t qb) override {
-    const int64_t lo = qb * grid_.queries_per_block;
-    const int64_t end = std::min({lo + grid_.queries_per_block, total_, T_});
-    for (int64_t r = lo; r < end; ++r) {
-      if (!stored_[static_cast<size_t>(r - lo)]) mark(r, hb);
-    }
-    std::fill(stored_.begin(), stored_.end(), 0);
-  }
+      : DepartureVisitor(in, grid), rows_(rows) {}
 
  private:
+  void departed_step(int64_t qb, const KvBlockId& want, const KvBlockId&, int64_t store_lo,
+                     int64_t store_hi) override {
+    const int64_t r0 = qb * grid_.queries_per_block;
+    const int64_t end = std::min(r0 + store_hi, in_.q.dim(0));
+    for (int64_t r = r0 + std::max<int64_t>(store_lo, 0); r < end; ++r) mark(r, want.heads_blk);
+  }
+  void unstored_rows(int64_t hb, int64_t, int64_t first, int64_t last) override {
+    for (int64_t r = first; r <= last; ++r) mark(r, hb);
+  }
   void mark(int64_t row, int64_t hb) {
     rows_.departed[static_cast<size_t>(row * grid_.num_heads_blks + hb)] = 1;
   }
 
-  const PallasGrid grid_;
   DepartedRows& rows_;
-  const int64_t T_, total_;
-  KvBlockId held_[2];
-  std::vector<char> stored_;  // rows of the current query block some step stored
 };
 
 }  // namespace

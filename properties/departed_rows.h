@@ -30,8 +30,8 @@ struct DepartedRows {
 // Walks the program with the grid the literal schedule plans for `options`. A step over a
 // stale block marks every row it stores in its grid cell (the sequence's later steps there
 // fold into the same accumulator rows); a defined row no step of a cell stores keeps what
-// the accumulator held. Conservative: a stale block with the same pages (which strict mode
-// accepts) still marks its rows. Precondition: what the literal schedule needs (jax
+// the accumulator held. Exactly the departures strict mode rejects (stale_kv_block,
+// rows_not_computed), all of them rather than the first. Precondition: what the literal schedule needs (jax
 // validation accepts; strict for options.untuned_blocks false).
 DepartedRows departed_rows(const Inputs& in, const Params& params, const KernelOptions& options);
 
