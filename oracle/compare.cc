@@ -32,9 +32,13 @@ Comparison compare_outputs(const Tensor& got, const Tensor& want, const PagedKvV
           const double a = got.float_at(base + col);
           const double b = want.float_at(base + col);
           ++c.compared;
+          const double allowed = tol.allowed(base + col, b);
+          if (std::isfinite(b)) {
+            c.max_abs_want = std::max(c.max_abs_want, std::fabs(b));
+            if (b != 0.0) c.discrimination = std::min(c.discrimination, allowed / std::fabs(b));
+          }
           if (same_special(a, b)) continue;
           const double err = std::fabs(a - b);  // NaN or inf when one side is special
-          const double allowed = tol.atol + tol.rtol * std::fabs(b);
           if (std::isfinite(err)) {
             c.max_abs_err = std::max(c.max_abs_err, err);
             if (b != 0.0) c.max_rel_err = std::max(c.max_rel_err, err / std::fabs(b));

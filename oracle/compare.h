@@ -2,6 +2,7 @@
 // (DESIGN.md section 6). Unit tests, properties, fuzzers and the CLI all use it.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -20,7 +21,7 @@ struct ElementMismatch {
   int64_t col;         // column within head_dim
   double got;
   double want;
-  double allowed;  // atol + rtol * |want|
+  double allowed;  // Tolerance::allowed: atol (+ the element's own) + rtol * |want|
 };
 
 struct Comparison {
@@ -32,13 +33,19 @@ struct Comparison {
   // The largest |got - want| / (atol + rtol * |want|) over elements where both sides are
   // finite: how much of its tolerance the closest call used (> 1 is a mismatch).
   double max_budget_used = 0.0;
+  // The check's power: the least allowed / |want| over the compared elements with a finite,
+  // nonzero want (atol / max|want| + rtol where atol is the same everywhere); infinite when
+  // there is none. Below 1 an all-zero output is rejected, below 2 the negated output.
+  double discrimination = INFINITY;
+  double max_abs_want = 0.0;  // over compared elements with a finite want
+  bool rejects_zero() const { return discrimination < 1.0; }
   std::optional<ElementMismatch> first;  // the first mismatch in row-major order
   bool agree() const { return mismatches == 0; }
 };
 
 // got and want have q's shape and float dtype (any of the four). Rows at or past
 // cu_q_lens[num_seqs] are not compared. NaN equals NaN and an infinity equals the same
-// infinity; anything else must satisfy |got - want| <= atol + rtol * |want|.
+// infinity; anything else must satisfy |got - want| <= tol.allowed(element, want).
 Comparison compare_outputs(const Tensor& got, const Tensor& want, const PagedKvView& view,
                            Tolerance tol);
 

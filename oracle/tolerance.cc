@@ -90,9 +90,120 @@ Tolerance tolerance_for(DType q_dtype, DType v_dtype, double max_abs_v, int64_t 
 //    in the hundreds (JAX's cross-check found one near-tied row at |s| ~ 400 off by 2.7e-5 M)
 //    need it.
 Tolerance tolerance_for_case(const Inputs& in, const Params& p, const ReferenceResult& r) {
+  if (r.semantics == Semantics::kKernel) return kernel_tolerance(in, p, r);
   const DType v_dtype = p.v_scale ? in.q.dtype() : in.kv_pages.dtype();
   Tolerance tol = tolerance_for(in.q.dtype(), v_dtype, r.max_abs_v_eff, r.max_kv_len);
   tol.atol += 2.0 * std::ldexp(1.0, -24) * r.max_logit_abs_sum * r.max_abs_v_eff;
+  return tol;
+}
+
+double Tolerance::max_element_atol() const {
+  double best = 0.0;
+  if (element_atol) {
+    for (double x : *element_atol) best = std::max(best, x);
+  }
+  return best;
+}
+
+Tolerance Tolerance::scaled(double k) const {
+  Tolerance t;
+  t.atol = atol * k;
+  t.rtol = rtol * k;
+  if (element_atol) {
+    auto more = std::make_shared<std::vector<double>>(*element_atol);
+    for (double& x : *more) x *= k;
+    t.element_atol = std::move(more);
+  }
+  return t;
+}
+
+namespace {
+
+// Relative error per product of a matmul a.b that a TPU's MXU may make when it evaluates
+// float32 operands in bfloat16 passes (item K2 below). Each float32 x splits exactly into
+// bfloat16s x = x1 + x2 + x3 with |x2| <= 2^-8 |x|, |x3| <= 2^-16 |x| (8 bits each). The
+// kernel's dots carry no precision, which Mosaic takes as float32 contract precision: six
+// passes, a1 b1 + a1 b2 + a2 b1 + a2 b2 + a1 b3 + a3 b1, dropping a2 b3 + a3 b2 + a3 b3 <=
+// (2 * 2^-24 + 2^-32) |a b| <= 2^-22 |a b|. With one operand exact in bfloat16 (b2 = b3 = 0)
+// nothing is dropped, and with both (bfloat16 or float8 values) the products are exact.
+// Three passes (Precision.HIGH, bf16_3x) would drop a1 b3 + a2 b2 + a3 b1, up to 2^-14
+// |a b| (2^-16 with one exact operand): 256x more, and not covered (a run that way shows
+// up where float32 logits are large); one pass (XLA's DEFAULT on a TPU) rounds p itself.
+double mxu_product_error(bool a_float32, bool b_float32) {
+  return a_float32 && b_float32 ? std::ldexp(1.0, -22) : 0.0;
+}
+
+}  // namespace
+
+// The kernel semantics: o = sum_t p_t V_eff_t with p = softmax(s) unrounded and one
+// rounding to q's dtype (what JAX's Pallas kernel computes: float32 p, float32 accumulation
+// over V_eff's exact values). The dense reference computes it in double. A correct kernel
+// computes the same in float32 on a CPU or a TPU; what it may do differently:
+//
+// K1. Float32 arithmetic after the logits: exp, the online softmax's m / l / alpha rescaling,
+//     the accumulator's sums. Relative errors of a few float32 ulps in each weight and in
+//     the sums: the DESIGN.md budget of 1e-5 M (M = max |V_eff|, |o| <= M), about 84
+//     float32 ulps of M, as in the reference semantics (measured against the tiled kernel
+//     and the Pallas kernel at kv_len 8192: see the README's semantics table).
+// K2. A TPU's MXU may evaluate a matmul with float32 operands in bfloat16 passes (six, the
+//     float32 contract precision; mxu_product_error shows the bound and why three or one
+//     pass are not covered). p is float32 in every kernel, so p.V may lose
+//     e_pv = mxu(float32, V_eff is float32) of each |p_t v_t|: at most e_pv M. In q.K it
+//     adds e = mxu(q is float32, K_eff is float32) of each |q_d k_d| to the logit (next).
+// K3. Logit errors. Logit t of a row may be off by E_t = e_qk B_t, B_t = |sm_scale|
+//     sum_d |q_d k_td| + |soft_cap| (the reference's scale; tanh passes an error through
+//     with slope <= 1 and adds a few ulps of |soft_cap|), e_qk = 2^-21 (kLeastLogitError:
+//     float32 accumulation of the dot and the scaling, 8 ulps of the absolute sum) + the
+//     MXU's e from K2 (so 2^-21 <= e_qk <= 2^-20, kMostLogitError). Under a soft cap the
+//     logit moves by at most 2 |soft_cap| whatever the dot's error, and by tanh's slope
+//     sech^2 where the logit before the cap is far from 0: the reference shrinks B_t's first
+//     term accordingly (dense_reference.h), valid for any e_qk in that range. Then
+//     p'_t = p_t e^{d_t} / sum_u p_u e^{d_u} with |d_u| <= E_u <= E_max, so
+//     |p'_t / p_t - 1| <= e^{E_t + E_max} - 1 <= (E_t + E_max) g(E_max), g(x) = (e^{2x} - 1)
+//     / (2x) >= 1 (convexity; g -> 1 for small x). Since sum_t (p'_t - p_t) = 0,
+//     |o'_c - o_c| = |sum_t (p'_t - p_t)(v_tc - o_c)| <= e_qk g(e_qk B_max) sum_t p_t
+//     (B_t + B_max) |v_tc - o_c| = e_qk g(e_qk B_max) spread[e] (ReferenceResult), and
+//     never more than 2M (both are averages of the same values). Per element: a row whose
+//     weight sits on one token, or whose values agree, gets ~0 however large its logits;
+//     a flat row of large logits gets ~e_qk 2 B_max max|v - o|. It replaces the reference
+//     semantics' 2 * 2^-24 * max B * M, which takes the worst row for every row.
+// K4. One rounding to q's dtype, of a float32 value (the kernel) or of the double one (the
+//     reference): one ulp of q's dtype, rtol 2^(1-prec_q) for a q narrower than float32, or
+//     its smallest subnormal where the result is subnormal.
+// K5. Flushed float32 subnormals (TPUs, the tiled kernel): (kv_len + 1) * 2^-126.
+// Not covered, by design: rounding p or p.V to a narrower dtype (the reference semantics'
+// item 2 / 3, whose kv_len * 2^-9 float8 term made `rpa check` accept any output at long
+// context). So atol = M (1e-5 + e_pv) + (kv_len + 1) 2^-126 + [q narrow] min_subnormal_q,
+// rtol = [q narrow] 2^(1-prec_q), element_atol[e] = min(e_qk g(e_qk B_max) spread[e], 2M).
+Tolerance kernel_tolerance(const Inputs& in, const Params& p, const ReferenceResult& r) {
+  if (r.semantics != Semantics::kKernel) {
+    throw std::logic_error("kernel_tolerance: the reference result is not in the kernel semantics");
+  }
+  const DType q_dtype = in.q.dtype();
+  const DType k_dtype = p.k_scale ? q_dtype : in.kv_pages.dtype();
+  const DType v_dtype = p.v_scale ? q_dtype : in.kv_pages.dtype();
+  const double m = r.max_abs_v_eff;
+  const double e_pv = mxu_product_error(true, v_dtype == DType::kFloat32);
+  const double e_qk = kLeastLogitError +
+                      mxu_product_error(q_dtype == DType::kFloat32, k_dtype == DType::kFloat32);
+  Tolerance tol;
+  tol.atol = m * (1e-5 + e_pv) + static_cast<double>(r.max_kv_len + 1) * std::ldexp(1.0, -126);
+  if (q_dtype != DType::kFloat32) {
+    tol.rtol = std::ldexp(1.0, 1 - precision_bits(q_dtype));
+    tol.atol += min_subnormal(q_dtype);
+  }
+  auto extra = std::make_shared<std::vector<double>>(r.spread.size(), 0.0);
+  const int64_t d = in.q.dim(2);
+  for (size_t e = 0; e < r.spread.size(); ++e) {
+    const double w = r.spread[e];
+    if (w == 0.0) continue;
+    const double x = e_qk * r.row_logit_max[e / static_cast<size_t>(d)];
+    const double g = x == 0.0 ? 1.0 : std::expm1(2.0 * x) / (2.0 * x);
+    const double bound = e_qk * g * w;
+    // NaN (inf * 0 cannot happen: w > 0) or past 2M: the values' own range bounds it.
+    (*extra)[e] = std::isfinite(bound) ? std::min(bound, 2.0 * m) : 2.0 * m;
+  }
+  tol.element_atol = std::move(extra);
   return tol;
 }
 

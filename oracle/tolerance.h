@@ -2,7 +2,10 @@
 // (DESIGN.md section 6).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "kernel/dtype.h"
 #include "kernel/inputs.h"
@@ -12,10 +15,26 @@
 
 namespace rpa {
 
-// |got - want| <= atol + rtol * |want| element-wise.
+// |got - want| <= atol + element_atol[e] + rtol * |want| element-wise.
 struct Tolerance {
+  Tolerance() = default;
+  Tolerance(double a, double r) : atol(a), rtol(r) {}
+
   double atol = 0.0;
   double rtol = 0.0;
+  // Optional: more absolute allowance for some elements (q's layout, one per element of
+  // the output), e.g. the kernel semantics' bound on logit errors, which depends on the row.
+  std::shared_ptr<const std::vector<double>> element_atol;
+
+  // The difference allowed at output element e whose wanted value is `want`.
+  double allowed(int64_t e, double want) const {
+    const double extra = element_atol ? (*element_atol)[static_cast<size_t>(e)] : 0.0;
+    return atol + extra + rtol * std::fabs(want);
+  }
+  // The largest element_atol entry (0 without one).
+  double max_element_atol() const;
+  // Every allowance times k.
+  Tolerance scaled(double k) const;
 };
 
 // The tolerance for one case. q_dtype is the output's dtype; v_dtype is V_eff's (q's when
@@ -24,10 +43,17 @@ struct Tolerance {
 // definition's comment.
 Tolerance tolerance_for(DType q_dtype, DType v_dtype, double max_abs_v, int64_t max_kv_len);
 
-// The tolerance for comparing an output of (in, p) with the dense reference's result r:
-// tolerance_for plus the float32 rounding of large logits, 2 * M * 2^-24 *
-// r.max_logit_abs_sum (derivation in tolerance.cc). What every caller should use.
+// The tolerance for comparing an output of (in, p) with the dense reference's result r, in
+// r's semantics (derivations in tolerance.cc). What every caller should use.
+// - reference semantics: tolerance_for plus the float32 rounding of large logits,
+//   2 * M * 2^-24 * r.max_logit_abs_sum;
+// - kernel semantics: kernel_tolerance.
 Tolerance tolerance_for_case(const Inputs& in, const Params& p, const ReferenceResult& r);
+
+// The kernel semantics' tolerance: float32 arithmetic, a TPU's bfloat16 MXU passes on
+// float32 operands, and per element the logit errors r.spread bounds;
+// never the rounding of p. Needs r computed in the kernel semantics.
+Tolerance kernel_tolerance(const Inputs& in, const Params& p, const ReferenceResult& r);
 
 // The tolerance for comparing an output with the literal schedule's (the Pallas program,
 // KernelOptions::literal_schedule, run with `plan`), e.g. the Pallas kernel's own output:

@@ -55,17 +55,26 @@ double max_abs_finite(const Matrix& m) {
 
 }  // namespace
 
-ReferenceResult dense_reference(const Inputs& in, const Params& p) {
+ReferenceResult dense_reference(const Inputs& in, const Params& p, Semantics semantics) {
   const PagedKvView view(in);
   const DType q_dtype = in.q.dtype();
-  // V_eff's dtype: p and the output are rounded to it (JAX: softmax(...).astype(v.dtype),
-  // and the einsum's result type); float32 rounds nothing the double result would keep.
+  // V_eff's dtype. In the reference semantics p and the output are rounded to it (JAX:
+  // softmax(...).astype(v.dtype), and the einsum's result type); float32 rounds nothing the
+  // double result would keep. The kernel semantics rounds only the output, to q's dtype.
   const DType v_dtype = p.v_scale ? q_dtype : in.kv_pages.dtype();
-  const bool round_to_v = v_dtype != DType::kFloat32;
+  const bool kernel = semantics == Semantics::kKernel;
+  const bool round_to_v = !kernel && v_dtype != DType::kFloat32;
   const double mask_value = static_cast<float>(p.effective_mask_value());
+  const double cap = p.soft_cap ? std::fabs(*p.soft_cap) : 0.0;
   const int64_t d = view.head_dim();
 
-  ReferenceResult result{Tensor(q_dtype, in.q.shape())};
+  ReferenceResult result;
+  result.out = Tensor(q_dtype, in.q.shape());
+  result.semantics = semantics;
+  if (kernel) {
+    result.spread.assign(static_cast<size_t>(in.q.numel()), 0.0);
+    result.row_logit_max.assign(static_cast<size_t>(in.q.dim(0) * view.num_q_heads()), 0.0);
+  }
   for (int64_t s = 0; s < view.num_seqs(); ++s) {
     const int64_t q_len = view.q_len(s);
     const int64_t kv_len = view.kv_len(s);
@@ -82,15 +91,25 @@ ReferenceResult dense_reference(const Inputs& in, const Params& p) {
           for (int64_t c = 0; c < d; ++c) q(r, c) = load_float(q_dtype, in.q.data(), q0 + c);
         }
         Matrix logits = (q * kv.k.transpose()) * p.sm_scale;
-        const Matrix abs_sums = q.cwiseAbs() * kv.k.cwiseAbs().transpose();
+        const Matrix abs_sums = (q.cwiseAbs() * kv.k.cwiseAbs().transpose()) * std::fabs(p.sm_scale);
         if (abs_sums.size() > 0) {
-          const double bound = std::fabs(p.sm_scale) * abs_sums.maxCoeff<Eigen::PropagateNumbers>();
+          const double bound = abs_sums.maxCoeff<Eigen::PropagateNumbers>();
           if (std::isfinite(bound)) result.max_logit_abs_sum = std::max(result.max_logit_abs_sum, bound);
         }
+        // The logit scale B_t of each (row, token) for the spread (ReferenceResult).
+        Matrix scale;
+        if (kernel) scale = abs_sums;
         for (int64_t r = 0; r < q_len; ++r) {
           const int64_t q_pos = view.q_position(s, r);
           for (int64_t t = 0; t < kv_len; ++t) {
             double& x = logits(r, t);
+            if (kernel && p.soft_cap) {
+              // The dot's error is at most kMostLogitError * B_t (the uncapped B_t).
+              double& b = scale(r, t);
+              const double far = std::max(0.0, std::fabs(x) - kMostLogitError * b);
+              const double slope = 1.0 / std::cosh(far / cap);
+              b = std::min(b, kCappedLogitScale * cap) * slope * slope;
+            }
             // Soft cap before the mask; the mask value is added, not substituted.
             if (p.soft_cap) x = *p.soft_cap * std::tanh(x / *p.soft_cap);
             const bool masked =
@@ -112,6 +131,18 @@ ReferenceResult dense_reference(const Inputs& in, const Params& p) {
             if (round_to_v) x = round_double_to(v_dtype, x);
             store_float(q_dtype, result.out.data(), o0 + c, round_double_to(q_dtype, x));
           }
+          if (!kernel) continue;
+          // The spread of this row (ReferenceResult): weights a_t = p_t (B_t + B_max).
+          const Eigen::RowVectorXd b = (scale.row(r).array() + cap).matrix();
+          double b_max = 0.0;
+          for (int64_t t = 0; t < kv_len; ++t) {
+            if (logits(r, t) > 0.0) b_max = std::max(b_max, b(t));
+          }
+          const Eigen::RowVectorXd a = logits.row(r).cwiseProduct((b.array() + b_max).matrix());
+          const Eigen::RowVectorXd w = a * (kv.v.rowwise() - o.row(r)).cwiseAbs();
+          const int64_t row = view.q_start(s) + r;
+          result.row_logit_max[static_cast<size_t>(row * view.num_q_heads() + q_head)] = b_max;
+          for (int64_t c = 0; c < d; ++c) result.spread[static_cast<size_t>(o0 + c)] = w(c);
         }
       }
     }

@@ -1,16 +1,25 @@
 // The dense reference: ragged paged attention as DESIGN.md section 2 defines it, written
 // for clarity. Double precision wherever the definition allows "float32 or better",
-// rounding exactly at its dtype casts; it follows JAX's ref_ragged_paged_attention step
-// for step.
+// rounding exactly at the dtype casts of the chosen semantics (reference/semantics.h): JAX's
+// ref_ragged_paged_attention step for step, or what its Pallas kernel computes.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kernel/inputs.h"
 #include "kernel/params.h"
 #include "kernel/tensor.h"
+#include "reference/semantics.h"
 
 namespace rpa {
+
+// The least relative logit error a tolerance may assume per unit of B_t (oracle/tolerance.cc:
+// float32 accumulation, 2^-21), and so the B_t past which a soft cap bounds the error.
+// Any tolerance that uses spread must assume a relative logit error between the two.
+inline constexpr double kLeastLogitError = 0x1p-21;
+inline constexpr double kMostLogitError = 0x1p-20;  // and the most (2^-21 + 2^-22, rounded up)
+inline constexpr double kCappedLogitScale = 2.0 / kLeastLogitError;
 
 struct ReferenceResult {
   // [T, Hq, D] in q's dtype. Rows at or past cu_q_lens[num_seqs] belong to no sequence and
@@ -24,10 +33,28 @@ struct ReferenceResult {
   // Largest |sm_scale| * sum_d |q_d K_eff_d| over the logits computed (0 if none): how
   // large float32 rounding in a logit's dot product can be, for the tolerance.
   double max_logit_abs_sum = 0.0;
+
+  // Kernel semantics only (empty otherwise): how much each output can move when its row's
+  // logits move, for the tolerance (oracle/tolerance.cc derives the bound from them). With
+  // B_t = |sm_scale| sum_d |q_d K_eff_td| + |soft_cap| the scale of logit t of a row and
+  // B_max the largest B_t with p_t > 0 in that row. Under a soft cap s = cap tanh(x / cap)
+  // moves by at most 2 |cap| however far x moves, and by at most sech^2((|x| - dx) / cap) dx
+  // when x moves by dx < |x|: so the first term stops at kCappedLogitScale * |soft_cap|
+  // (where kLeastLogitError times it is 2 |cap|) and is multiplied by
+  // sech^2(max(0, |x| - kMostLogitError * term) / cap), x the logit before the cap.
+  // spread[e] = sum_t p_t (B_t + B_max) |V_eff_tc - o_c| for output element e = (row, head,
+  // column c), in q's layout (0 on rows no sequence defines), and row_logit_max[row * Hq +
+  // head] = B_max. A row whose weights sit on one token, or whose values agree, has spread 0:
+  // no logit error can move it.
+  std::vector<double> spread;
+  std::vector<double> row_logit_max;
+  Semantics semantics = Semantics::kKernel;  // the rounding points `out` follows
 };
 
 // Precondition: strict validation accepted (in, params). It does not validate: the oracle
 // does that first. It reads nothing past kv_len: no page slot, no page_indices entry.
-ReferenceResult dense_reference(const Inputs& in, const Params& params);
+// The kernel semantics is the default: the oracle judges kernels.
+ReferenceResult dense_reference(const Inputs& in, const Params& params,
+                                Semantics semantics = Semantics::kKernel);
 
 }  // namespace rpa

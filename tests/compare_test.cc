@@ -206,6 +206,31 @@ TEST_F(Compare, IdenticalAgreeOverDefinedElements) {
   EXPECT_EQ(describe_mismatch(c), "all 160 elements agree");
 }
 
+TEST_F(Compare, DiscriminationSaysWhetherAnAllZeroOutputIsRejected) {
+  // max |want| over the defined elements is 50/64 (element 0). Uniform atol 0.01, rtol 0.5:
+  // discrimination = 0.01 / (50/64) + 0.5 < 1, and the all-zero output is rejected.
+  Tensor zeros(in.q.dtype(), in.q.shape());
+  const Comparison tight = compare_outputs(got, want, view, Tolerance{0.01, 0.5});
+  EXPECT_DOUBLE_EQ(tight.max_abs_want, 50.0 / 64.0);
+  EXPECT_DOUBLE_EQ(tight.discrimination, 0.01 / (50.0 / 64.0) + 0.5);
+  EXPECT_TRUE(tight.rejects_zero());
+  EXPECT_FALSE(compare_outputs(zeros, want, view, Tolerance{0.01, 0.5}).agree());
+  // atol 1 > max |want|: nothing can tell zero from the answer.
+  const Comparison loose = compare_outputs(got, want, view, Tolerance{1.0, 0.0});
+  EXPECT_DOUBLE_EQ(loose.discrimination, 1.0 / (50.0 / 64.0));
+  EXPECT_FALSE(loose.rejects_zero());
+  EXPECT_TRUE(compare_outputs(zeros, want, view, Tolerance{1.0, 0.0}).agree());
+  // An element's own allowance counts for that element only: with 1.0 more at element 0,
+  // the least ratio moves to another element of |want| 49/64 or 50/64.
+  Tolerance per{0.01, 0.0};
+  auto extra = std::make_shared<std::vector<double>>(static_cast<size_t>(in.q.numel()), 0.0);
+  (*extra)[0] = 1.0;
+  per.element_atol = extra;
+  const Comparison c = compare_outputs(got, want, view, per);
+  EXPECT_LT(c.discrimination, 0.01 / (49.0 / 64.0) + 1e-12);
+  EXPECT_FALSE(compare_outputs(zeros, want, view, per).agree());
+}
+
 TEST_F(Compare, IdenticalAgreeWithZeroTolerance) {
   const Comparison c = compare_outputs(got, want, view, Tolerance{});
   EXPECT_TRUE(c.agree());
@@ -328,7 +353,7 @@ Comparison compare_one(Tensor got, Tensor want, const PagedKvView& view, double 
 
 TEST_F(Compare, NaNAndInfinities) {
   // Both a zero-rtol (float32) and a nonzero-rtol (bfloat16-like) tolerance.
-  for (const Tolerance tol : {Tolerance{1e-5, 0.0}, Tolerance{0.03, 0.0078125}}) {
+  for (const Tolerance& tol : {Tolerance{1e-5, 0.0}, Tolerance{0.03, 0.0078125}}) {
     SCOPED_TRACE("atol " + py_float_repr(tol.atol) + " rtol " + py_float_repr(tol.rtol));
     EXPECT_TRUE(compare_one(got, want, view, kNaN, kNaN, tol).agree()) << "NaN vs NaN";
     EXPECT_TRUE(compare_one(got, want, view, -kNaN, kNaN, tol).agree()) << "-NaN vs NaN";
@@ -514,6 +539,7 @@ TEST(Tolerance, CaseToleranceGrowsWithLogitMagnitude) {
   r.max_abs_v_eff = 4.0;
   r.max_kv_len = 10;
   r.max_logit_abs_sum = std::ldexp(1.0, 20);
+  r.semantics = Semantics::kReference;
   const Tolerance t = tolerance_for_case(in, Params{}, r);
   EXPECT_DOUBLE_EQ(t.atol, 4e-5 + 0.5);
   EXPECT_EQ(t.rtol, 0.0);
@@ -521,6 +547,108 @@ TEST(Tolerance, CaseToleranceGrowsWithLogitMagnitude) {
   Params scaled;
   scaled.v_scale = 2.0;
   EXPECT_DOUBLE_EQ(tolerance_for_case(in, scaled, r).atol, 4e-5 + 0.5);
+}
+
+// ---- The kernel semantics' tolerance (kernel_tolerance), worked by hand -----------------
+
+// One sequence of kv_len 10, one q row, D 2: spread and row_logit_max sized for it.
+ReferenceResult kernel_result(double max_v, std::vector<double> spread, double row_logit_max) {
+  ReferenceResult r;
+  r.semantics = Semantics::kKernel;
+  r.max_abs_v_eff = max_v;
+  r.max_kv_len = 10;
+  r.spread = std::move(spread);
+  r.row_logit_max = {row_logit_max};
+  return r;
+}
+
+Inputs one_row(DType q_dtype, DType kv_dtype) {
+  testing::InputsSpec spec;
+  spec.seqs = {{1, 10}};
+  spec.head_dim = 2;
+  spec.q_dtype = q_dtype;
+  spec.kv_dtype = kv_dtype;
+  spec.num_kv_heads = kv_dtype == DType::kFloat8E4M3FN ? 2 : 1;
+  spec.num_q_heads = spec.num_kv_heads;
+  return testing::build_inputs(spec);
+}
+
+TEST(KernelTolerance, Float32PaysTheMxuPassesOnBothOperands) {
+  // M = 4: atol = 4 (1e-5 + 2^-22) + 11 * 2^-126 (p.V with float32 V: both operands float32,
+  // six bfloat16 passes drop up to 2^-22 of each product).
+  const Inputs in = one_row(DType::kFloat32, DType::kFloat32);
+  const Tolerance t = tolerance_for_case(in, Params{}, kernel_result(4.0, {0.0, 0.0}, 0.0));
+  EXPECT_DOUBLE_EQ(t.atol, 4.0 * (1e-5 + std::ldexp(1.0, -22)) + 11 * std::ldexp(1.0, -126));
+  EXPECT_EQ(t.rtol, 0.0);
+  EXPECT_EQ(t.max_element_atol(), 0.0);
+}
+
+TEST(KernelTolerance, Float8UnderBFloat16HasNoRoundedPTerm) {
+  // bf16 q over e4m3fn KV: p.V has one float32 operand (p), which six passes multiply
+  // exactly; one bf16 ulp rtol; the bf16 smallest subnormal. No kv_len * 2^-9 term: atol
+  // stays 1e-5 of M at any kv_len.
+  const Inputs in = one_row(DType::kBFloat16, DType::kFloat8E4M3FN);
+  ReferenceResult r = kernel_result(2.0, std::vector<double>(4, 0.0), 0.0);
+  r.row_logit_max.assign(2, 0.0);
+  const Tolerance t = tolerance_for_case(in, Params{}, r);
+  EXPECT_DOUBLE_EQ(t.atol, 2.0 * 1e-5 + 11 * std::ldexp(1.0, -126) + std::ldexp(1.0, -133));
+  EXPECT_DOUBLE_EQ(t.rtol, 0.0078125);
+  r.max_kv_len = 8192;
+  EXPECT_LT(tolerance_for_case(in, Params{}, r).atol, 2.0 * 1.1e-5);
+}
+
+TEST(KernelTolerance, LogitTermFollowsEachElementsSpread) {
+  // float32 q and K: e_qk = 2^-21 + 2^-22. Row B_max = 100: x = e_qk * 100, g = expm1(2x)/2x.
+  // Element 0 spread 3 -> e_qk g 3; element 1 spread 0 -> nothing; both rows' bound under 2M.
+  const Inputs in = one_row(DType::kFloat32, DType::kFloat32);
+  const double e_qk = std::ldexp(1.0, -21) + std::ldexp(1.0, -22);
+  const double x = e_qk * 100.0;
+  const double g = std::expm1(2 * x) / (2 * x);
+  const Tolerance t = tolerance_for_case(in, Params{}, kernel_result(4.0, {3.0, 0.0}, 100.0));
+  ASSERT_TRUE(t.element_atol);
+  EXPECT_DOUBLE_EQ((*t.element_atol)[0], e_qk * g * 3.0);
+  EXPECT_EQ((*t.element_atol)[1], 0.0);
+  EXPECT_DOUBLE_EQ(t.allowed(0, -1.0), t.atol + e_qk * g * 3.0);
+  EXPECT_EQ(t.allowed(1, -1.0), t.atol);
+  // Huge logits: the bound stops at 2M = 8 (the outputs are averages of the same values).
+  const Tolerance big = tolerance_for_case(in, Params{}, kernel_result(4.0, {1e9, 1.0}, 1e9));
+  EXPECT_EQ((*big.element_atol)[0], 8.0);
+  EXPECT_EQ((*big.element_atol)[1], 8.0);
+}
+
+TEST(KernelTolerance, BFloat16OperandsMakeExactProducts) {
+  // bf16 q and K: only the float32 accumulation, e_qk = 2^-21 (g = expm1(2e)/2e at B_max 1).
+  const Inputs in = one_row(DType::kBFloat16, DType::kBFloat16);
+  const Tolerance t = tolerance_for_case(in, Params{}, kernel_result(1.0, {1.0, 2.0}, 1.0));
+  const double e = std::ldexp(1.0, -21);
+  const double g = std::expm1(2 * e) / (2 * e);
+  EXPECT_DOUBLE_EQ((*t.element_atol)[1], 2.0 * e * g);
+  // With k_scale, K_eff takes q's dtype: still bf16, still exact products.
+  Params scaled;
+  scaled.k_scale = 0.5;
+  EXPECT_DOUBLE_EQ(
+      (*tolerance_for_case(in, scaled, kernel_result(1.0, {1.0, 2.0}, 1.0)).element_atol)[1],
+      2.0 * e * g);
+  // float32 q and float32 K (k_scale under a float32 q): 2^-22 more.
+  const Inputs f32q = one_row(DType::kFloat32, DType::kFloat8E4M3FN);
+  const double e32 = e + std::ldexp(1.0, -22);
+  EXPECT_DOUBLE_EQ(
+      (*tolerance_for_case(f32q, scaled, kernel_result(1.0, {1.0, 2.0}, 1.0)).element_atol)[1],
+      2.0 * e32 * std::expm1(2 * e32) / (2 * e32));
+  // float32 q over float8 K without a scale: one operand exact, six passes exact, 2^-21 only.
+  EXPECT_DOUBLE_EQ(
+      (*tolerance_for_case(f32q, Params{}, kernel_result(1.0, {1.0, 2.0}, 1.0)).element_atol)[1],
+      2.0 * e * g);
+}
+
+TEST(KernelTolerance, ScaledMultipliesEveryAllowance) {
+  Tolerance t{0.01, 0.5};
+  t.element_atol = std::make_shared<std::vector<double>>(std::vector<double>{1.0, 2.0});
+  const Tolerance twice = t.scaled(2.0);
+  EXPECT_EQ(twice.atol, 0.02);
+  EXPECT_EQ(twice.rtol, 1.0);
+  EXPECT_EQ((*twice.element_atol)[1], 4.0);
+  EXPECT_EQ(twice.max_element_atol(), 4.0);
 }
 
 }  // namespace

@@ -9,17 +9,21 @@
 
 #include "kernel/inputs.h"
 #include "kernel/params.h"
+#include "reference/semantics.h"
 
 namespace rpa::testing {
 
-// o[T * Hq * D] as doubles holding values of q's dtype; rows of no sequence are 0.
-inline std::vector<double> naive_attention(const Inputs& in, const Params& p) {
+// o[T * Hq * D] as doubles holding values of q's dtype; rows of no sequence are 0. The
+// reference semantics rounds p and p.V to V_eff's dtype; the kernel semantics only the result.
+inline std::vector<double> naive_attention(const Inputs& in, const Params& p,
+                                           Semantics semantics = Semantics::kKernel) {
   const int64_t T = in.q.dim(0), Hq = in.q.dim(1), D = in.q.dim(2);
   const int64_t S = in.kv_pages.dim(1), Hc = in.kv_pages.dim(2);
   const int64_t group = Hq / (Hc / 2);
   const int64_t pps = in.page_indices.dim(1);
   const DType qd = in.q.dtype(), kd = in.kv_pages.dtype();
   const DType vd = p.v_scale ? qd : kd;
+  const bool round_v = semantics == Semantics::kReference && vd != DType::kFloat32;
   auto eff = [&](double x, const std::optional<double>& scale) -> double {
     if (!scale) return x;
     return round_to(qd, static_cast<float>(x) * static_cast<float>(*scale));
@@ -54,12 +58,12 @@ inline std::vector<double> naive_attention(const Inputs& in, const Params& p) {
         for (double& x : s) sum += (x = std::exp(x - m));
         for (double& x : s) {
           x /= sum;
-          if (vd != DType::kFloat32) x = round_double_to(vd, x);
+          if (round_v) x = round_double_to(vd, x);
         }
         for (int64_t d = 0; d < D; ++d) {
           double acc = 0.0;
           for (int64_t t = 0; t < kl; ++t) acc += s[static_cast<size_t>(t)] * eff(kv_at(t, 2 * kvh + 1, d), p.v_scale);
-          if (vd != DType::kFloat32) acc = round_double_to(vd, acc);
+          if (round_v) acc = round_double_to(vd, acc);
           o[static_cast<size_t>(((q0 + r) * Hq + h) * D + d)] = round_double_to(qd, acc);
         }
       }

@@ -50,10 +50,11 @@ Inputs tiny(std::vector<float> q, std::vector<float> k, std::vector<float> v,
 }
 
 // Runs the reference after checking that strict validation accepts the case.
-std::vector<double> reference(const Inputs& in, const Params& p = {}) {
+std::vector<double> reference(const Inputs& in, const Params& p = {},
+                              Semantics semantics = Semantics::kKernel) {
   const auto f = validate(in, p);
   EXPECT_FALSE(f.has_value()) << rule_info(f->rule).name << ": " << f->message;
-  const ReferenceResult r = dense_reference(in, p);
+  const ReferenceResult r = dense_reference(in, p, semantics);
   std::vector<double> out(static_cast<size_t>(r.out.numel()));
   for (int64_t i = 0; i < r.out.numel(); ++i) out[static_cast<size_t>(i)] = r.out.float_at(i);
   return out;
@@ -143,20 +144,33 @@ TEST(DenseReference, KAndVScalesMultiplyInFloat32) {
              3.0 * (std::exp(1.0) + 2.0) / (std::exp(1.0) + 1.0));
 }
 
-TEST(DenseReference, ProbabilitiesRoundToBFloat16V) {
+TEST(DenseReference, ProbabilitiesRoundToBFloat16VInTheReferenceSemantics) {
   // bf16 q, k, v. s = (bf16(0.01), 0) = (0.010009765625, 0): p = (0.50250242, 0.49749758),
   // rounded to bf16: (0.50390625, 0.498046875). v = (1, -1): o = 0.005859375, exactly a
-  // bf16. Without rounding p it would be bf16(0.00500484) = 0.0050048828125.
+  // bf16. The kernel semantics keeps p: bf16(0.0050048...) = 0.0050048828125.
   const Inputs in = tiny({1}, {0.01f, 0}, {1, -1}, DType::kBFloat16, DType::kBFloat16);
-  EXPECT_EQ(reference(in)[0], 0.005859375);
+  EXPECT_EQ(reference(in, {}, Semantics::kReference)[0], 0.005859375);
+  EXPECT_EQ(reference(in, {}, Semantics::kKernel)[0], 0.0050048828125);
 }
 
-TEST(DenseReference, OutputRoundsToFloat8VThenToQ) {
+TEST(DenseReference, OutputRoundsToFloat8VThenToQInTheReferenceSemantics) {
   // float32 q over e4m3fn KV: equal logits, p = (0.5, 0.5) exact in e4m3fn; v = (1, 1.125):
   // o = 1.0625, the midpoint of e4m3fn's 1 and 1.125, rounds to even 1 before the cast to
-  // float32. Without the V-dtype rounding it would stay 1.0625.
+  // float32. The kernel semantics rounds only to q's float32: 1.0625 stays.
   const Inputs in = tiny({0}, {0, 0}, {1, 1.125f}, DType::kFloat32, DType::kFloat8E4M3FN, 2);
-  EXPECT_EQ(reference(in)[0], 1.0);
+  EXPECT_EQ(reference(in, {}, Semantics::kReference)[0], 1.0);
+  EXPECT_EQ(reference(in, {}, Semantics::kKernel)[0], 1.0625);
+}
+
+TEST(DenseReference, Float8ProbabilitiesUnderflowOnlyInTheReferenceSemantics) {
+  // 40 equal logits: p = 1/40 = 0.025 each, which e4m3fn (a step of 2^-9 below 2^-5) rounds
+  // to 0.025390625 (13 * 2^-9). v = (1, 0, 0, ...) shows the weight itself: the reference
+  // semantics gives 0.025390625, the kernel semantics float32(1/40).
+  std::vector<float> k(40, 0.0f), v(40, 0.0f);
+  v[0] = 1.0f;
+  const Inputs in = tiny({39}, k, v, DType::kFloat32, DType::kFloat8E4M3FN, 2);
+  EXPECT_EQ(reference(in, {}, Semantics::kReference)[0], 0.025390625);
+  EXPECT_EQ(reference(in, {}, Semantics::kKernel)[0], static_cast<double>(0.025f));
 }
 
 TEST(DenseReference, NothingPastKvLenIsRead) {
@@ -222,11 +236,11 @@ struct Scenario {
 
 // Agreement up to one ulp of the output dtype: the two sum in different orders, so a
 // result next to a rounding tie may land on either side.
-void expect_matches_naive(const Inputs& in, const Params& p) {
+void expect_matches_naive(const Inputs& in, const Params& p, Semantics semantics) {
   const auto f = validate(in, p);
   ASSERT_FALSE(f.has_value()) << rule_info(f->rule).name << ": " << f->message;
-  const ReferenceResult r = dense_reference(in, p);
-  const auto naive = testing::naive_attention(in, p);
+  const ReferenceResult r = dense_reference(in, p, semantics);
+  const auto naive = testing::naive_attention(in, p, semantics);
   const int prec = in.q.dtype() == DType::kBFloat16 ? 8 : 24;
   const int64_t defined = PagedKvView(in).total_q_tokens() * in.q.dim(1) * in.q.dim(2);
   int64_t off_by_one_ulp = 0;
@@ -260,7 +274,10 @@ TEST_P(JaxScenario, MatchesNaiveLoop) {
   spec.kv_dtype = sc.kv_dtype;
   for (uint64_t seed = 1; seed <= 3; ++seed) {
     spec.seed = seed;
-    expect_matches_naive(testing::random_inputs(spec), sc.params);
+    for (Semantics semantics : {Semantics::kKernel, Semantics::kReference}) {
+      SCOPED_TRACE(std::string(semantics_name(semantics)) + " semantics");
+      expect_matches_naive(testing::random_inputs(spec), sc.params, semantics);
+    }
   }
 }
 
