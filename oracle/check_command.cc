@@ -1,3 +1,4 @@
+#include <cmath>
 #include <cstdio>
 
 #include "kernel/python_repr.h"
@@ -15,7 +16,16 @@ void write_comparison_json(JsonWriter& j, const Comparison& c) {
   j.key("agree").value(c.agree());
   j.key("max_abs_err").value(c.max_abs_err).key("max_rel_err").value(c.max_rel_err);
   j.key("atol").value(c.tol.atol).key("rtol").value(c.tol.rtol);
+  j.key("max_element_atol").value(c.tol.max_element_atol());
   j.key("max_tolerance_used").value(c.max_budget_used);
+  j.key("max_abs_want").value(c.max_abs_want);
+  // Infinite when nothing nonzero was compared: JSON has no infinity, so null.
+  if (std::isfinite(c.discrimination)) {
+    j.key("discrimination").value(c.discrimination);
+  } else {
+    j.key("discrimination").null();
+  }
+  j.key("rejects_zero").value(c.rejects_zero());
   j.key("compared").value(c.compared).key("mismatches").value(c.mismatches);
   if (c.first) {
     const ElementMismatch& m = *c.first;
@@ -33,7 +43,7 @@ int check_command(const std::vector<std::string_view>& args) {
   CliArgs a;
   if (std::string err = parse_cli_args(args,
                                        {"--mode", "--json", "--threads", "--literal", "--schedule",
-                                        "--oracle", "--target", "--max-bytes"},
+                                        "--oracle", "--semantics", "--target", "--max-bytes"},
                                        a);
       !err.empty()) {
     return usage_error(err);
@@ -42,6 +52,10 @@ int check_command(const std::vector<std::string_view>& args) {
   if (literal_oracle && a.literal) {
     return usage_error("--oracle literal compares the case's `out` with the literal schedule; "
                        "--schedule does not apply");
+  }
+  if (literal_oracle && a.semantics) {
+    return usage_error("--semantics chooses the dense reference's rounding points; --oracle "
+                       "literal compares with the literal schedule instead");
   }
   const std::optional<Case> c = read_case_or_report(a);
   if (!c) return kExitUnreadable;
@@ -82,28 +96,47 @@ int check_command(const std::vector<std::string_view>& args) {
         c->inputs, c->params,
         plan_kernel(c->inputs, c->params, options.target, options.untuned_blocks));
   } else {
-    ReferenceResult ref = dense_reference(c->inputs, c->params);
+    ReferenceResult ref = dense_reference(c->inputs, c->params, a.reference_semantics());
     tol = tolerance_for_case(c->inputs, c->params, ref);
     want = std::move(ref.out);
   }
-  const char* const oracle = literal_oracle ? "the literal schedule" : "the reference";
+  const std::string oracle =
+      literal_oracle ? "the literal schedule"
+                     : "the reference (" + std::string(semantics_name(a.reference_semantics())) +
+                           " semantics)";
   const Comparison cmp = compare_outputs(out, want, PagedKvView(c->inputs), tol);
   if (a.json) {
     JsonWriter j;
     j.begin_object().key("valid").value(true).key("mode").value(mode_name(a.validate.mode));
     j.key("checked").value(c->out ? "out" : "kernel");
     j.key("oracle").value(literal_oracle ? "literal" : "reference");
+    if (!literal_oracle) j.key("semantics").value(semantics_name(a.reference_semantics()));
     if (!c->out) j.key("schedule").value(a.literal ? "literal" : "default");
     write_comparison_json(j, cmp);
     std::printf("%s\n", j.end_object().str().c_str());
-  } else if (cmp.agree()) {
-    std::printf("%s: %s agrees with %s (%s; max abs err %s, atol %s, rtol %s)\n", a.path.c_str(),
-                checked, oracle, describe_mismatch(cmp).c_str(),
-                py_float_repr(cmp.max_abs_err).c_str(), py_float_repr(tol.atol).c_str(),
-                py_float_repr(tol.rtol).c_str());
   } else {
-    std::printf("%s: MISMATCH between %s and %s at %s\n", a.path.c_str(), checked, oracle,
-                describe_mismatch(cmp).c_str());
+    if (cmp.agree()) {
+      std::printf("%s: %s agrees with %s (%s; max abs err %s, atol %s, rtol %s", a.path.c_str(),
+                  checked, oracle.c_str(), describe_mismatch(cmp).c_str(),
+                  py_float_repr(cmp.max_abs_err).c_str(), py_float_repr(tol.atol).c_str(),
+                  py_float_repr(tol.rtol).c_str());
+      if (tol.element_atol) {
+        std::printf(", per-element logit term up to %s",
+                    py_float_repr(tol.max_element_atol()).c_str());
+      }
+      std::printf("; discrimination %s)\n", py_float_repr(cmp.discrimination).c_str());
+    } else {
+      std::printf("%s: MISMATCH between %s and %s at %s; discrimination %s\n", a.path.c_str(),
+                  checked, oracle.c_str(), describe_mismatch(cmp).c_str(),
+                  py_float_repr(cmp.discrimination).c_str());
+    }
+    // A check that would pass an all-zero output says so: its verdict carries no weight.
+    if (!cmp.rejects_zero() && cmp.compared > 0) {
+      std::printf("%s: warning: this check could not reject an all-zero output (discrimination "
+                  "%s >= 1: the tolerance is at least max|want| = %s)\n",
+                  a.path.c_str(), py_float_repr(cmp.discrimination).c_str(),
+                  py_float_repr(cmp.max_abs_want).c_str());
+    }
   }
   return cmp.agree() ? kExitOk : kExitMismatch;
 }

@@ -15,18 +15,26 @@ const char* const kUsage =
     "      Check a case against the rules of one mode (default strict).\n"
     "      Exit 0 valid, 2 rejected (rule and message on stderr).\n"
     "  run CASE.npz --impl reference|kernel [-o OUT.npz] [--threads N]\n"
-    "      [--schedule default|literal] [--mode jax|strict] [--json]\n"
+    "      [--schedule default|literal] [--semantics kernel|reference] [--mode jax|strict]\n"
+    "      [--json]\n"
     "      Validate, compute the output, and write OUT.npz: the case plus `out`.\n"
+    "      --semantics (with --impl reference): kernel (default) keeps the softmax\n"
+    "      weights unrounded and rounds once to q's dtype, as JAX's Pallas kernel does;\n"
+    "      reference rounds p and p.V to V's dtype, as JAX's ref_ragged_paged_attention.\n"
     "      --schedule literal (or --literal): the kernel runs the Pallas program itself\n"
     "      (grid order, prefetch chain, scratch carried across grid cells, every slot\n"
     "      computed over); with --mode jax on any input jax mode accepts, to show what\n"
     "      the TPU kernel computes where the definition does not hold.\n"
     "  check CASE.npz [--mode jax|strict] [--threads N] [--schedule default|literal]\n"
-    "      [--oracle reference|literal] [--json]\n"
+    "      [--oracle reference|literal] [--semantics kernel|reference] [--json]\n"
     "      Validate, then compare the case's `out` (without one: the tiled kernel's\n"
-    "      output) with the dense reference, or (--oracle literal) with the literal\n"
-    "      schedule under its much tighter tolerance: is `out` what the Pallas kernel\n"
-    "      computes? With --mode jax on any input jax mode accepts.\n"
+    "      output) with the dense reference in the given semantics (default kernel:\n"
+    "      what a correct TPU kernel computes; reference: JAX's reference, with the\n"
+    "      looser tolerance its rounding of p needs), or (--oracle literal) with the\n"
+    "      literal schedule under its much tighter tolerance: is `out` what the Pallas\n"
+    "      kernel computes? With --mode jax on any input jax mode accepts. Reports the\n"
+    "      check's discrimination (least allowed / |want|; below 1 an all-zero output\n"
+    "      fails) and warns when it could not reject an all-zero output.\n"
     "      Exit 0 agree, 1 mismatch (location and tolerance reported), 2 rejected.\n"
     "  gen (--seed S [--profile decode|prefill|mixed|edge] [--size 0..400]\n"
     "      [--head-dim D] | --spec HEX) -o CASE.npz\n"
@@ -118,6 +126,9 @@ std::string parse_cli_args(const std::vector<std::string_view>& args,
     } else if (a == "--oracle") {
       if (v != "reference" && v != "literal") return "--oracle takes reference or literal";
       out.oracle = v;
+    } else if (a == "--semantics") {
+      out.semantics = parse_semantics(v);
+      if (!out.semantics) return "--semantics takes kernel or reference";
     } else if (a == "--impl") {
       out.impl = v;
     } else if (a == "-o") {

@@ -12,6 +12,7 @@
 #include "kernel/validate.h"
 #include "oracle/case_file.h"
 #include "oracle/json_writer.h"
+#include "reference/semantics.h"
 
 namespace rpa {
 
@@ -26,6 +27,9 @@ struct CliArgs {
   int threads = 0;       // --threads; 0: every core
   bool literal = false;  // --schedule literal (--literal): the Pallas program (KernelOptions)
   std::string oracle = "reference";  // check --oracle reference|literal
+  std::optional<Semantics> semantics;  // --semantics kernel|reference, when given
+  // The dense reference's semantics: as given, else kernel (the oracle judges kernels).
+  Semantics reference_semantics() const { return semantics.value_or(Semantics::kKernel); }
 };
 
 // Parses args (after the command name). allowed lists the flags this command takes, e.g.

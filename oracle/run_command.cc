@@ -14,8 +14,8 @@ int run_command(const std::vector<std::string_view>& args) {
   CliArgs a;
   if (std::string err = parse_cli_args(
           args,
-          {"--impl", "-o", "--threads", "--literal", "--schedule", "--mode", "--json", "--target",
-           "--max-bytes"},
+          {"--impl", "-o", "--threads", "--literal", "--schedule", "--semantics", "--mode", "--json",
+           "--target", "--max-bytes"},
           a);
       !err.empty()) {
     return usage_error(err);
@@ -27,6 +27,10 @@ int run_command(const std::vector<std::string_view>& args) {
   if (a.literal && a.impl != "kernel") {
     return usage_error("--schedule literal needs --impl kernel");
   }
+  if (a.semantics && a.impl != "reference") {
+    return usage_error("--semantics chooses the dense reference's rounding points: it needs "
+                       "--impl reference");
+  }
   std::optional<Case> c = read_case_or_report(a);
   if (!c) return kExitUnreadable;
   // The literal schedule says what the Pallas kernel computes: in jax mode it needs no
@@ -35,7 +39,7 @@ int run_command(const std::vector<std::string_view>& args) {
   if (jax_literal ? !literal_jax_ok(*c, a) : !validate_for_compute(*c, a)) return kExitRejected;
   const KernelOptions options = kernel_options(a);
   Tensor out = a.impl == "kernel" ? tiled_attention(c->inputs, c->params, options)
-                                  : dense_reference(c->inputs, c->params).out;
+                                  : dense_reference(c->inputs, c->params, a.reference_semantics()).out;
   // Defined rows; jax mode's literal schedule also takes a negative cu_q_lens[num_seqs].
   const int64_t rows =
       std::clamp<int64_t>(PagedKvView(c->inputs).total_q_tokens(), 0, c->inputs.q.dim(0));
@@ -50,6 +54,7 @@ int run_command(const std::vector<std::string_view>& args) {
     JsonWriter j;
     j.begin_object().key("valid").value(true).key("impl").value(a.impl);
     j.key("rows").value(rows);
+    if (a.impl == "reference") j.key("semantics").value(semantics_name(a.reference_semantics()));
     if (a.impl == "kernel") {
       const KernelPlan plan =
           plan_kernel(c->inputs, c->params, options.target, options.untuned_blocks);
@@ -62,8 +67,12 @@ int run_command(const std::vector<std::string_view>& args) {
     if (!a.output.empty()) j.key("output").value(a.output);
     std::printf("%s\n", j.end_object().str().c_str());
   } else {
+    const std::string what =
+        a.impl == "kernel" ? a.impl
+                           : a.impl + " (" + std::string(semantics_name(a.reference_semantics())) +
+                                 " semantics)";
     std::printf("%s: computed %lld rows with the %s%s%s\n", a.path.c_str(),
-                static_cast<long long>(rows), a.impl.c_str(), a.output.empty() ? "" : ", wrote ",
+                static_cast<long long>(rows), what.c_str(), a.output.empty() ? "" : ", wrote ",
                 a.output.c_str());
   }
   return kExitOk;

@@ -37,6 +37,8 @@ namespace rpa::props {
 inline constexpr int64_t kMaxSeqs = 48;
 inline constexpr int64_t kMaxPaddingSlots = 3;
 inline constexpr int64_t kMaxKvLen = 768;
+// The long-context generator's bound (long_context_options): no generator goes past it.
+inline constexpr int64_t kMaxLongKvLen = 8192;
 inline constexpr int64_t kMaxHeadDim = 256;
 inline constexpr int64_t kMaxPageSize = 32;
 inline constexpr int64_t kMaxQHeads = 16;
@@ -57,13 +59,47 @@ struct BuildOptions {
   // Narrower bounds on the shapes (the fuzz targets' caps: small cases run fast). The
   // defaults are the generators' own bounds above.
   int64_t max_seqs = kMaxSeqs;
-  int64_t max_kv_len = kMaxKvLen;
+  int64_t max_kv_len = kMaxKvLen;  // up to kMaxLongKvLen
   int64_t max_head_dim = kMaxHeadDim;
   int64_t max_page_size = kMaxPageSize;
+  // Wider bounds and more constraints, for the long-context generator. The defaults narrow
+  // nothing.
+  int64_t min_kv_len = 0;             // every sequence at least this long
+  bool unsized_kv_len = false;        // kv_len uniform over its range at every size
+  int64_t max_q_len = kMaxLongKvLen;  // q_len at most this (chunked prefill)
+  int64_t min_page_size = 1;
+  bool float8_kv = false;             // KV in float8_e4m3fn or float8_e5m2
   // At least this head_dim (rpa gen --head-dim D sets both bounds: the Pallas kernel only
   // traces multiples of 128).
   int64_t min_head_dim = 1;
 };
+
+// Options that narrow nothing: every spec any options build encodes and decodes under these
+// (case_codec.h), the long-context generator's included.
+inline BuildOptions widest_options() {
+  BuildOptions o;
+  o.max_kv_len = kMaxLongKvLen;
+  return o;
+}
+
+// The long-context generator: one to three sequences of kv_len up to kMaxLongKvLen whatever
+// RapidCheck's size, decode rows and prefill chunks of up to 8 rows, float8 KV, page size 8
+// to 32, head_dim up to 128 (so the reference, O(rows * kv_len * Hq * D) in double, stays
+// fast), strict-valid.
+inline BuildOptions long_context_options() {
+  BuildOptions o;
+  o.max_mutations = 0;
+  o.min_seqs = 1;
+  o.max_seqs = 3;
+  o.min_kv_len = 1;
+  o.max_kv_len = kMaxLongKvLen;
+  o.unsized_kv_len = true;
+  o.max_q_len = 8;
+  o.min_page_size = 8;
+  o.max_head_dim = 128;
+  o.float8_kv = true;
+  return o;
+}
 
 inline constexpr DType kQDtypes[] = {DType::kFloat32, DType::kBFloat16};
 inline constexpr Profile kProfiles[] = {Profile::kMixed, Profile::kDecode, Profile::kPrefill};
@@ -134,7 +170,7 @@ void visit_case(Io& io, CaseSpec& s, const BuildOptions& options) {
   among(io, s.q_dtype, std::span<const DType>(kQDtypes));
   // Strict validity: KV in q's dtype, or float8 under any q.
   const DType kv_dtypes[] = {s.q_dtype, DType::kFloat8E4M3FN, DType::kFloat8E5M2};
-  among(io, s.kv_dtype, std::span<const DType>(kv_dtypes));
+  among(io, s.kv_dtype, std::span<const DType>(kv_dtypes).subspan(options.float8_kv ? 1 : 0));
   const bool float8 = s.kv_dtype != s.q_dtype;
   among(io, s.num_kv_heads,
         float8 ? std::span<const int64_t>(kTileableKvHeadsFloat8)
@@ -147,7 +183,8 @@ void visit_case(Io& io, CaseSpec& s, const BuildOptions& options) {
   const int64_t max_d = std::clamp<int64_t>(options.max_head_dim, 1, kMaxHeadDim);
   io.num(s.head_dim, std::clamp<int64_t>(options.min_head_dim, 1, max_d), max_d,
          {1, 2, 8, 64, 128});
-  io.num(s.page_size, 1, std::clamp<int64_t>(options.max_page_size, 1, kMaxPageSize),
+  const int64_t max_s = std::clamp<int64_t>(options.max_page_size, 1, kMaxPageSize);
+  io.num(s.page_size, std::clamp<int64_t>(options.min_page_size, 1, max_s), max_s,
          {1, 2, 4, 16});
 
   int64_t n = s.num_seqs();
@@ -159,13 +196,19 @@ void visit_case(Io& io, CaseSpec& s, const BuildOptions& options) {
     SeqSpec& q = s.seqs[i];
     const bool row = i == 0 && options.query_rows;
     const int64_t kv_lo = s.profile == Profile::kDecode || row ? 1 : 0;
-    io.sized(q.kv_len, kv_lo, std::clamp<int64_t>(options.max_kv_len, kv_lo, kMaxKvLen),
-             {kv_lo, 1, S - 1, S, S + 1, 2 * S, 3 * S + 1});
+    const int64_t kv_hi = std::clamp<int64_t>(options.max_kv_len, kv_lo, kMaxLongKvLen);
+    const int64_t kv_min = std::clamp<int64_t>(options.min_kv_len, kv_lo, kv_hi);
+    if (options.unsized_kv_len) {
+      io.num(q.kv_len, kv_min, kv_hi, {kv_hi, S + 1});
+    } else {
+      io.sized(q.kv_len, kv_min, kv_hi, {kv_lo, 1, S - 1, S, S + 1, 2 * S, 3 * S + 1});
+    }
     if (s.profile == Profile::kDecode) {
       q.q_len = std::min<int64_t>(q.kv_len, 1);
     } else {
-      io.num(q.q_len, row ? 1 : 0, q.kv_len,
-             {s.profile == Profile::kPrefill ? q.kv_len : 1, q.kv_len, 0});
+      const int64_t q_lo = row ? 1 : 0;
+      const int64_t q_hi = std::min(q.kv_len, std::max(options.max_q_len, q_lo));
+      io.num(q.q_len, q_lo, q_hi, {s.profile == Profile::kPrefill ? q_hi : 1, q_hi, 0});
     }
   }
   int64_t padding = s.max_num_seqs - n;

@@ -15,9 +15,11 @@
 namespace rpa::props {
 
 // The bytes from which ByteSource builds `spec` again. Options only narrow the choices,
-// so a spec built with any options encodes under the defaults.
-std::vector<uint8_t> encode_case(const CaseSpec& spec, const BuildOptions& options = {});
-CaseSpec decode_case(std::span<const uint8_t> bytes, const BuildOptions& options = {});
+// so a spec built with any options encodes under widest_options(), the default here.
+std::vector<uint8_t> encode_case(const CaseSpec& spec,
+                                 const BuildOptions& options = widest_options());
+CaseSpec decode_case(std::span<const uint8_t> bytes,
+                     const BuildOptions& options = widest_options());
 
 // Bytes in lower-case hex, two digits a byte.
 std::string to_hex(std::span<const uint8_t> bytes);

@@ -23,7 +23,8 @@ inline void assert_agrees(const Inputs& in, const Params& p, const Tensor& got,
                           const ReferenceResult& ref) {
   const PagedKvView view(in);
   const Comparison c = compare_outputs(got, ref.out, view, tolerance_for_case(in, p, ref));
-  RC_LOG() << "kernel vs reference: " << describe_mismatch(c) << " (max abs error " << c.max_abs_err
+  RC_LOG() << "kernel vs reference (" << semantics_name(ref.semantics)
+           << " semantics): " << describe_mismatch(c) << " (max abs error " << c.max_abs_err
            << ", atol " << c.tol.atol << ", rtol " << c.tol.rtol << ")\n";
   RC_ASSERT(c.agree());
   const int64_t defined = view.total_q_tokens() * view.num_q_heads() * view.head_dim();
@@ -36,10 +37,8 @@ inline void assert_agrees(const Inputs& in, const Params& p, const Tensor& got,
 // within twice the tolerance of each other; `b` stands where the reference would.
 inline void assert_kernels_agree(const Inputs& in, const Params& p, const Tensor& a,
                                  const Tensor& b, const ReferenceResult& ref) {
-  Tolerance tol = tolerance_for_case(in, p, ref);
-  tol.atol *= 2;
-  tol.rtol *= 2;
-  const Comparison c = compare_outputs(a, b, PagedKvView(in), tol);
+  const Comparison c =
+      compare_outputs(a, b, PagedKvView(in), tolerance_for_case(in, p, ref).scaled(2.0));
   RC_LOG() << "kernel vs kernel: " << describe_mismatch(c) << "\n";
   RC_ASSERT(c.agree());
 }
