@@ -57,8 +57,13 @@ struct Stats {
   int64_t cases = 0, mutated = 0, validation_checks = 0, kernel_checks = 0;
   int64_t raw_calls = 0, raw_strict_accepted = 0, raw_ran = 0;
   std::map<std::string, int64_t> verdicts[2];  // per mode: rule name (or "valid") -> count
-  std::map<std::string, double> worst_budget;  // "q/kv" dtypes -> max share of tolerance used
+  // "q/kv" dtypes -> most of the tolerance used, in the kernel semantics (the oracle's) and in
+  // JAX's reference semantics, and the weakest check's discrimination (kernel semantics).
+  std::map<std::string, double> worst_budget;
+  std::map<std::string, double> worst_budget_reference;
+  std::map<std::string, double> worst_discrimination;
   std::map<std::string, int64_t> pair_checks;
+  int64_t could_not_reject_zero = 0;  // kernel-semantics checks an all-zero output would pass
   int64_t findings_total = 0;
   std::vector<Finding> findings;  // the first kMaxFindings
   // The Pallas kernel cross-check: "" when not asked for, else its summary line.
@@ -136,19 +141,36 @@ void run_case(const props::CaseSpec& spec, int64_t i, Stats& st) {
   if (!strict_valid) return;
 
   run_raw_call(m, case_seed(static_cast<uint64_t>(spec.data_seed), i), st);
-  const ReferenceResult ref = dense_reference(m.inputs, m.params);
   const Tensor out =
       tiled_attention(m.inputs, m.params, {.threads = static_cast<int>(i / 2 % 2) + 1});
-  const Comparison c = compare_outputs(out, ref.out, PagedKvView(m.inputs),
-                                       tolerance_for_case(m.inputs, m.params, ref));
   ++st.kernel_checks;
   const std::string pair =
       std::string(dtype_name(spec.q_dtype)) + "/" + std::string(dtype_name(spec.kv_dtype));
   ++st.pair_checks[pair];
-  double& worst = st.worst_budget[pair];
-  worst = std::max(worst, c.max_budget_used);
-  if (!c.agree())
-    record(st, {"kernel vs reference", describe_mismatch(c), props::spec_hex(spec), ""});
+  for (Semantics semantics : {Semantics::kKernel, Semantics::kReference}) {
+    const ReferenceResult ref = dense_reference(m.inputs, m.params, semantics);
+    const Comparison c = compare_outputs(out, ref.out, PagedKvView(m.inputs),
+                                         tolerance_for_case(m.inputs, m.params, ref));
+    const bool kernel = semantics == Semantics::kKernel;
+    double& worst = (kernel ? st.worst_budget : st.worst_budget_reference)[pair];
+    worst = std::max(worst, c.max_budget_used);
+    if (kernel && std::isfinite(c.discrimination)) {
+      double& weakest = st.worst_discrimination[pair];
+      weakest = std::max(weakest, c.discrimination);
+      if (!c.rejects_zero()) ++st.could_not_reject_zero;
+    }
+    if (!c.agree()) {
+      record(st, {"kernel vs reference (" + std::string(semantics_name(semantics)) + " semantics)",
+                  describe_mismatch(c), props::spec_hex(spec), ""});
+    }
+  }
+}
+
+// Three significant digits, for the one-line summary.
+double round_sig(double x) {
+  if (x == 0.0 || !std::isfinite(x)) return x;
+  const double scale = std::pow(10.0, 2 - std::floor(std::log10(std::fabs(x))));
+  return std::round(x * scale) / scale;
 }
 
 std::string replay(const Finding& f) {
@@ -217,11 +239,18 @@ std::string summary_text(const Stats& st, double seconds, uint64_t seed) {
   }
   s += "  validation vs spec model: " + std::to_string(st.validation_checks) + " checks\n";
   s += "  kernel vs reference: " + std::to_string(st.kernel_checks) +
-       " cases; most of the tolerance used, per q/kv dtypes:";
+       " cases; most of the tolerance used (kernel semantics / reference semantics) and the "
+       "weakest discrimination, per q/kv dtypes:";
   for (const auto& [pair, worst] : st.worst_budget) {
-    s += " " + pair + " " + py_float_repr(std::round(worst * 1000) / 1000) + " (" +
-         std::to_string(st.pair_checks.at(pair)) + ")";
+    const auto weakest = st.worst_discrimination.find(pair);
+    s += " " + pair + " " + py_float_repr(std::round(worst * 1000) / 1000) + " / " +
+         py_float_repr(std::round(st.worst_budget_reference.at(pair) * 1000) / 1000) + ", " +
+         (weakest == st.worst_discrimination.end() ? std::string("-")
+                                                   : py_float_repr(round_sig(weakest->second))) +
+         " (" + std::to_string(st.pair_checks.at(pair)) + ")";
   }
+  s += "\n  kernel-semantics checks that could not reject an all-zero output (answer ~0): " +
+       std::to_string(st.could_not_reject_zero);
   s += "\n  raw calls (fuzz_raw_inputs' decoder, valid cases with bytes changed): " +
        std::to_string(st.raw_calls) + ", strict accepted " +
        std::to_string(st.raw_strict_accepted) + ", run " + std::to_string(st.raw_ran);
@@ -246,7 +275,12 @@ std::string summary_json(const Stats& st, double seconds, uint64_t seed) {
   }
   j.key("kernel_checks").value(st.kernel_checks).key("max_tolerance_used").begin_object();
   for (const auto& [pair, worst] : st.worst_budget) j.key(pair).value(worst);
-  j.end_object().key("raw_calls").value(st.raw_calls);
+  j.end_object().key("max_tolerance_used_reference_semantics").begin_object();
+  for (const auto& [pair, worst] : st.worst_budget_reference) j.key(pair).value(worst);
+  j.end_object().key("max_discrimination").begin_object();
+  for (const auto& [pair, weakest] : st.worst_discrimination) j.key(pair).value(weakest);
+  j.end_object().key("could_not_reject_zero").value(st.could_not_reject_zero);
+  j.key("raw_calls").value(st.raw_calls);
   j.key("raw_strict_accepted").value(st.raw_strict_accepted).key("raw_ran").value(st.raw_ran);
   j.key("pallas").value(pallas_line(st));
   j.key("findings_total").value(st.findings_total).key("findings").begin_array();
@@ -271,12 +305,19 @@ std::string summary_markdown(const Stats& st, double seconds, uint64_t seed) {
   for (const auto& [rule, n] : rows) {
     s += "| " + rule + " | " + std::to_string(n.first) + " | " + std::to_string(n.second) + " |\n";
   }
-  s += "\n## Kernel vs reference\n\n| q / kv | cases | most of the tolerance used "
-       "|\n|---|---|---|\n";
+  s += "\n## Kernel vs reference\n\n| q / kv | cases | most of the tolerance used, kernel "
+       "semantics | reference semantics | weakest discrimination (kernel) |\n"
+       "|---|---|---|---|---|\n";
   for (const auto& [pair, worst] : st.worst_budget) {
+    const auto weakest = st.worst_discrimination.find(pair);
     s += "| " + pair + " | " + std::to_string(st.pair_checks.at(pair)) + " | " +
-         py_float_repr(worst) + " |\n";
+         py_float_repr(worst) + " | " + py_float_repr(st.worst_budget_reference.at(pair)) + " | " +
+         (weakest == st.worst_discrimination.end() ? std::string("-")
+                                                   : py_float_repr(weakest->second)) +
+         " |\n";
   }
+  s += "\n" + std::to_string(st.could_not_reject_zero) +
+       " kernel-semantics checks could not have rejected an all-zero output.\n";
   s += "\n## Raw calls\n\n" + std::to_string(st.raw_calls) +
        " valid cases in fuzz_raw_inputs' raw form with one to four bytes changed: " +
        std::to_string(st.raw_strict_accepted) + " still strict-valid, " +

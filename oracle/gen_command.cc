@@ -25,6 +25,7 @@ std::optional<BuildOptions> profile_options(std::string_view name) {
   BuildOptions o;
   o.max_mutations = 0;
   if (name.empty()) return o;
+  if (name == "long") return props::long_context_options();
   if (name == "edge") {
     o.min_mutations = 1;
     o.max_mutations = 2;
@@ -88,10 +89,16 @@ int gen_command(const std::vector<std::string_view>& args) {
   if (seed.has_value() == has_spec) return usage_error("gen needs one of --seed and --spec");
   if (output.empty()) return usage_error("gen needs -o CASE.npz");
   std::optional<BuildOptions> options = profile_options(profile);
-  if (!options) return usage_error("--profile takes decode, prefill, mixed or edge");
+  if (!options) return usage_error("--profile takes decode, prefill, mixed, long or edge");
   if (!seed && (!profile.empty() || size || head_dim))
     return usage_error("--profile, --size and --head-dim go with --seed");
-  if (head_dim) options->min_head_dim = options->max_head_dim = *head_dim;
+  if (head_dim) {
+    if (*head_dim > options->max_head_dim) {
+      return usage_error("--head-dim takes at most " + std::to_string(options->max_head_dim) +
+                         " with --profile " + profile);
+    }
+    options->min_head_dim = options->max_head_dim = *head_dim;
+  }
 
   CaseSpec spec;
   if (seed) {
