@@ -56,11 +56,13 @@ rejection is a generator bug and fails). JAX's reference runs on CPU (eagerly, e
 argument a jnp array, about 5 s a case, nearly all of it XLA compiling each jnp operation
 for its shapes; --jit compiles each case as one jax.jit instead, about 5x faster, but
 XLA's fusion then rounds an element differently here and there). Its defined rows,
-padded with zeros to q's shape, are saved as `out`, and `rpa check --json` compares them
-with rpa's reference under rpa's tolerance. Each disagreement prints the case and rpa's
+padded with zeros to q's shape, are saved as `out`, and `rpa check --semantics reference
+--json` compares them with rpa's reference in JAX's reference semantics (p and p.V rounded
+to V's dtype) under that semantics' tolerance. Each disagreement prints the case and rpa's
 JSON (first mismatch, got, want, allowed); --keep DIR copies the case, with JAX's output
 as `out`, there. The tolerance used, max |jax - rpa| / (atol + rtol * |rpa|) over
-defined elements (rpa's output from `rpa run --impl reference`), is tabulated per dtype
+defined elements (rpa's output from `rpa run --impl reference --semantics reference`), is
+tabulated per dtype
 combination and per data scale. The last line is `cross_check_jax reference: N passed,
 M failed`; the exit status is 1 on any failure.
 
@@ -80,9 +82,10 @@ flagging one where Pallas runs is a note); (3) where both run, rpa's literal sch
 against Pallas on the defined rows: `rpa check --oracle literal --mode jax` on Pallas's
 output, under rpa's schedule tolerance (oracle/tolerance.cc: much tighter than the
 reference tolerance where logits are small); the undefined rows are compared bit for bit,
-for information; (4) if strict mode accepts, `rpa check` on JAX's reference (one jax.jit)
-and on Pallas's output, and the default schedule against Pallas within rpa's tolerance
-(beyond the schedule tolerance: counted); (5) if strict rejects, how far Pallas is from
+for information; (4) if strict mode accepts, `rpa check --semantics reference` on JAX's
+reference (one jax.jit), `rpa check` (the kernel semantics) on Pallas's output, and the
+default schedule against Pallas within rpa's tolerance (beyond the schedule tolerance:
+counted; JAX's reference outside the kernel semantics: counted, finding 11); (5) if strict rejects, how far Pallas is from
 JAX's reference (informational), printed with the strict rule where it differs by more
 than 1e-3 of max |reference|. One line per case; the summary has the outcomes,
 a per (q, kv) dtype table of the literal's largest tolerance used and |difference| and
@@ -839,7 +842,7 @@ def check_reference_case(kernel, rpa, path, arrays, params, info, label, tally, 
     rows = int(arrays["cu_q_lens"][int(arrays["num_seqs"][0])])
     jax_nonfinite = not np.all(np.isfinite(np.asarray(out[:rows], np.float32)))
     rpa_case.save_case(path, **arrays, out=out, **params)
-    rc, cmp, err = _rpa_json(rpa, "check", path, "--json")
+    rc, cmp, err = _rpa_json(rpa, "check", path, "--semantics", "reference", "--json")
     if rc not in (0, 1) or not isinstance(cmp, dict) or "agree" not in cmp:
         tally.failed += 1
         tally.outcomes[(combo, "no verdict")] += 1
@@ -848,8 +851,8 @@ def check_reference_case(kernel, rpa, path, arrays, params, info, label, tally, 
     agree = bool(cmp["agree"]) and rc == 0
     # rpa's own output, for the tolerance used.
     rpa_out_path = path[:-len(".npz")] + ".rpa.npz"
-    rc_run, _, err_run = _rpa_json(rpa, "run", path, "--impl", "reference", "-o",
-                                   rpa_out_path, "--json")
+    rc_run, _, err_run = _rpa_json(rpa, "run", path, "--impl", "reference", "--semantics",
+                                   "reference", "-o", rpa_out_path, "--json")
     used = float("nan")
     if rc_run == 0:
         rpa_out = rpa_case.load_case(rpa_out_path)["out"]
@@ -1067,6 +1070,7 @@ class PallasTally:
     pairs: dict = dataclasses.field(default_factory=dict)
     strict_valid: int = 0
     default_beyond_schedule: int = 0   # default schedule != Pallas beyond the schedule tol
+    ref_outside_kernel: int = 0        # strict-valid: JAX's reference fails the kernel semantics
     undefined_identical: int = 0       # literal's undefined rows bit-identical to Pallas's
     undefined_compared: int = 0
     crash_runs: int = 0                # rpa flags jax_crash, Pallas runs
@@ -1092,11 +1096,13 @@ def _save_with_out(path, case, out):
     write_case(path, dict(arrays, out=out), params)
 
 
-def _rpa_check_out(rpa, path, case, out, mode=None):
-    """Saves out as the case's `out` at path and runs `rpa check --json` (in mode).
+def _rpa_check_out(rpa, path, case, out, mode=None, semantics=None):
+    """Saves out as the case's `out` at path and runs `rpa check --json` (in mode, in the
+    dense reference's semantics: rpa's default, kernel, unless given).
     Returns (exit code, JSON or None, error text)."""
     _save_with_out(path, case, out)
     extra = ("--mode", mode) if mode else ()
+    extra += ("--semantics", semantics) if semantics else ()
     return _rpa_json(rpa, "check", path, *extra, "--json")
 
 
@@ -1277,10 +1283,15 @@ def check_pallas_case(kernel, pallas, rpa, path, label, tally, tmp):
         elif ref is None:
             fails.append(f"JAX's reference raised on a strict-valid case: {ref_err}")
         else:
-            rc_c, cmp, err = _rpa_check_out(rpa, check_path, case, ref)
+            # JAX's reference against rpa's in the same (reference) semantics; against the
+            # kernel semantics it may differ (finding 11: it rounds p and p.V to V's dtype).
+            rc_c, cmp, err = _rpa_check_out(rpa, check_path, case, ref, semantics="reference")
             if rc_c != 0:
-                fails.append(f"rpa check on JAX's reference: exit {rc_c}: "
+                fails.append(f"rpa check --semantics reference on JAX's reference: exit {rc_c}: "
                              f"{json.dumps(cmp) if cmp else err}")
+            rc_k, _, _ = _rpa_check_out(rpa, check_path, case, ref)
+            tally.ref_outside_kernel += rc_k == 1
+        # Pallas's output against the kernel semantics (rpa's default), the oracle's claim.
         rc_c, cmp, err = _rpa_check_out(rpa, check_path, case, out)
         ran.append("rpa check pallas")
         if rc_c != 0 or not isinstance(cmp, dict):
@@ -1295,7 +1306,10 @@ def check_pallas_case(kernel, pallas, rpa, path, label, tally, tmp):
                 fails.append(f"rpa run --schedule default: exit {rc_d}: {err}")
             else:
                 default = rpa_case.load_case(default_path)["out"]
-                used_rpa = tolerance_used(default, out, rows, cmp["atol"], cmp["rtol"])
+                # The kernel semantics' per-element logit term, at its largest everywhere.
+                used_rpa = tolerance_used(default, out, rows,
+                                          cmp["atol"] + cmp.get("max_element_atol", 0.0),
+                                          cmp["rtol"])
                 if not used_rpa <= 1.0:
                     fails.append(f"default schedule vs Pallas: rpa's tolerance used "
                                  f"{used_rpa:.4g}")
@@ -1408,9 +1422,11 @@ def run_pallas_mode(kernel, pallas, rpa, count, seed, size_max, paths, keep, min
         cases, used, max_abs, same, total, worst = entry
         share = f"{100.0 * same / total:.2f}%" if total else "-"
         print(f"{name:28} {cases:5} {used:10.3g} {max_abs:11.3g} {share:>10}  {worst}")
-    print(f"\nstrict-valid cases: {tally.strict_valid} (rpa check on JAX's reference and on "
-          f"Pallas, the default schedule against Pallas); default schedule beyond the "
-          f"schedule tolerance of Pallas: {tally.default_beyond_schedule}")
+    print(f"\nstrict-valid cases: {tally.strict_valid} (rpa check --semantics reference on "
+          f"JAX's reference, rpa check --semantics kernel on Pallas, the default schedule "
+          f"against Pallas); default schedule beyond the schedule tolerance of Pallas: "
+          f"{tally.default_beyond_schedule}; JAX's reference outside the kernel semantics "
+          f"(it rounds p to V's dtype): {tally.ref_outside_kernel}")
     print(f"literal's undefined rows bit-identical to Pallas's: {tally.undefined_identical} "
           f"of {tally.undefined_compared} cases with undefined rows")
     print(f"rpa flags jax_crash where Pallas runs: {tally.crash_runs}; strict-rejected cases "
