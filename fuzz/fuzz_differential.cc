@@ -29,12 +29,14 @@ namespace {
 
 using namespace rpa;
 
-[[noreturn]] void fail(const fuzz::DifferentialInput& d, bool literal, const std::string& what) {
+[[noreturn]] void fail(const fuzz::DifferentialInput& d, bool literal, const std::string& what,
+                       Semantics semantics = Semantics::kKernel) {
   std::fprintf(stderr,
                "fuzz_differential: %s\n%s\nreplay: rpa gen --spec %s -o case.npz && "
-               "rpa check case.npz --threads %lld%s\n",
+               "rpa check case.npz --threads %lld%s --semantics %s\n",
                what.c_str(), props::describe(d.spec).c_str(), props::spec_hex(d.spec).c_str(),
-               static_cast<long long>(d.threads), literal ? " --schedule literal" : "");
+               static_cast<long long>(d.threads), literal ? " --schedule literal" : "",
+               std::string(semantics_name(semantics)).c_str());
   std::abort();
 }
 
@@ -73,7 +75,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!r.agree()) {
       fail(d, literal,
            std::string(literal ? "literal" : "default") +
-               " schedule vs reference (reference semantics): " + describe_mismatch(r));
+               " schedule vs reference (reference semantics): " + describe_mismatch(r),
+           Semantics::kReference);
     }
   }
   if (!c.agree()) {

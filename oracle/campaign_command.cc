@@ -160,7 +160,7 @@ void run_case(const props::CaseSpec& spec, int64_t i, Stats& st) {
       if (!c.rejects_zero()) ++st.could_not_reject_zero;
     }
     if (!c.agree()) {
-      record(st, {"kernel vs reference (" + std::string(semantics_name(semantics)) + " semantics)",
+      record(st, {"kernel vs reference (" + semantics_label(semantics) + ")",
                   describe_mismatch(c), props::spec_hex(spec), ""});
     }
   }
@@ -185,7 +185,8 @@ std::string replay(const Finding& f) {
   return "rpa gen --spec " + f.spec + " -o case.npz && rpa " +
          (f.check.starts_with("validation (jax)") ? "validate --mode jax case.npz"
           : f.check.starts_with("validation")     ? "validate case.npz"
-                                                  : "check case.npz");
+          : f.check.ends_with("(reference semantics)") ? "check case.npz --semantics reference"
+                                                       : "check case.npz");
 }
 
 std::string pallas_line(const Stats& st) {
@@ -243,8 +244,8 @@ std::string summary_text(const Stats& st, double seconds, uint64_t seed) {
        "weakest discrimination, per q/kv dtypes:";
   for (const auto& [pair, worst] : st.worst_budget) {
     const auto weakest = st.worst_discrimination.find(pair);
-    s += " " + pair + " " + py_float_repr(std::round(worst * 1000) / 1000) + " / " +
-         py_float_repr(std::round(st.worst_budget_reference.at(pair) * 1000) / 1000) + ", " +
+    s += " " + pair + " " + py_float_repr(round_sig(worst)) + " / " +
+         py_float_repr(round_sig(st.worst_budget_reference.at(pair))) + ", " +
          (weakest == st.worst_discrimination.end() ? std::string("-")
                                                    : py_float_repr(round_sig(weakest->second))) +
          " (" + std::to_string(st.pair_checks.at(pair)) + ")";

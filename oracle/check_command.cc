@@ -102,8 +102,7 @@ int check_command(const std::vector<std::string_view>& args) {
   }
   const std::string oracle =
       literal_oracle ? "the literal schedule"
-                     : "the reference (" + std::string(semantics_name(a.reference_semantics())) +
-                           " semantics)";
+                     : "the reference (" + semantics_label(a.reference_semantics()) + ")";
   const Comparison cmp = compare_outputs(out, want, PagedKvView(c->inputs), tol);
   if (a.json) {
     JsonWriter j;
@@ -131,7 +130,8 @@ int check_command(const std::vector<std::string_view>& args) {
                   py_float_repr(cmp.discrimination).c_str());
     }
     // A check that would pass an all-zero output says so: its verdict carries no weight.
-    if (!cmp.rejects_zero() && cmp.compared > 0) {
+    // (Where every wanted value is 0, an all-zero output is the answer: no warning.)
+    if (!cmp.rejects_zero() && cmp.max_abs_want > 0.0) {
       std::printf("%s: warning: this check could not reject an all-zero output (discrimination "
                   "%s >= 1: the tolerance is at least max|want| = %s)\n",
                   a.path.c_str(), py_float_repr(cmp.discrimination).c_str(),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "kernel/python_repr.h"
 
@@ -17,6 +18,9 @@ bool same_special(double a, double b) {
 
 Comparison compare_outputs(const Tensor& got, const Tensor& want, const PagedKvView& view,
                            Tolerance tol) {
+  if (tol.element_atol && static_cast<int64_t>(tol.element_atol->size()) != want.numel()) {
+    throw std::logic_error("compare_outputs: the tolerance's element_atol does not cover the output");
+  }
   Comparison c;
   c.tol = tol;
   const int64_t heads = view.num_q_heads();

@@ -30,7 +30,7 @@ struct Comparison {
   int64_t mismatches = 0;  // elements outside the tolerance
   double max_abs_err = 0.0;  // over elements where both sides are finite
   double max_rel_err = 0.0;  // |got - want| / |want| over finite, nonzero want
-  // The largest |got - want| / (atol + rtol * |want|) over elements where both sides are
+  // The largest |got - want| / Tolerance::allowed over elements where both sides are
   // finite: how much of its tolerance the closest call used (> 1 is a mismatch).
   double max_budget_used = 0.0;
   // The check's power: the least allowed / |want| over the compared elements with a finite,

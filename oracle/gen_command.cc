@@ -95,7 +95,7 @@ int gen_command(const std::vector<std::string_view>& args) {
   if (head_dim) {
     if (*head_dim > options->max_head_dim) {
       return usage_error("--head-dim takes at most " + std::to_string(options->max_head_dim) +
-                         " with --profile " + profile);
+                         " with --profile " + (profile.empty() ? "(any)" : profile));
     }
     options->min_head_dim = options->max_head_dim = *head_dim;
   }

@@ -68,9 +68,7 @@ int run_command(const std::vector<std::string_view>& args) {
     std::printf("%s\n", j.end_object().str().c_str());
   } else {
     const std::string what =
-        a.impl == "kernel" ? a.impl
-                           : a.impl + " (" + std::string(semantics_name(a.reference_semantics())) +
-                                 " semantics)";
+        a.impl == "kernel" ? a.impl : a.impl + " (" + semantics_label(a.reference_semantics()) + ")";
     std::printf("%s: computed %lld rows with the %s%s%s\n", a.path.c_str(),
                 static_cast<long long>(rows), what.c_str(), a.output.empty() ? "" : ", wrote ",
                 a.output.c_str());

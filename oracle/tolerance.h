@@ -55,6 +55,10 @@ Tolerance tolerance_for_case(const Inputs& in, const Params& p, const ReferenceR
 // never the rounding of p. Needs r computed in the kernel semantics.
 Tolerance kernel_tolerance(const Inputs& in, const Params& p, const ReferenceResult& r);
 
+// The relative logit error e_qk kernel_tolerance assumes per unit of B_t (item K3): between
+// kLeastLogitError and kMostLogitError (dense_reference.h).
+double kernel_logit_error(const Inputs& in, const Params& p);
+
 // The tolerance for comparing an output with the literal schedule's (the Pallas program,
 // KernelOptions::literal_schedule, run with `plan`), e.g. the Pallas kernel's own output:
 // derivation in tolerance.cc. Needs no reference, so it applies to any input jax mode

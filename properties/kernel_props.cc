@@ -7,9 +7,11 @@
 #include <rapidcheck/gtest.h>
 
 #include <bit>
+#include <cfloat>
 #include <cmath>
 #include <cstring>
 
+#include "kernel/dtype.h"
 #include "kernel/paged_kv_view.h"
 #include "kernel/tiled_kernel.h"
 #include "kernel/validate.h"
@@ -104,6 +106,83 @@ RC_GTEST_PROP(Tolerance, IsHonest, ()) {
   RC_ASSERT(c.first->row == e / row_elems);
   RC_ASSERT(c.first->head == e % row_elems / spec.head_dim);
   RC_ASSERT(c.first->col == e % spec.head_dim);
+}
+
+// Item K3 of kernel_tolerance, checked apart from its derivation: move every logit of one
+// (row, head) by its full allowance, e_qk * |sm_scale| sum_d |q_d k_td| before the soft cap,
+// each up or down by the sign of (v_tc - o_c) (the direction that moves column c most; and
+// once against it), recompute that softmax in double, and column c moves by no more than
+// the element's logit allowance, element_atol.
+RC_GTEST_PROP(Tolerance, LogitTermCoversLogitErrors, ()) {
+  BuildOptions rows;
+  rows.query_rows = true;
+  const CaseSpec spec = *gen_valid_case(rows);
+  const Materialized m = materialize(spec);
+  const Inputs& in = m.inputs;
+  const Params& p = m.params;
+  const PagedKvView view(in);
+  const ReferenceResult ref = dense_reference(in, p, Semantics::kKernel);
+  const Tolerance tol = tolerance_for_case(in, p, ref);
+  const int64_t d = view.head_dim(), hq = view.num_q_heads();
+  const int64_t e = *rc::gen::inRange<int64_t>(0, view.total_q_tokens() * hq * d).as("element");
+  const int64_t row = e / (hq * d), head = e / d % hq, col = e % d;
+  int64_t s = 0;
+  while (view.q_start(s + 1) <= row) ++s;
+  const int64_t kv_len = view.kv_len(s), kv_head = head / view.q_heads_per_kv();
+  const int64_t q_pos = view.q_position(s, row - view.q_start(s));
+  const DType qt = in.q.dtype(), kt = in.kv_pages.dtype();
+  const double e_qk = kernel_logit_error(in, p);
+  const double mask = static_cast<float>(p.effective_mask_value());
+  std::vector<double> x(static_cast<size_t>(kv_len)), b(x.size()), v(x.size());
+  for (int64_t t = 0; t < kv_len; ++t) {
+    double dot = 0.0, abs = 0.0;
+    for (int64_t c = 0; c < d; ++c) {
+      const double q = load_float(qt, in.q.data(), view.q_offset(row, head) + c);
+      const double k = kv_eff(qt, kt, p.k_scale, true,
+                              load_as_float32(kt, in.kv_pages.data(), view.k_offset(s, t, kv_head) + c));
+      dot += q * k;
+      abs += std::fabs(q * k);
+    }
+    x[static_cast<size_t>(t)] = dot * p.sm_scale;
+    b[static_cast<size_t>(t)] = abs * std::fabs(p.sm_scale);
+    v[static_cast<size_t>(t)] = kv_eff(qt, kt, p.v_scale, false,
+                                       load_as_float32(kt, in.kv_pages.data(), view.v_offset(s, t, kv_head) + col));
+  }
+  // o_c of the row with every logit moved by step[t] (in units of its allowance).
+  auto output = [&](const std::vector<double>& step) {
+    std::vector<double> z(x.size());
+    double top = -INFINITY;
+    for (int64_t t = 0; t < kv_len; ++t) {
+      double y = x[static_cast<size_t>(t)] + step[static_cast<size_t>(t)] * e_qk * b[static_cast<size_t>(t)];
+      if (p.soft_cap) y = *p.soft_cap * std::tanh(y / *p.soft_cap);
+      if (q_pos < t || (p.sliding_window && q_pos - *p.sliding_window >= t)) y += mask;
+      z[static_cast<size_t>(t)] = y;
+      top = std::max(top, y);
+    }
+    double sum = 0.0, acc = 0.0;
+    for (int64_t t = 0; t < kv_len; ++t) {
+      const double w = std::exp(z[static_cast<size_t>(t)] - top);
+      sum += w;
+      acc += w * v[static_cast<size_t>(t)];
+    }
+    return acc / sum;
+  };
+  const double o = output(std::vector<double>(x.size(), 0.0));
+  RC_PRE(std::isfinite(o));
+  std::vector<double> toward(x.size()), against(x.size());
+  for (size_t t = 0; t < x.size(); ++t) {
+    toward[t] = v[t] > o ? 1.0 : v[t] < o ? -1.0 : 0.0;
+    against[t] = -toward[t];
+  }
+  const double allowed = (*tol.element_atol)[static_cast<size_t>(e)];
+  const double moved = std::max(std::fabs(output(toward) - o), std::fabs(output(against) - o));
+  RC_LOG() << "column moved " << moved << ", logit allowance " << allowed << "\n";
+  RC_CLASSIFY(moved > 0.0, "moves");
+  RC_CLASSIFY(p.soft_cap.has_value(), "soft cap");
+  // (Plus the double arithmetic's own rounding of this recomputation.)
+  double max_v = 0.0;
+  for (double y : v) max_v = std::max(max_v, std::fabs(y));
+  RC_ASSERT(moved <= allowed * (1 + 1e-9) + 64 * DBL_EPSILON * max_v);
 }
 
 // The check can fail: wherever the answer is not ~0 (max |want| > 2^-10 max |V_eff|), the

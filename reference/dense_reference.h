@@ -39,7 +39,8 @@ struct ReferenceResult {
   // B_t = |sm_scale| sum_d |q_d K_eff_td| + |soft_cap| the scale of logit t of a row and
   // B_max the largest B_t with p_t > 0 in that row. Under a soft cap s = cap tanh(x / cap)
   // moves by at most 2 |cap| however far x moves, and by at most sech^2((|x| - dx) / cap) dx
-  // when x moves by dx < |x|: so the first term stops at kCappedLogitScale * |soft_cap|
+  // when x moves by dx < |x| (the slope of tanh at the end nearer 0; 1 - tanh y <= sech^2 y
+  // bounds the rest): so the first term stops at kCappedLogitScale * |soft_cap|
   // (where kLeastLogitError times it is 2 |cap|) and is multiplied by
   // sech^2(max(0, |x| - kMostLogitError * term) / cap), x the logit before the cap.
   // spread[e] = sum_t p_t (B_t + B_max) |V_eff_tc - o_c| for output element e = (row, head,

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace rpa {
@@ -18,5 +19,7 @@ enum class Semantics : uint8_t { kKernel, kReference };
 // "kernel" / "reference", as `--semantics` takes them.
 std::string_view semantics_name(Semantics s);
 std::optional<Semantics> parse_semantics(std::string_view name);
+// "kernel semantics" / "reference semantics", as reports name them.
+std::string semantics_label(Semantics s);
 
 }  // namespace rpa

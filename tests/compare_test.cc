@@ -220,14 +220,17 @@ TEST_F(Compare, DiscriminationSaysWhetherAnAllZeroOutputIsRejected) {
   EXPECT_DOUBLE_EQ(loose.discrimination, 1.0 / (50.0 / 64.0));
   EXPECT_FALSE(loose.rejects_zero());
   EXPECT_TRUE(compare_outputs(zeros, want, view, Tolerance{1.0, 0.0}).agree());
-  // An element's own allowance counts for that element only: with 1.0 more at element 0,
-  // the least ratio moves to another element of |want| 49/64 or 50/64.
+  // An element's own allowance counts for that element only: with 1.0 more at the four
+  // elements of |want| 50/64 (0, 30, 101, 131), the least ratio moves to |want| 49/64
+  // (elements 60 and 71).
   Tolerance per{0.01, 0.0};
   auto extra = std::make_shared<std::vector<double>>(static_cast<size_t>(in.q.numel()), 0.0);
-  (*extra)[0] = 1.0;
+  for (size_t i : {0, 30, 101, 131}) (*extra)[i] = 1.0;
   per.element_atol = extra;
+  ASSERT_EQ(std::fabs(want.float_at(30)), 50.0 / 64.0);
+  ASSERT_EQ(std::fabs(want.float_at(71)), 49.0 / 64.0);
   const Comparison c = compare_outputs(got, want, view, per);
-  EXPECT_LT(c.discrimination, 0.01 / (49.0 / 64.0) + 1e-12);
+  EXPECT_DOUBLE_EQ(c.discrimination, 0.01 / (49.0 / 64.0));
   EXPECT_FALSE(compare_outputs(zeros, want, view, per).agree());
 }
 
@@ -551,14 +554,17 @@ TEST(Tolerance, CaseToleranceGrowsWithLogitMagnitude) {
 
 // ---- The kernel semantics' tolerance (kernel_tolerance), worked by hand -----------------
 
-// One sequence of kv_len 10, one q row, D 2: spread and row_logit_max sized for it.
-ReferenceResult kernel_result(double max_v, std::vector<double> spread, double row_logit_max) {
+// A kernel-semantics result for `in` (one sequence of kv_len 10): spread starts with the
+// given elements (0 elsewhere), every (row, head) has B_max row_logit_max.
+ReferenceResult kernel_result(const Inputs& in, double max_v, std::vector<double> spread,
+                              double row_logit_max) {
   ReferenceResult r;
   r.semantics = Semantics::kKernel;
   r.max_abs_v_eff = max_v;
   r.max_kv_len = 10;
   r.spread = std::move(spread);
-  r.row_logit_max = {row_logit_max};
+  r.spread.resize(static_cast<size_t>(in.q.numel()), 0.0);
+  r.row_logit_max.assign(static_cast<size_t>(in.q.dim(0) * in.q.dim(1)), row_logit_max);
   return r;
 }
 
@@ -577,7 +583,7 @@ TEST(KernelTolerance, Float32PaysTheMxuPassesOnBothOperands) {
   // M = 4: atol = 4 (1e-5 + 2^-22) + 11 * 2^-126 (p.V with float32 V: both operands float32,
   // six bfloat16 passes drop up to 2^-22 of each product).
   const Inputs in = one_row(DType::kFloat32, DType::kFloat32);
-  const Tolerance t = tolerance_for_case(in, Params{}, kernel_result(4.0, {0.0, 0.0}, 0.0));
+  const Tolerance t = tolerance_for_case(in, Params{}, kernel_result(in, 4.0, {0.0, 0.0}, 0.0));
   EXPECT_DOUBLE_EQ(t.atol, 4.0 * (1e-5 + std::ldexp(1.0, -22)) + 11 * std::ldexp(1.0, -126));
   EXPECT_EQ(t.rtol, 0.0);
   EXPECT_EQ(t.max_element_atol(), 0.0);
@@ -588,8 +594,7 @@ TEST(KernelTolerance, Float8UnderBFloat16HasNoRoundedPTerm) {
   // exactly; one bf16 ulp rtol; the bf16 smallest subnormal. No kv_len * 2^-9 term: atol
   // stays 1e-5 of M at any kv_len.
   const Inputs in = one_row(DType::kBFloat16, DType::kFloat8E4M3FN);
-  ReferenceResult r = kernel_result(2.0, std::vector<double>(4, 0.0), 0.0);
-  r.row_logit_max.assign(2, 0.0);
+  ReferenceResult r = kernel_result(in, 2.0, {}, 0.0);
   const Tolerance t = tolerance_for_case(in, Params{}, r);
   EXPECT_DOUBLE_EQ(t.atol, 2.0 * 1e-5 + 11 * std::ldexp(1.0, -126) + std::ldexp(1.0, -133));
   EXPECT_DOUBLE_EQ(t.rtol, 0.0078125);
@@ -604,14 +609,14 @@ TEST(KernelTolerance, LogitTermFollowsEachElementsSpread) {
   const double e_qk = std::ldexp(1.0, -21) + std::ldexp(1.0, -22);
   const double x = e_qk * 100.0;
   const double g = std::expm1(2 * x) / (2 * x);
-  const Tolerance t = tolerance_for_case(in, Params{}, kernel_result(4.0, {3.0, 0.0}, 100.0));
+  const Tolerance t = tolerance_for_case(in, Params{}, kernel_result(in, 4.0, {3.0, 0.0}, 100.0));
   ASSERT_TRUE(t.element_atol);
   EXPECT_DOUBLE_EQ((*t.element_atol)[0], e_qk * g * 3.0);
   EXPECT_EQ((*t.element_atol)[1], 0.0);
   EXPECT_DOUBLE_EQ(t.allowed(0, -1.0), t.atol + e_qk * g * 3.0);
   EXPECT_EQ(t.allowed(1, -1.0), t.atol);
   // Huge logits: the bound stops at 2M = 8 (the outputs are averages of the same values).
-  const Tolerance big = tolerance_for_case(in, Params{}, kernel_result(4.0, {1e9, 1.0}, 1e9));
+  const Tolerance big = tolerance_for_case(in, Params{}, kernel_result(in, 4.0, {1e9, 1.0}, 1e9));
   EXPECT_EQ((*big.element_atol)[0], 8.0);
   EXPECT_EQ((*big.element_atol)[1], 8.0);
 }
@@ -619,7 +624,7 @@ TEST(KernelTolerance, LogitTermFollowsEachElementsSpread) {
 TEST(KernelTolerance, BFloat16OperandsMakeExactProducts) {
   // bf16 q and K: only the float32 accumulation, e_qk = 2^-21 (g = expm1(2e)/2e at B_max 1).
   const Inputs in = one_row(DType::kBFloat16, DType::kBFloat16);
-  const Tolerance t = tolerance_for_case(in, Params{}, kernel_result(1.0, {1.0, 2.0}, 1.0));
+  const Tolerance t = tolerance_for_case(in, Params{}, kernel_result(in, 1.0, {1.0, 2.0}, 1.0));
   const double e = std::ldexp(1.0, -21);
   const double g = std::expm1(2 * e) / (2 * e);
   EXPECT_DOUBLE_EQ((*t.element_atol)[1], 2.0 * e * g);
@@ -627,17 +632,17 @@ TEST(KernelTolerance, BFloat16OperandsMakeExactProducts) {
   Params scaled;
   scaled.k_scale = 0.5;
   EXPECT_DOUBLE_EQ(
-      (*tolerance_for_case(in, scaled, kernel_result(1.0, {1.0, 2.0}, 1.0)).element_atol)[1],
+      (*tolerance_for_case(in, scaled, kernel_result(in, 1.0, {1.0, 2.0}, 1.0)).element_atol)[1],
       2.0 * e * g);
   // float32 q and float32 K (k_scale under a float32 q): 2^-22 more.
   const Inputs f32q = one_row(DType::kFloat32, DType::kFloat8E4M3FN);
   const double e32 = e + std::ldexp(1.0, -22);
   EXPECT_DOUBLE_EQ(
-      (*tolerance_for_case(f32q, scaled, kernel_result(1.0, {1.0, 2.0}, 1.0)).element_atol)[1],
+      (*tolerance_for_case(f32q, scaled, kernel_result(f32q, 1.0, {1.0, 2.0}, 1.0)).element_atol)[1],
       2.0 * e32 * std::expm1(2 * e32) / (2 * e32));
   // float32 q over float8 K without a scale: one operand exact, six passes exact, 2^-21 only.
   EXPECT_DOUBLE_EQ(
-      (*tolerance_for_case(f32q, Params{}, kernel_result(1.0, {1.0, 2.0}, 1.0)).element_atol)[1],
+      (*tolerance_for_case(f32q, Params{}, kernel_result(f32q, 1.0, {1.0, 2.0}, 1.0)).element_atol)[1],
       2.0 * e * g);
 }
 
