@@ -2,6 +2,7 @@
 // against the chain worked out by hand from JAX's ragged_paged_attention_kernel.
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -35,18 +36,27 @@ class Recorder : public PallasProgramVisitor {
   }
 };
 
+// The log of the walk over sequences `seqs` (pages of 4 tokens, T = 16), one page a KV block,
+// query blocks of 4, `heads_blks` heads blocks; empty if the walk does not finish.
+std::string walk_log(std::vector<testing::SeqLens> seqs, int64_t heads_blks) {
+  testing::InputsSpec s;
+  s.seqs = std::move(seqs);
+  const Inputs in = testing::build_inputs(s);
+  Recorder r;
+  const bool done = walk_pallas_program(in,
+                                        {.num_heads_blks = heads_blks,
+                                         .num_q_blks = 4,
+                                         .kv_pages_per_block = 1,
+                                         .queries_per_block = 4},
+                                        r, 100);
+  return done ? r.log : "";
+}
+
 // Sequences (q_len, kv_len) (1, 5), (0, 0), (2, 2), pages of 4 tokens, one page a KV block,
 // query blocks of 4 over T = 16, one heads block. Sequence 1 is empty: the last step of
 // sequence 0 prefetches its block 0 into buffer 0, and sequence 2's step reads that buffer.
 TEST(PallasProgram, EmptySequenceHandsItsPrefetchToTheNextStep) {
-  testing::InputsSpec s;
-  s.seqs = {{1, 5}, {0, 0}, {2, 2}};
-  const Inputs in = testing::build_inputs(s);
-  Recorder r;
-  ASSERT_TRUE(walk_pallas_program(
-      in, {.num_heads_blks = 1, .num_q_blks = 4, .kv_pages_per_block = 1, .queries_per_block = 4},
-      r, 100));
-  EXPECT_EQ(r.log,
+  EXPECT_EQ(walk_log({{1, 5}, {0, 0}, {2, 2}}, 1),
             "dma 0 0,0,0\n"
             "dma 1 0,0,1\n"
             "step 0,0 0,0 0 [0,1) 1\n"
@@ -60,14 +70,7 @@ TEST(PallasProgram, EmptySequenceHandsItsPrefetchToTheNextStep) {
 // first query block's end, so heads block 0 leaves seq_buf_idx at the empty sequence 2 and
 // heads block 1 starts there, storing nothing.
 TEST(PallasProgram, TrailingEmptySequenceStartsTheNextHeadsBlock) {
-  testing::InputsSpec s;
-  s.seqs = {{2, 5}, {2, 7}, {0, 3}};
-  const Inputs in = testing::build_inputs(s);
-  Recorder r;
-  ASSERT_TRUE(walk_pallas_program(
-      in, {.num_heads_blks = 2, .num_q_blks = 4, .kv_pages_per_block = 1, .queries_per_block = 4},
-      r, 100));
-  EXPECT_EQ(r.log,
+  EXPECT_EQ(walk_log({{2, 5}, {2, 7}, {0, 3}}, 2),
             "dma 0 0,0,0\n"
             "dma 1 0,0,1\n"
             "step 0,0 0,0 0 [0,2) 1\n"

@@ -23,6 +23,7 @@ import tempfile
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_mode_corpus  # noqa: E402
 import rpa_case  # noqa: E402
 
 PAIRS = (("float32", "float32"), ("float32", "float8_e4m3fn"), ("float32", "float8_e5m2"),
@@ -47,12 +48,6 @@ def float8_values(name):
     return np.where(special, np.nan, v)
 
 
-def to_bf16_bits(x):
-    """float32 -> bfloat16 bits, round to nearest even."""
-    u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
 def draw(rng, dtype, shape):
     """(array to store, its values as float64): uniform in [-2, 2) in dtype."""
     if dtype.startswith("float8"):
@@ -62,7 +57,7 @@ def draw(rng, dtype, shape):
         return bits, values[bits]
     x = rng.uniform(-2, 2, size=shape).astype(np.float32)
     if dtype == "bfloat16":
-        bits = to_bf16_bits(x)
+        bits = make_mode_corpus.bf16_bits(x)
         return bits, (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
     return x, x.astype(np.float64)
 
