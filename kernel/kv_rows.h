@@ -1,0 +1,176 @@
+// The tokens of one KV block where they lie (in the paged cache itself, or in a staging
+// buffer), and the decode loops over them: a few float32 query rows dotted with each K row,
+// and the softmax weights times each V row added into a few float32 rows. K and V are read
+// once, in place, and widened in registers (kernel/simd.h). For every build the order of
+// each sum is fixed by the code alone: tokens in order, lanes of a vector by a fixed tree,
+// the tail of head_dim last.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernel/simd.h"
+
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#endif
+
+namespace rpa {
+
+// Token j of a block is at pages[j / page_size] + (j % page_size) * token_stride bytes; a
+// head's row starts `offset` bytes further.
+struct KvRows {
+  const std::byte* const* pages;
+  int64_t page_size;
+  int64_t token_stride;  // bytes from one token of a page to the next
+};
+
+namespace kv_rows_detail {
+
+// The loops over the R rows are unrolled so that each row's accumulator stays a register.
+#define RPA_UNROLL_ROWS _Pragma("GCC unroll 8")
+
+// Asks for the row of `bytes` at p ahead of its use: the rows of one head lie a token
+// record apart (kilobytes), a stride the hardware prefetchers do not follow across pages,
+// so without this every row is a full memory latency.
+inline void prefetch_row(const std::byte* p, int64_t bytes) {
+#if defined(__SSE__)
+  for (int64_t off = 0; off < bytes; off += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + off), _MM_HINT_T1);
+  }
+#else
+  (void)p;
+  (void)bytes;
+#endif
+}
+
+// Calls f(page_ptr, j0, count, next_page, next_count) for the pages of tokens [0, n), in
+// order; next_page is the following page (nullptr after the last).
+template <class F>
+inline void for_each_page(const KvRows& src, int64_t n, F&& f) {
+  for (int64_t j0 = 0, i = 0; j0 < n; j0 += src.page_size, ++i) {
+    const int64_t count = n - j0 < src.page_size ? n - j0 : src.page_size;
+    const int64_t next_j0 = j0 + count;
+    const int64_t next_count = n - next_j0 < src.page_size ? n - next_j0 : src.page_size;
+    f(src.pages[i], j0, count, next_j0 < n ? src.pages[i + 1] : nullptr, next_j0 < n ? next_count : 0);
+  }
+}
+
+template <class Kv, int R>
+inline void dots_page(const float* q, int64_t d, const std::byte* page, int64_t offset,
+                      int64_t stride, int64_t count, float* out, int64_t ld,
+                      const std::byte* next, int64_t next_count) {
+  using Elem = typename Kv::Elem;
+  constexpr int L = simd::kLanes;
+  const int64_t dv = d - d % L;
+  const auto row_bytes = static_cast<int64_t>(d * sizeof(Elem));
+  for (int64_t t = 0; t < count; ++t) {
+    // The K row and the V row after it: V is read by the row update after the block's
+    // softmax, from the outer caches by then, while this pass keeps more misses in flight.
+    if (t < next_count) prefetch_row(next + t * stride + offset, 2 * row_bytes);
+    const auto* k = reinterpret_cast<const Elem*>(page + t * stride + offset);
+    simd::Vec acc[R];
+    RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) acc[i] = simd::zero();
+    for (int64_t c = 0; c < dv; c += L) {
+      const simd::Vec kv = simd::kv_load<Kv>(k + c);
+      RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) acc[i] = simd::fma(simd::load(q + i * d + c), kv, acc[i]);
+    }
+    RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) {
+      float s = simd::sum(acc[i]);
+      for (int64_t c = dv; c < d; ++c) s += q[i * d + c] * simd::kv_load_one<Kv>(k, c);
+      out[i * ld + t] = s;
+    }
+  }
+}
+
+// Tokens per pass of the row update: their V rows stay in L1 while each vector of the
+// accumulators is swept over them.
+inline constexpr int64_t kTokensPerPass = 16;
+
+template <class Kv, int R>
+inline void axpy_page(const float* w, int64_t ld, const std::byte* page, int64_t offset,
+                      int64_t stride, int64_t count, int64_t d, float* out,
+                      const std::byte* next, int64_t next_count) {
+  using Elem = typename Kv::Elem;
+  constexpr int L = simd::kLanes;
+  const int64_t dv = d - d % L;
+  const auto row_bytes = static_cast<int64_t>(d * sizeof(Elem));
+  for (int64_t t = 0; t < next_count; ++t) prefetch_row(next + t * stride + offset, row_bytes);
+  for (int64_t t0 = 0; t0 < count; t0 += kTokensPerPass) {
+    const int64_t t1 = count - t0 < kTokensPerPass ? count : t0 + kTokensPerPass;
+    for (int64_t c = 0; c < dv; c += L) {
+      simd::Vec acc[R];
+      RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) acc[i] = simd::load(out + i * d + c);
+      for (int64_t t = t0; t < t1; ++t) {
+        const simd::Vec v =
+            simd::kv_load<Kv>(reinterpret_cast<const Elem*>(page + t * stride + offset) + c);
+        RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) acc[i] = simd::fma(simd::set1(w[i * ld + t]), v, acc[i]);
+      }
+      RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) simd::store(out + i * d + c, acc[i]);
+    }
+    for (int64_t c = dv; c < d; ++c) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const float v =
+            simd::kv_load_one<Kv>(reinterpret_cast<const Elem*>(page + t * stride + offset), c);
+        RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) out[i * d + c] += w[i * ld + t] * v;
+      }
+    }
+  }
+}
+
+#undef RPA_UNROLL_ROWS
+
+}  // namespace kv_rows_detail
+
+// The most rows the decode loops take at once.
+inline constexpr int kMaxFewRows = 8;
+
+// out[i * ld + j] = sum_c q[i * d + c] * K_j[c] for rows i < rows (at most kMaxFewRows),
+// tokens j in [j_begin, j_end): K_j is token j's row at `offset`, d elements of type Kv.
+// Tokens are walked page by page, so rows of different heads can share a page in cache
+// when the caller interleaves heads per page (see for_each_kv_page).
+// next / next_count: the following page of the block, whose rows at `offset` are asked
+// for ahead (nullptr, 0: none).
+template <class Kv>
+void few_row_dots(const float* q, int rows, int64_t d, const std::byte* page, int64_t offset,
+                  int64_t stride, int64_t count, float* out, int64_t ld,
+                  const std::byte* next = nullptr, int64_t next_count = 0) {
+  using namespace kv_rows_detail;
+  switch (rows) {
+    case 1: return dots_page<Kv, 1>(q, d, page, offset, stride, count, out, ld, next, next_count);
+    case 2: return dots_page<Kv, 2>(q, d, page, offset, stride, count, out, ld, next, next_count);
+    case 3: return dots_page<Kv, 3>(q, d, page, offset, stride, count, out, ld, next, next_count);
+    case 4: return dots_page<Kv, 4>(q, d, page, offset, stride, count, out, ld, next, next_count);
+    case 5: return dots_page<Kv, 5>(q, d, page, offset, stride, count, out, ld, next, next_count);
+    case 6: return dots_page<Kv, 6>(q, d, page, offset, stride, count, out, ld, next, next_count);
+    case 7: return dots_page<Kv, 7>(q, d, page, offset, stride, count, out, ld, next, next_count);
+    default: return dots_page<Kv, 8>(q, d, page, offset, stride, count, out, ld, next, next_count);
+  }
+}
+
+// out[i * d + c] += sum_j w[i * ld + j] * V_j[c], tokens j in order, for rows i < rows.
+template <class Kv>
+void few_row_axpy(const float* w, int rows, int64_t ld, const std::byte* page, int64_t offset,
+                  int64_t stride, int64_t count, int64_t d, float* out,
+                  const std::byte* next = nullptr, int64_t next_count = 0) {
+  using namespace kv_rows_detail;
+  switch (rows) {
+    case 1: return axpy_page<Kv, 1>(w, ld, page, offset, stride, count, d, out, next, next_count);
+    case 2: return axpy_page<Kv, 2>(w, ld, page, offset, stride, count, d, out, next, next_count);
+    case 3: return axpy_page<Kv, 3>(w, ld, page, offset, stride, count, d, out, next, next_count);
+    case 4: return axpy_page<Kv, 4>(w, ld, page, offset, stride, count, d, out, next, next_count);
+    case 5: return axpy_page<Kv, 5>(w, ld, page, offset, stride, count, d, out, next, next_count);
+    case 6: return axpy_page<Kv, 6>(w, ld, page, offset, stride, count, d, out, next, next_count);
+    case 7: return axpy_page<Kv, 7>(w, ld, page, offset, stride, count, d, out, next, next_count);
+    default: return axpy_page<Kv, 8>(w, ld, page, offset, stride, count, d, out, next, next_count);
+  }
+}
+
+// Calls f(page_ptr, j0, count, next_page, next_count) for the pages that hold tokens [0, n)
+// of the block, in order.
+template <class F>
+void for_each_kv_page(const KvRows& src, int64_t n, F&& f) {
+  kv_rows_detail::for_each_page(src, n, f);
+}
+
+}  // namespace rpa
