@@ -8,6 +8,7 @@
 #include <new>
 #include <stdexcept>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #if defined(__SSE__)
@@ -16,37 +17,63 @@
 
 #include <Eigen/Core>
 
+#include "kernel/kv_rows.h"
 #include "kernel/paged_kv_view.h"
 #include "kernel/pallas_program.h"
+#include "kernel/simd.h"
 
 namespace rpa {
 namespace {
 
 using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using Map = Eigen::Map<RowMajor>;
+using Map = Eigen::Map<RowMajor, 0, Eigen::OuterStride<>>;
+using ConstMap = Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>>;
 
-// Scratch is 64-byte aligned: Eigen's vector loops start at the first aligned element, so
-// with the 16-byte alignment malloc gives, the order of a sum (and so its last bit) would
-// follow the heap address from call to call.
+// Scratch: 64-byte aligned (Eigen's vector loops start at the first aligned element, so
+// with the 16-byte alignment malloc gives, the order of a sum, and so its last bit, would
+// follow the heap address from call to call) and left uninitialized (every element is
+// written before it is read; zeroing megabytes per call cost decode a millisecond).
 template <class T>
-struct Aligned64 {
-  using value_type = T;
-  Aligned64() = default;
-  template <class U>
-  explicit Aligned64(const Aligned64<U>&) {}
-  T* allocate(size_t n) {
-    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{64}));
-  }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t{64}); }
-  friend bool operator==(const Aligned64&, const Aligned64&) { return true; }
+class Scratch {
+  static_assert(std::is_trivially_default_constructible_v<T> && std::is_trivially_destructible_v<T>);
+
+ public:
+  explicit Scratch(size_t n)
+      : n_(n), p_(static_cast<T*>(::operator new(std::max<size_t>(n, 1) * sizeof(T), std::align_val_t{64}))) {}
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() { ::operator delete(p_, std::align_val_t{64}); }
+  T* data() { return p_; }
+  const T* data() const { return p_; }
+  T* begin() { return p_; }
+  T* end() { return p_ + n_; }
+  T& operator[](size_t i) { return p_[i]; }
+
+ private:
+  size_t n_;
+  T* p_;
 };
 
-template <class T>
-using Scratch = std::vector<T, Aligned64<T>>;
-
 // Up to this many rows (query rows x q heads per kv head) a block is a matrix-vector
-// product in all but name.
-constexpr int64_t kFewRows = 8;
+// product in all but name: the decode loops (kernel/kv_rows.h) read each K and V row once,
+// in place, instead of packing it for a GEMM.
+constexpr int64_t kFewRows = kMaxFewRows;
+
+// Rows of one GEMM panel in a prefill block. A panel's keys end at its last row's causal
+// position, so the part of the triangle above the diagonal that a whole block would compute
+// shrinks to at most a panel's height.
+constexpr int64_t kPanelRows = 256;
+
+// The default schedule's row tiles: a sequence's rows within a heads block are cut into
+// tiles of about this many rows (query rows x q heads per kv head), one task each. Each KV
+// block's K and V rows are widened once per tile and kv head, and its GEMMs are that tall;
+// the TPU's query blocks (a few dozen rows) would widen them once per query block.
+constexpr int64_t kTileRows = 512;
+
+// The default schedule splits a sequence's KV range into chunks of whole KV blocks of at
+// least this many tokens, computed in parallel and merged in order (flash-decoding). The
+// split depends on the shape only, so the output bits do not depend on the thread count.
+constexpr int64_t kSplitTokens = 1024;
 
 // Reads n elements of a float dtype into float32 (bfloat16 by its bits, in a loop the
 // compiler vectorizes).
@@ -68,20 +95,50 @@ void to_float(DType t, const std::byte* src, int64_t n, float* dst) {
   for (int64_t i = 0; i < n; ++i) dst[i] = load_as_float32(t, src, i);
 }
 
-// One worker's scratch, sized once for the plan: the TPU's VMEM buffers (the KV double
-// buffer in the KV dtype, m, l and the accumulator in float32) and the float32 tiles the
-// MXU would see. Nothing is allocated inside the grid loop.
-class CellWorker {
+// The KV element types the decode loops widen in registers; kOther goes through a float32
+// copy of the block's rows (float16 and integer KV, which only the literal schedule meets).
+enum class KvKind { kF32, kBF16, kE4M3, kE5M2, kOther };
+
+KvKind kv_kind(DType t) {
+  switch (t) {
+    case DType::kFloat32: return KvKind::kF32;
+    case DType::kBFloat16: return KvKind::kBF16;
+    case DType::kFloat8E4M3FN: return KvKind::kE4M3;
+    case DType::kFloat8E5M2: return KvKind::kE5M2;
+    default: return KvKind::kOther;
+  }
+}
+
+// Calls f with the simd tag of a kind other than kOther.
+template <class F>
+void with_kv_tag(KvKind kind, F&& f) {
+  switch (kind) {
+    case KvKind::kF32: return f(simd::F32{});
+    case KvKind::kBF16: return f(simd::BF16{});
+    case KvKind::kE4M3: return f(simd::E4M3{});
+    case KvKind::kE5M2: return f(simd::E5M2{});
+    case KvKind::kOther: break;
+  }
+  throw std::logic_error("with_kv_tag: no vector load for this KV dtype");
+}
+
+// The arithmetic of one KV block, shared by both schedules: for the rows [a, b) of one
+// sequence and every kv head of a heads block, logits, mask, soft cap and JAX's
+// online-softmax update of m, l and the accumulator. Where the block's tokens lie is the
+// caller's: in the paged cache (default schedule) or in the double buffer (literal). The
+// float32 scratch is sized once for the plan; nothing is allocated per block.
+class BlockMath {
   struct Scales {
     float l_alpha, beta, l_next_safe;
   };
 
  public:
-  CellWorker(const Inputs& in, const Params& p, const KernelPlan& plan, bool literal, Tensor& out)
+  // tile_queries: the most query rows of one sequence that one call of block() takes.
+  BlockMath(const Inputs& in, const Params& p, const KernelPlan& plan, bool literal,
+            int64_t tile_queries)
       : in_(in),
         p_(p),
         view_(in),
-        out_(out),
         q_dtype_(in.q.dtype()),
         kv_dtype_(in.kv_pages.dtype()),
         kv_bytes_(dtype_size(kv_dtype_)),
@@ -93,263 +150,251 @@ class CellWorker {
         bkv_(plan.blocks.kv_pages_per_block),
         bq_(plan.blocks.queries_per_block),
         kv_per_blk_(bkv_ * view_.page_size()),
-        rows_max_(bq_ * group_),
-        kv_buf_(static_cast<size_t>(2 * kv_per_blk_ * hc_blk_ * d_ * kv_bytes_)),
+        tile_q_(tile_queries),
+        rows_max_(tile_q_ * group_),
+        wide_rows_(std::max(rows_max_, hkv_blk_ * kFewRows)),
         k_(static_cast<size_t>(kv_per_blk_ * d_)),
         v_(static_cast<size_t>(kv_per_blk_ * d_)),
-        q_(static_cast<size_t>(rows_max_ * d_)),
-        logits_(static_cast<size_t>(rows_max_ * kv_per_blk_)),
-        qkv_(static_cast<size_t>(rows_max_ * d_)),
+        q_(static_cast<size_t>(hkv_blk_ * rows_max_ * d_)),
+        logits_(static_cast<size_t>(wide_rows_ * kv_per_blk_)),
+        qkv_(static_cast<size_t>(wide_rows_ * d_)),
         m_(static_cast<size_t>(hkv_blk_ * rows_max_)),
         l_(static_cast<size_t>(hkv_blk_ * rows_max_)),
-        acc_(static_cast<size_t>(bq_ * hq_blk_ * d_)),
-        scales_(static_cast<size_t>(rows_max_)),
+        acc_(static_cast<size_t>(tile_q_ * hq_blk_ * d_)),
+        scales_(static_cast<size_t>(wide_rows_)),
         mask_value_(static_cast<float>(p.effective_mask_value())),
         sm_scale_(static_cast<float>(p.sm_scale)),
         exact_skips_(!literal && std::isfinite(mask_value_) &&
                      mask_value_ <= static_cast<float>(kMaxExactMaskValue)),
-        direct_f32_(kv_dtype_ == DType::kFloat32 && !p.k_scale && !p.v_scale) {
-    if (literal) {  // TPU interpret mode's uninitialized scratch
-      const float nan = std::numeric_limits<float>::quiet_NaN();
-      std::fill(m_.begin(), m_.end(), nan);
-      std::fill(l_.begin(), l_.end(), nan);
-      std::fill(acc_.begin(), acc_.end(), nan);
-    }
-  }
+        kind_(kv_kind(kv_dtype_)),
+        k_in_registers_(kind_ != KvKind::kOther && !p.k_scale),
+        v_in_registers_(kind_ != KvKind::kOther && !p.v_scale) {}
 
-  void run(int64_t heads_blk, int64_t q_blk) {  // the default schedule's grid cell
-    const int64_t r0 = q_blk * bq_;
-    const int64_t r1 = std::min(r0 + bq_, in_.q.dim(0));
-    std::fill(acc_.begin(), acc_.end(), 0.0f);
-    // Sequences overlapping rows [r0, r1): the first whose rows end after r0, onward.
-    int64_t s = first_sequence_ending_after(r0);
-    for (; s < view_.num_seqs() && view_.q_start(s) < r1; ++s) {
-      if (view_.q_len(s) > 0) sequence(heads_blk, s, r0, r1);
-    }
-    store(heads_blk, r0, r1);
-  }
+  bool exact_skips() const { return exact_skips_; }
 
-  // The literal schedule's steps, as the Pallas program runs them (pallas_program.h).
-  void dma(int half, const KvBlockId& id) { copy_kv_block(id, half); }
-  void literal_step(int64_t heads_blk, int64_t q_blk, int64_t s, int64_t kv_blk, int half,
-                    int64_t store_lo, int64_t store_hi) {
-    if (store_lo >= store_hi) return;  // every store of the step is masked out
-    const int64_t r0 = q_blk * bq_;
-    const std::byte* buf = kv_buf_.data() + half * kv_per_blk_ * hc_blk_ * d_ * kv_bytes_;
-    for (int64_t h = 0; h < hkv_blk_; ++h) {
-      flash(heads_blk, h, s, r0 + store_lo, r0 + store_hi, r0, kv_blk, kv_blk == 0, buf);
-    }
-  }
-  // The Pallas kernel writes its whole query block from the accumulator, rows it did not
-  // compute in this grid cell included.
-  void literal_cell_end(int64_t heads_blk, int64_t q_blk) {
-    const int64_t r0 = q_blk * bq_;
-    store(heads_blk, r0, std::min(r0 + bq_, in_.q.dim(0)));
-  }
-
- private:
-  int64_t first_sequence_ending_after(int64_t row) const {
-    int64_t lo = 0, hi = view_.num_seqs();
-    while (lo < hi) {
-      const int64_t mid = (lo + hi) / 2;
-      if (view_.q_end(mid) > row) {
-        hi = mid;
-      } else {
-        lo = mid + 1;
-      }
-    }
-    return lo;
-  }
-
-  void sequence(int64_t heads_blk, int64_t s, int64_t r0, int64_t r1) {
-    const int64_t a = std::max(view_.q_start(s), r0);  // this block's rows of the sequence
-    const int64_t b = std::min(view_.q_end(s), r1);
-    const int64_t kv_len = view_.kv_len(s);
-    const int64_t first_pos = view_.q_position(s, a - view_.q_start(s));
-    last_pos_ = view_.q_position(s, b - 1 - view_.q_start(s));
-    const int64_t last_pos = last_pos_;
-    bool started = false;
-    for (int64_t kv_blk = 0; kv_blk * kv_per_blk_ < kv_len; ++kv_blk) {
-      const int64_t kv_start = kv_blk * kv_per_blk_;
-      const int64_t valid = std::min(kv_per_blk_, kv_len - kv_start);
-      // Exact skip: every key of the block is masked for every row (after the last row's
-      // position, or before the first row's window), so its weight is exp(mask - m) = 0
-      // against each row's real maximum, which another block supplies; a block processed
-      // before that one is wiped by alpha = 0 all the same.
-      const bool all_masked =
-          kv_start > last_pos ||
-          (p_.sliding_window && kv_start + valid - 1 <= first_pos - *p_.sliding_window);
-      if (exact_skips_ && all_masked) continue;
-      const std::byte* buf = copy_kv_block({heads_blk, s, kv_blk}, kv_blk % 2);
-      for (int64_t h = 0; h < hkv_blk_; ++h) {
-        flash(heads_blk, h, s, a, b, r0, kv_blk, !started, buf);
-      }
-      started = true;
-    }
-  }
-
-  // The TPU's MultiPageAsyncCopyDescriptor: bkv pages of block id's combined heads into one
-  // half of the double buffer; page slots past the sequence's last page copy its first page
-  // (dma_page_column). A page index in [-P, 0) is read from the end, as TPU interpret
-  // mode's numpy indexing does (jax mode accepts it; strict mode does not).
-  const std::byte* copy_kv_block(const KvBlockId& id, int64_t half) {
-    const int64_t S = view_.page_size();
-    const int64_t P = in_.kv_pages.dim(0);
-    const int64_t slot_bytes = hc_blk_ * d_ * kv_bytes_;
-    const int64_t page_bytes = S * view_.num_kv_heads() * 2 * d_ * kv_bytes_;
-    std::byte* dst = kv_buf_.data() + half * kv_per_blk_ * slot_bytes;
-    // With exact skips the slots past the last valid token are never read: copy only the
-    // pages that hold valid tokens.
-    const int64_t valid = std::min(kv_per_blk_, view_.kv_len(id.seq) - id.kv_blk * kv_per_blk_);
-    const int64_t pages = exact_skips_ ? (valid + S - 1) / S : bkv_;
-    for (int64_t i = 0; i < pages; ++i) {
-      const int64_t column = dma_page_column(in_, bkv_, id, i);
-      int64_t page = in_.page_indices.int_at(id.seq * view_.pages_per_seq() + column);
-      if (page < 0) page += P;
-      if (page < 0 || page >= P) throw std::out_of_range("tiled_attention: page index out of range (validate first)");
-      const std::byte* src = in_.kv_pages.data() + page * page_bytes +
-                             id.heads_blk * hc_blk_ * d_ * kv_bytes_;
-      for (int64_t slot = 0; slot < S; ++slot) {
-        std::memcpy(dst + (i * S + slot) * slot_bytes, src + slot * page_bytes / S,
-                    static_cast<size_t>(slot_bytes));
-      }
-    }
-    return dst;
-  }
-
-  // Extracts K or V of local kv head h from the buffer as float32, zero at or past kv_len
-  // (the TPU masks the NaN that unused slots may hold), scaled as the definition says.
-  void extract(const std::byte* buf, int64_t h, bool value, int64_t valid, int64_t n,
-               const std::optional<double>& scale, float* dst) const {
-    const int64_t slot_elems = hc_blk_ * d_;
-    const int64_t head = 2 * h + (value ? 1 : 0);
-    for (int64_t j = 0; j < n; ++j) {
-      float* row = dst + j * d_;
-      if (j >= valid) {
-        std::fill(row, row + d_, 0.0f);
-        continue;
-      }
-      to_float(kv_dtype_, buf + (j * slot_elems + head * d_) * kv_bytes_, d_, row);
-      if (scale || (!value && q_dtype_ == DType::kBFloat16 && dtype_is_integer(kv_dtype_))) {
-        for (int64_t c = 0; c < d_; ++c) row[c] = kv_eff(q_dtype_, kv_dtype_, scale, !value, row[c]);
-      }
-    }
-  }
-
-  // One kv head's share of a KV block for one sequence's rows [a, b): logits, mask, soft
-  // cap and JAX's online-softmax update of m, l and the accumulator. first: no earlier
-  // block of this sequence contributed (JAX's kv_blk_idx == 0 initialisation).
-  void flash(int64_t heads_blk, int64_t h, int64_t s, int64_t a, int64_t b, int64_t r0,
-             int64_t kv_blk, bool first, const std::byte* buf) {
-    const int64_t kv_len = view_.kv_len(s);
-    const int64_t kv_start = kv_blk * kv_per_blk_;
-    const int64_t valid = std::min(kv_per_blk_, kv_len - kv_start);
+  // q rows [a, b) of every q head of heads block heads_blk, as float32 for block().
+  void load_q(int64_t heads_blk, int64_t a, int64_t b) {
     const int64_t rows = (b - a) * group_;
-    // With exact skips only the valid slots take part: a padded slot's logit is exactly
-    // mask_value and its weight exactly 0 (see sequence()). Otherwise, as on the TPU, every
-    // slot of the block does, zero-filled past kv_len.
-    // Keys after the last row's position are masked for every row: with exact skips they are
-    // left out too (prefill's causal triangle).
-    const int64_t nk =
-        exact_skips_ ? std::min(valid, last_pos_ + 1 - kv_start) : kv_per_blk_;
-    const int64_t slot_elems = hc_blk_ * d_;
-    const float* kp = k_.data();
-    const float* vp = v_.data();
-    Eigen::Index stride = d_;
-    if (direct_f32_ && exact_skips_) {  // float32 KV, unscaled: read the buffer in place
-      kp = reinterpret_cast<const float*>(buf) + 2 * h * d_;
-      vp = kp + d_;
-      stride = slot_elems;
-    } else {
-      extract(buf, h, false, valid, nk, p_.k_scale, k_.data());
-      extract(buf, h, true, valid, nk, p_.v_scale, v_.data());
-    }
-    const int64_t q_head0 = heads_blk * hq_blk_ + h * group_;
-    for (int64_t r = a; r < b; ++r) {
-      for (int64_t g = 0; g < group_; ++g) {
-        to_float(q_dtype_,
-                 in_.q.data() + view_.q_offset(r, q_head0 + g) * dtype_size(q_dtype_), d_,
-                 q_.data() + ((r - a) * group_ + g) * d_);
+    for (int64_t h = 0; h < hkv_blk_; ++h) {
+      const int64_t q_head0 = heads_blk * hq_blk_ + h * group_;
+      for (int64_t r = a; r < b; ++r) {
+        for (int64_t g = 0; g < group_; ++g) {
+          to_float(q_dtype_, in_.q.data() + view_.q_offset(r, q_head0 + g) * dtype_size(q_dtype_),
+                   d_, q_.data() + ((h * rows) + (r - a) * group_ + g) * d_);
+        }
       }
     }
-    using StridedMap = Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>>;
-    const StridedMap k(kp, nk, d_, Eigen::OuterStride<>(stride));
-    const StridedMap v(vp, nk, d_, Eigen::OuterStride<>(stride));
-    Map q(q_.data(), rows, d_), logits(logits_.data(), rows, nk), qkv(qkv_.data(), rows, d_);
-    // Decode's few rows make Eigen's GEMM mostly packing; dot products and row updates read
-    // each K and V row once instead.
-    const bool few_rows = rows <= kFewRows;
-    if (few_rows) {
-      for (int64_t j = 0; j < nk; ++j) {
-        for (int64_t i = 0; i < rows; ++i) logits(i, j) = q.row(i).dot(k.row(j));
-      }
-    } else {
-      logits.noalias() = q * k.transpose();
-    }
+  }
 
+  // One KV block (kv_blk of sequence s, its tokens where src says) for the sequence's rows
+  // [a, b) (at most tile_queries, loaded by load_q), every kv head. m, l and the
+  // accumulator rows are indexed from row r0. first: no earlier block contributed (JAX's
+  // kv_blk_idx == 0 initialisation).
+  void block(int64_t s, int64_t a, int64_t b, int64_t r0, int64_t kv_blk, bool first,
+             const KvRows& src) {
+    const int64_t kv_start = kv_blk * kv_per_blk_;
+    const int64_t valid = std::min(kv_per_blk_, view_.kv_len(s) - kv_start);
+    const int64_t rows = (b - a) * group_;
     const int64_t q_pos0 = view_.q_position(s, a - view_.q_start(s));
-    float* m = m_.data() + h * rows_max_ + (a - r0) * group_;
-    float* l = l_.data() + h * rows_max_ + (a - r0) * group_;
-    for (int64_t i = 0; i < rows; ++i) {
-      Eigen::Map<Eigen::ArrayXf> x(logits_.data() + i * nk, nk);
-      x *= sm_scale_;
-      if (p_.soft_cap) {
-        const auto cap = static_cast<float>(*p_.soft_cap);
-        x = cap * (x / cap).tanh();
-      }
-      // Keys t with q_pos - W < t <= q_pos are visible; the mask value is added elsewhere.
-      const int64_t q_pos = q_pos0 + i / group_;
-      const int64_t lo = p_.sliding_window ? q_pos - *p_.sliding_window + 1 - kv_start : 0;
-      const int64_t hi = q_pos + 1 - kv_start;
-      for (int64_t j = 0; j < std::min(std::max<int64_t>(lo, 0), nk); ++j) x[j] += mask_value_;
-      for (int64_t j = std::max<int64_t>(hi, 0); j < nk; ++j) x[j] += mask_value_;
-      const float m_curr = x.maxCoeff<Eigen::PropagateNaN>();
-      x = (x - m_curr).exp();
-      const float l_curr = x.sum();
-      const float m_prev = first ? -std::numeric_limits<float>::infinity() : m[i];
-      const float l_prev = first ? 0.0f : l[i];
-      const float m_next = std::isnan(m_prev)   ? m_prev
-                           : std::isnan(m_curr) ? m_curr
-                                                : std::max(m_prev, m_curr);
-      const float alpha = std::exp(m_prev - m_next);
-      const float beta = std::exp(m_curr - m_next);
-      const float l_alpha = alpha * l_prev;
-      const float l_next = l_alpha + beta * l_curr;
-      m[i] = m_next;
-      l[i] = l_next == 0.0f ? 1.0f : l_next;
-      scales_[static_cast<size_t>(i)] = {l_alpha, beta, l[i]};
-    }
-    if (few_rows) {
-      qkv.setZero();
-      for (int64_t j = 0; j < nk; ++j) {
-        for (int64_t i = 0; i < rows; ++i) qkv.row(i) += logits(i, j) * v.row(j);
-      }
+    const int64_t last_pos = q_pos0 + (b - a) - 1;
+    // With exact skips only the valid slots take part (a padded slot's logit is exactly
+    // mask_value and its weight exactly 0, see the default schedule), and keys after the
+    // last row's position are left out too: they are masked for every row (prefill's causal
+    // triangle). Otherwise, as on the TPU, every slot of the block takes part, zero-filled
+    // past kv_len: its logit is 0 before the mask and its V row adds nothing.
+    const int64_t nk = exact_skips_ ? std::min(valid, last_pos + 1 - kv_start) : kv_per_blk_;
+    const int64_t n_data = std::min(nk, valid);  // slots with a token's K and V
+    const BlockRows br{.a = a, .r0 = r0, .rows = rows, .q_pos0 = q_pos0, .kv_start = kv_start,
+                       .nk = nk, .n_data = n_data, .first = first};
+    if (rows <= kFewRows) {
+      few_rows_block(br, src);
     } else {
-      qkv.noalias() = logits * v;
+      for (int64_t h = 0; h < hkv_blk_; ++h) gemm_block(br, h, src);
     }
-    for (int64_t i = 0; i < rows; ++i) {
-      const int64_t r = a + i / group_;
+  }
+
+ protected:
+  struct BlockRows {
+    int64_t a, r0, rows, q_pos0, kv_start, nk, n_data;
+    bool first;
+  };
+
+  float* m_of(int64_t h, const BlockRows& br) {
+    return m_.data() + h * rows_max_ + (br.a - br.r0) * group_;
+  }
+  float* l_of(int64_t h, const BlockRows& br) {
+    return l_.data() + h * rows_max_ + (br.a - br.r0) * group_;
+  }
+
+  // Decode: every head's logits first, page by page, so a page's rows of all the heads are
+  // read while it is in cache; then the softmax; then the weighted V rows, page by page.
+  void few_rows_block(const BlockRows& br, const KvRows& src) {
+    const int rows = static_cast<int>(br.rows);
+    const int64_t nk = br.nk, n = br.n_data;
+    const int64_t stride = src.token_stride;
+    float* const lg = logits_.data();  // head h, row i: lg + (h * rows + i) * nk
+    if (k_in_registers_) {
+      with_kv_tag(kind_, [&](auto tag) {
+        using Kv = decltype(tag);
+        for_each_kv_page(src, n, [&](const std::byte* page, int64_t j0, int64_t count,
+                                     const std::byte* next, int64_t next_count) {
+          for (int64_t h = 0; h < hkv_blk_; ++h) {
+            few_row_dots<Kv>(q_.data() + h * rows * d_, rows, d_, page, 2 * h * d_ * kv_bytes_,
+                             stride, count, lg + h * rows * nk + j0, nk, next, next_count);
+          }
+        });
+      });
+    } else {
+      for (int64_t h = 0; h < hkv_blk_; ++h) {
+        gather(src, h, /*value=*/false, n, k_.data());
+        few_row_dots<simd::F32>(q_.data() + h * rows * d_, rows, d_,
+                                reinterpret_cast<const std::byte*>(k_.data()), 0,
+                                d_ * static_cast<int64_t>(sizeof(float)), n,
+                                lg + h * rows * nk, nk);
+      }
+    }
+    for (int64_t h = 0; h < hkv_blk_; ++h) {
+      for (int64_t i = 0; i < rows; ++i) {
+        float* x = lg + (h * rows + i) * nk;
+        std::fill(x + n, x + nk, 0.0f);  // zero-filled slots
+        softmax_row(x, nk, br, i, m_of(h, br), l_of(h, br), scales_[static_cast<size_t>(h * rows + i)]);
+      }
+    }
+    float* const pv = qkv_.data();  // head h, row i: pv + (h * rows + i) * d
+    std::fill(pv, pv + hkv_blk_ * rows * d_, 0.0f);
+    if (v_in_registers_) {
+      with_kv_tag(kind_, [&](auto tag) {
+        using Kv = decltype(tag);
+        for_each_kv_page(src, n, [&](const std::byte* page, int64_t j0, int64_t count,
+                                     const std::byte* next, int64_t next_count) {
+          for (int64_t h = 0; h < hkv_blk_; ++h) {
+            few_row_axpy<Kv>(lg + h * rows * nk + j0, rows, nk, page, (2 * h + 1) * d_ * kv_bytes_,
+                             stride, count, d_, pv + h * rows * d_, next, next_count);
+          }
+        });
+      });
+    } else {
+      for (int64_t h = 0; h < hkv_blk_; ++h) {
+        gather(src, h, /*value=*/true, n, v_.data());
+        few_row_axpy<simd::F32>(lg + h * rows * nk, rows, nk,
+                                reinterpret_cast<const std::byte*>(v_.data()), 0,
+                                d_ * static_cast<int64_t>(sizeof(float)), n, d_, pv + h * rows * d_);
+      }
+    }
+    for (int64_t h = 0; h < hkv_blk_; ++h) {
+      update_acc(br, h, pv + h * rows * d_, scales_.data() + h * rows);
+    }
+  }
+
+  // Prefill: one kv head's block as GEMMs over panels of rows, each panel's keys ending at
+  // its last row's position where skips are exact.
+  void gemm_block(const BlockRows& br, int64_t h, const KvRows& src) {
+    const int64_t rows = br.rows, nk = br.nk, n = br.n_data;
+    gather(src, h, /*value=*/false, n, k_.data());
+    gather(src, h, /*value=*/true, n, v_.data());
+    float* const lg = logits_.data();  // row i: lg + i * nk
+    float* const pv = qkv_.data();     // row i: pv + i * d
+    const float* q = q_.data() + h * rows * d_;
+    for (int64_t i0 = 0; i0 < rows; i0 += kPanelRows) {
+      const int64_t pr = std::min(kPanelRows, rows - i0);
+      // Keys after the panel's last row are masked for all of its rows.
+      const int64_t panel_pos = br.q_pos0 + (i0 + pr - 1) / group_;
+      const int64_t nk_p = exact_skips_ ? std::clamp<int64_t>(panel_pos + 1 - br.kv_start, 1, nk) : nk;
+      const int64_t n_p = std::min(nk_p, n);
+      const ConstMap qm(q + i0 * d_, pr, d_, Eigen::OuterStride<>(d_));
+      const ConstMap km(k_.data(), n_p, d_, Eigen::OuterStride<>(d_));
+      const ConstMap vm(v_.data(), n_p, d_, Eigen::OuterStride<>(d_));
+      Map logits(lg + i0 * nk, pr, n_p, Eigen::OuterStride<>(nk));
+      logits.noalias() = qm * km.transpose();
+      for (int64_t i = i0; i < i0 + pr; ++i) {
+        float* x = lg + i * nk;
+        std::fill(x + n_p, x + nk_p, 0.0f);  // zero-filled slots
+        softmax_row(x, nk_p, br, i, m_of(h, br), l_of(h, br), scales_[static_cast<size_t>(i)]);
+      }
+      Map out(pv + i0 * d_, pr, d_, Eigen::OuterStride<>(d_));
+      out.noalias() = ConstMap(lg + i0 * nk, pr, n_p, Eigen::OuterStride<>(nk)) * vm;
+    }
+    update_acc(br, h, pv, scales_.data());
+  }
+
+  // Row i's logits x[0, n) of this block: scale, soft cap, mask, and the update of the row's
+  // m and l; x becomes the row's weights exp(x - m_curr).
+  void softmax_row(float* xp, int64_t n, const BlockRows& br, int64_t i, float* m, float* l,
+                   Scales& sc) const {
+    Eigen::Map<Eigen::ArrayXf> x(xp, n);
+    x *= sm_scale_;
+    if (p_.soft_cap) {
+      const auto cap = static_cast<float>(*p_.soft_cap);
+      x = cap * (x / cap).tanh();
+    }
+    // Keys t with q_pos - W < t <= q_pos are visible; the mask value is added elsewhere.
+    const int64_t q_pos = br.q_pos0 + i / group_;
+    const int64_t lo = p_.sliding_window ? q_pos - *p_.sliding_window + 1 - br.kv_start : 0;
+    const int64_t hi = q_pos + 1 - br.kv_start;
+    for (int64_t j = 0; j < std::min(std::max<int64_t>(lo, 0), n); ++j) x[j] += mask_value_;
+    for (int64_t j = std::max<int64_t>(hi, 0); j < n; ++j) x[j] += mask_value_;
+    const float m_curr = x.maxCoeff<Eigen::PropagateNaN>();
+    x = (x - m_curr).exp();
+    const float l_curr = x.sum();
+    const float m_prev = br.first ? -std::numeric_limits<float>::infinity() : m[i];
+    const float l_prev = br.first ? 0.0f : l[i];
+    const float m_next = std::isnan(m_prev)   ? m_prev
+                         : std::isnan(m_curr) ? m_curr
+                                              : std::max(m_prev, m_curr);
+    const float alpha = std::exp(m_prev - m_next);
+    const float beta = std::exp(m_curr - m_next);
+    const float l_alpha = alpha * l_prev;
+    const float l_next = l_alpha + beta * l_curr;
+    m[i] = m_next;
+    l[i] = l_next == 0.0f ? 1.0f : l_next;
+    sc = {l_alpha, beta, l[i]};
+  }
+
+  // acc = (l_alpha * acc + beta * pv) / l_next for the rows of kv head h.
+  void update_acc(const BlockRows& br, int64_t h, const float* pv, const Scales* scales) {
+    for (int64_t i = 0; i < br.rows; ++i) {
+      const int64_t r = br.a + i / group_;
       const int64_t g = i % group_;
-      float* o = acc_.data() + ((r - r0) * hq_blk_ + h * group_ + g) * d_;
-      const float* add = qkv_.data() + i * d_;
-      const Scales& sc = scales_[static_cast<size_t>(i)];
+      float* o = acc_.data() + ((r - br.r0) * hq_blk_ + h * group_ + g) * d_;
+      const float* add = pv + i * d_;
+      const Scales& sc = scales[i];
       for (int64_t c = 0; c < d_; ++c) {
-        const float o_curr = first ? 0.0f : o[c];
+        const float o_curr = br.first ? 0.0f : o[c];
         o[c] = (sc.l_alpha * o_curr + sc.beta * add[c]) / sc.l_next_safe;
       }
     }
   }
 
-  void store(int64_t heads_blk, int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
+  // K or V of local kv head h for the first n tokens of the block, as float32 rows of d,
+  // scaled as the definition says.
+  void gather(const KvRows& src, int64_t h, bool value, int64_t n, float* dst) const {
+    const int64_t head = (2 * h + (value ? 1 : 0)) * d_ * kv_bytes_;
+    const std::optional<double>& scale = value ? p_.v_scale : p_.k_scale;
+    const bool eff = scale || (!value && q_dtype_ == DType::kBFloat16 && dtype_is_integer(kv_dtype_));
+    for_each_kv_page(src, n, [&](const std::byte* page, int64_t j0, int64_t count,
+                                 const std::byte*, int64_t) {
+      for (int64_t t = 0; t < count; ++t) {
+        float* row = dst + (j0 + t) * d_;
+        to_float(kv_dtype_, page + t * src.token_stride + head, d_, row);
+        if (eff) {
+          for (int64_t c = 0; c < d_; ++c) row[c] = kv_eff(q_dtype_, kv_dtype_, scale, !value, row[c]);
+        }
+      }
+    });
+  }
+
+  // Rows [a, b) of the accumulator (indexed from r0) into o, in q's dtype.
+  void store(Tensor& out, int64_t heads_blk, const float* acc, int64_t r0, int64_t a,
+             int64_t b) const {
+    for (int64_t r = a; r < b; ++r) {
       for (int64_t hq = 0; hq < hq_blk_; ++hq) {
         const int64_t dst = view_.q_offset(r, heads_blk * hq_blk_ + hq);
-        const float* src = acc_.data() + ((r - r0) * hq_blk_ + hq) * d_;
+        const float* src = acc + ((r - r0) * hq_blk_ + hq) * d_;
         if (q_dtype_ == DType::kFloat32) {
-          std::memcpy(out_.data() + dst * 4, src, static_cast<size_t>(d_) * sizeof(float));
+          std::memcpy(out.data() + dst * 4, src, static_cast<size_t>(d_) * sizeof(float));
           continue;
         }
-        for (int64_t c = 0; c < d_; ++c) store_float(q_dtype_, out_.data(), dst + c, src[c]);
+        for (int64_t c = 0; c < d_; ++c) store_float(q_dtype_, out.data(), dst + c, src[c]);
       }
     }
   }
@@ -357,26 +402,271 @@ class CellWorker {
   const Inputs& in_;
   const Params& p_;
   const PagedKvView view_;
-  Tensor& out_;
   const DType q_dtype_, kv_dtype_;
   const int64_t kv_bytes_, d_, group_, hc_blk_, hq_blk_, hkv_blk_, bkv_, bq_, kv_per_blk_,
-      rows_max_;
-  Scratch<std::byte> kv_buf_;  // [2, bkv, S, Hc_blk, D] in the KV dtype
-  Scratch<float> k_, v_;        // [bkv * S, D]
-  Scratch<float> q_;            // [bq * group, D]
-  Scratch<float> logits_;       // [bq * group, bkv * S], then the weights s_curr
-  Scratch<float> qkv_;          // [bq * group, D]
-  Scratch<float> m_, l_;        // [Hkv_blk, bq * group]
-  Scratch<float> acc_;          // [bq, Hq_blk, D]
-  Scratch<Scales> scales_;      // [bq * group]: this KV block's update of each row
+      tile_q_, rows_max_, wide_rows_;
+  Scratch<float> k_, v_;    // [bkv * S, D]: a block's rows of one head as float32 (GEMMs)
+  Scratch<float> q_;        // [Hkv_blk, rows, D]
+  Scratch<float> logits_;   // decode [Hkv_blk, rows, nk]; prefill [rows, nk]: then weights
+  Scratch<float> qkv_;      // decode [Hkv_blk, rows, D]; prefill [rows, D]
+  Scratch<float> m_, l_;    // [Hkv_blk, bq * group]
+  Scratch<float> acc_;      // [bq, Hq_blk, D]
+  Scratch<Scales> scales_;  // this KV block's update of each row
   const float mask_value_, sm_scale_;
   // Padded slots and fully masked blocks weigh exactly 0 (mask_value <= -1e30, what strict
   // validation requires), so they may be left out; -inf or a small mask keeps the TPU's
   // full computation, NaN included.
   const bool exact_skips_;
-  const bool direct_f32_;  // K and V are read from the buffer in place
-  int64_t last_pos_ = 0;   // position of the current sequence's last row in the block
+  const KvKind kind_;
+  const bool k_in_registers_, v_in_registers_;  // no scale: the decode loops widen K / V
 };
+
+// The literal schedule's worker (DESIGN.md section 5): the TPU's KV double buffer in the KV
+// dtype, filled by the Pallas program's DMAs, and m, l and the accumulator carried across
+// grid cells from NaN (TPU interpret mode's uninitialized scratch).
+class LiteralWorker : public BlockMath {
+ public:
+  LiteralWorker(const Inputs& in, const Params& p, const KernelPlan& plan, Tensor& out)
+      : BlockMath(in, p, plan, /*literal=*/true, plan.blocks.queries_per_block),
+        out_(out),
+        slot_bytes_(hc_blk_ * d_ * kv_bytes_),
+        kv_buf_(static_cast<size_t>(2 * kv_per_blk_ * slot_bytes_)),
+        pages_(static_cast<size_t>(2 * bkv_)) {
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    std::fill(m_.begin(), m_.end(), nan);
+    std::fill(l_.begin(), l_.end(), nan);
+    std::fill(acc_.begin(), acc_.end(), nan);
+    for (int64_t half = 0; half < 2; ++half) {
+      for (int64_t i = 0; i < bkv_; ++i) {
+        pages_[static_cast<size_t>(half * bkv_ + i)] =
+            kv_buf_.data() + (half * kv_per_blk_ + i * view_.page_size()) * slot_bytes_;
+      }
+    }
+  }
+
+  void dma(int half, const KvBlockId& id) { copy_kv_block(id, half); }
+  void step(int64_t heads_blk, int64_t q_blk, int64_t s, int64_t kv_blk, int half,
+            int64_t store_lo, int64_t store_hi) {
+    if (store_lo >= store_hi) return;  // every store of the step is masked out
+    const int64_t r0 = q_blk * bq_;
+    const KvRows src{.pages = pages_.data() + half * bkv_,
+                     .page_size = view_.page_size(),
+                     .token_stride = slot_bytes_};
+    load_q(heads_blk, r0 + store_lo, r0 + store_hi);
+    block(s, r0 + store_lo, r0 + store_hi, r0, kv_blk, kv_blk == 0, src);
+  }
+  // The Pallas kernel writes its whole query block from the accumulator, rows it did not
+  // compute in this grid cell included.
+  void cell_end(int64_t heads_blk, int64_t q_blk) {
+    const int64_t r0 = q_blk * bq_;
+    store(out_, heads_blk, acc_.data(), r0, r0, std::min(r0 + bq_, in_.q.dim(0)));
+  }
+
+ private:
+  // The TPU's MultiPageAsyncCopyDescriptor: bkv pages of block id's combined heads into one
+  // half of the double buffer; page slots past the sequence's last page copy its first page
+  // (dma_page_column). A page index in [-P, 0) is read from the end, as TPU interpret
+  // mode's numpy indexing does (jax mode accepts it; strict mode does not).
+  void copy_kv_block(const KvBlockId& id, int64_t half) {
+    const int64_t S = view_.page_size();
+    const int64_t P = in_.kv_pages.dim(0);
+    const int64_t page_bytes = S * view_.num_kv_heads() * 2 * d_ * kv_bytes_;
+    std::byte* dst = kv_buf_.data() + half * kv_per_blk_ * slot_bytes_;
+    for (int64_t i = 0; i < bkv_; ++i) {
+      const int64_t column = dma_page_column(in_, bkv_, id, i);
+      int64_t page = in_.page_indices.int_at(id.seq * view_.pages_per_seq() + column);
+      if (page < 0) page += P;
+      if (page < 0 || page >= P) throw std::out_of_range("tiled_attention: page index out of range (validate first)");
+      const std::byte* src = in_.kv_pages.data() + page * page_bytes +
+                             id.heads_blk * slot_bytes_;
+      for (int64_t slot = 0; slot < S; ++slot) {
+        std::memcpy(dst + (i * S + slot) * slot_bytes_, src + slot * page_bytes / S,
+                    static_cast<size_t>(slot_bytes_));
+      }
+    }
+  }
+
+  Tensor& out_;
+  const int64_t slot_bytes_;
+  Scratch<std::byte> kv_buf_;  // [2, bkv, S, Hc_blk, D] in the KV dtype
+  std::vector<const std::byte*> pages_;  // [2, bkv]: each half's pages in the buffer
+};
+
+// Runs a LiteralWorker through the Pallas program's walk.
+class LiteralProgram : public PallasProgramVisitor {
+ public:
+  explicit LiteralProgram(LiteralWorker& worker) : worker_(worker) {}
+  void dma(int buf, const KvBlockId& id) override { worker_.dma(buf, id); }
+  void step(int64_t hb, int64_t qb, int64_t seq, int64_t kv_blk, int buf, int64_t store_lo,
+            int64_t store_hi, int pending) override {
+    // The program never waits on a buffer no DMA was started into (pallas_program.h).
+    if (pending == 0) throw std::logic_error("tiled_attention: a wait with no DMA pending");
+    worker_.step(hb, qb, seq, kv_blk, buf, store_lo, store_hi);
+  }
+  void cell_end(int64_t hb, int64_t qb) override { worker_.cell_end(hb, qb); }
+
+ private:
+  LiteralWorker& worker_;
+};
+
+// The default schedule's unit of work: a tile of one sequence's rows [a, b) in one heads
+// block, and
+// the KV blocks [kb_begin, kb_end) that can weigh anything for them (with exact skips, the
+// blocks after the last row's position and before the first row's window are left out:
+// each of their weights is exp(mask - m) = 0 against a row's real maximum, which a kept
+// block supplies). The blocks are cut into `chunks` runs of chunk_blocks, computed
+// independently and merged in order.
+struct Segment {
+  int64_t heads_blk, seq, a, b, kb_begin, kb_end, chunk_blocks, chunks;
+  size_t partial;  // offset of the chunks' partial results (chunks > 1)
+};
+
+// Floats per chunk of a segment's partial results: m and l of each (row, q head), then its
+// accumulator row of D.
+int64_t partial_floats(const Segment& sg, int64_t hq_blk, int64_t d) {
+  return (sg.b - sg.a) * hq_blk * (d + 2);
+}
+
+// The default schedule's worker: reads each KV block in place from the paged cache.
+class SegmentWorker : public BlockMath {
+ public:
+  SegmentWorker(const Inputs& in, const Params& p, const KernelPlan& plan, int64_t tile_queries)
+      : BlockMath(in, p, plan, /*literal=*/false, tile_queries), pages_(static_cast<size_t>(bkv_)) {}
+
+  // Chunk c of segment sg: its online softmax into m, l and the accumulator, then either
+  // the output rows (one chunk) or the chunk's partial results.
+  void run(const Segment& sg, int64_t c, Tensor& out, float* partial) {
+    const int64_t b0 = sg.kb_begin + c * sg.chunk_blocks;
+    const int64_t b1 = std::min(sg.kb_end, b0 + sg.chunk_blocks);
+    load_q(sg.heads_blk, sg.a, sg.b);
+    for (int64_t kv_blk = b0; kv_blk < b1; ++kv_blk) {
+      block(sg.seq, sg.a, sg.b, sg.a, kv_blk, kv_blk == b0, pages_of(sg, kv_blk));
+    }
+    if (b0 >= b1) std::fill(acc_.begin(), acc_.end(), 0.0f);  // no block: nothing attended
+    if (sg.chunks == 1) {
+      store(out, sg.heads_blk, acc_.data(), sg.a, sg.a, sg.b);
+      return;
+    }
+    const int64_t n = (sg.b - sg.a) * hq_blk_;
+    float* pm = partial + c * partial_floats(sg, hq_blk_, d_);
+    float* pl = pm + n;
+    float* po = pl + n;
+    for (int64_t e = 0; e < n; ++e) {  // e = (r - a) * Hq_blk + h * group + g
+      const int64_t h = e % hq_blk_ / group_;
+      const int64_t i = e / hq_blk_ * group_ + e % group_;
+      pm[e] = b0 < b1 ? m_[static_cast<size_t>(h * rows_max_ + i)] : -std::numeric_limits<float>::infinity();
+      pl[e] = b0 < b1 ? l_[static_cast<size_t>(h * rows_max_ + i)] : 1.0f;
+    }
+    std::memcpy(po, acc_.data(), static_cast<size_t>(n * d_) * sizeof(float));
+  }
+
+ private:
+  // Where the tokens of block kv_blk of the segment's sequence lie in the cache.
+  KvRows pages_of(const Segment& sg, int64_t kv_blk) {
+    const int64_t S = view_.page_size();
+    const int64_t P = in_.kv_pages.dim(0);
+    const int64_t token_bytes = view_.num_kv_heads() * 2 * d_ * kv_bytes_;
+    const int64_t valid = std::min(kv_per_blk_, view_.kv_len(sg.seq) - kv_blk * kv_per_blk_);
+    const int64_t pages = exact_skips() ? (valid + S - 1) / S : bkv_;
+    for (int64_t i = 0; i < pages; ++i) {
+      const int64_t column = kv_blk * bkv_ + i;
+      const int64_t page = column < view_.pages_per_seq()
+                               ? in_.page_indices.int_at(sg.seq * view_.pages_per_seq() + column)
+                               : -1;
+      // Strict validation keeps every page a token is read from in range; a page past
+      // kv_len is never read (its slots are zero-filled slots, see BlockMath::block).
+      if (i * S < valid && (page < 0 || page >= P)) {
+        throw std::out_of_range("tiled_attention: page index out of range (validate first)");
+      }
+      pages_[static_cast<size_t>(i)] =
+          i * S < valid ? in_.kv_pages.data() + (page * S * token_bytes) +
+                              sg.heads_blk * hc_blk_ * d_ * kv_bytes_
+                        : nullptr;
+    }
+    return {.pages = pages_.data(), .page_size = S, .token_stride = token_bytes};
+  }
+
+  std::vector<const std::byte*> pages_;  // [bkv]
+};
+
+// The chunks of a split segment merged in order, as one more online-softmax step each:
+// chunk c's rows weigh l_c * exp(m_c - m) against the running m.
+void merge_chunks(const Segment& sg, const float* partial, int64_t hq_blk, int64_t d,
+                  const PagedKvView& view, DType q_dtype, Tensor& out, std::vector<float>& o) {
+  const int64_t n = (sg.b - sg.a) * hq_blk;
+  const int64_t stride = partial_floats(sg, hq_blk, d);
+  o.resize(static_cast<size_t>(d));
+  for (int64_t e = 0; e < n; ++e) {
+    float m = partial[e], l = partial[n + e];
+    std::copy_n(partial + 2 * n + e * d, d, o.begin());
+    for (int64_t c = 1; c < sg.chunks; ++c) {
+      const float* pc = partial + c * stride;
+      const float m_c = pc[e], l_c = pc[n + e];
+      const float* o_c = pc + 2 * n + e * d;
+      const float m_next = std::isnan(m) ? m : std::isnan(m_c) ? m_c : std::max(m, m_c);
+      const float alpha = std::exp(m - m_next);
+      const float beta = std::exp(m_c - m_next) * l_c;
+      const float l_alpha = alpha * l;
+      const float l_next = l_alpha + beta;
+      const float l_safe = l_next == 0.0f ? 1.0f : l_next;
+      for (int64_t k = 0; k < d; ++k) o[static_cast<size_t>(k)] = (l_alpha * o[static_cast<size_t>(k)] + beta * o_c[k]) / l_safe;
+      m = m_next;
+      l = l_safe;
+    }
+    const int64_t r = sg.a + e / hq_blk;
+    const int64_t dst = view.q_offset(r, sg.heads_blk * hq_blk + e % hq_blk);
+    for (int64_t k = 0; k < d; ++k) store_float(q_dtype, out.data(), dst + k, o[static_cast<size_t>(k)]);
+  }
+}
+
+// Query rows per tile of the default schedule: kTileRows rows of one kv head.
+int64_t tile_queries(const PagedKvView& view) {
+  return std::max<int64_t>(1, kTileRows / view.q_heads_per_kv());
+}
+
+// The default schedule's segments: heads blocks in order, then each sequence's rows in
+// tiles of tile_queries, then its KV blocks in chunks. Everything here follows from the
+// shape and the plan, never from the thread count.
+std::vector<Segment> plan_segments(const Inputs& in, const Params& p, const KernelPlan& plan,
+                                   bool exact_skips) {
+  const PagedKvView view(in);
+  const int64_t tile = tile_queries(view);
+  const int64_t kv_per_blk = plan.blocks.kv_pages_per_block * view.page_size();
+  const int64_t chunk_blocks = std::max<int64_t>(1, (kSplitTokens + kv_per_blk - 1) / kv_per_blk);
+  std::vector<Segment> out;
+  for (int64_t hb = 0; hb < plan.num_heads_blks; ++hb) {
+    for (int64_t s = 0; s < view.num_seqs(); ++s) {
+      for (int64_t a = view.q_start(s); a < view.q_end(s); a += tile) {
+        const int64_t b = std::min(view.q_end(s), a + tile);
+        const int64_t kv_len = view.kv_len(s);
+        const int64_t first_pos = view.q_position(s, a - view.q_start(s));
+        const int64_t last_pos = view.q_position(s, b - 1 - view.q_start(s));
+        int64_t kb_begin = -1, kb_end = 0;
+        for (int64_t kb = 0; kb * kv_per_blk < kv_len; ++kb) {
+          const int64_t kv_start = kb * kv_per_blk;
+          const int64_t valid = std::min(kv_per_blk, kv_len - kv_start);
+          // Every key of the block masked for every row: after the last row's position, or
+          // before the first row's window.
+          const bool all_masked =
+              kv_start > last_pos ||
+              (p.sliding_window && kv_start + valid - 1 <= first_pos - *p.sliding_window);
+          if (exact_skips && all_masked) continue;
+          if (kb_begin < 0) kb_begin = kb;
+          kb_end = kb + 1;
+        }
+        if (kb_begin < 0) kb_begin = kb_end = 0;
+        const int64_t blocks = kb_end - kb_begin;
+        const int64_t chunks =
+            exact_skips ? std::max<int64_t>(1, (blocks + chunk_blocks - 1) / chunk_blocks) : 1;
+        out.push_back({.heads_blk = hb, .seq = s, .a = a, .b = b, .kb_begin = kb_begin,
+                       .kb_end = kb_end,
+                       .chunk_blocks = chunks == 1 ? std::max<int64_t>(blocks, 1) : chunk_blocks,
+                       .chunks = chunks, .partial = 0});
+      }
+    }
+  }
+  return out;
+}
 
 // Flushes float32 subnormals to zero on this thread while alive, as TPUs do: with them on,
 // a few subnormal softmax weights (exp(s - m) for s - m < -87) put x86 multiplies into
@@ -426,22 +716,15 @@ KernelPlan plan_kernel(const Inputs& in, const Params& p, const TargetProfile& t
 
 namespace {
 
-// Runs one CellWorker through the Pallas program's walk.
-class LiteralProgram : public PallasProgramVisitor {
- public:
-  explicit LiteralProgram(CellWorker& worker) : worker_(worker) {}
-  void dma(int buf, const KvBlockId& id) override { worker_.dma(buf, id); }
-  void step(int64_t hb, int64_t qb, int64_t seq, int64_t kv_blk, int buf, int64_t store_lo,
-            int64_t store_hi, int pending) override {
-    // The program never waits on a buffer no DMA was started into (pallas_program.h).
-    if (pending == 0) throw std::logic_error("tiled_attention: a wait with no DMA pending");
-    worker_.literal_step(hb, qb, seq, kv_blk, buf, store_lo, store_hi);
-  }
-  void cell_end(int64_t hb, int64_t qb) override { worker_.literal_cell_end(hb, qb); }
-
- private:
-  CellWorker& worker_;
-};
+// Runs body(worker_index) on `workers` threads, the calling thread included.
+template <class F>
+void on_threads(int workers, F&& body) {
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(std::max(0, workers - 1)));
+  for (int w = 1; w < workers; ++w) threads.emplace_back(body);
+  body();
+  for (std::thread& t : threads) t.join();
+}
 
 }  // namespace
 
@@ -451,7 +734,7 @@ Tensor tiled_attention(const Inputs& in, const Params& p, const KernelOptions& o
   Tensor out(in.q.dtype(), in.q.shape());
   if (options.literal_schedule) {  // one thread: the grid cells run in order, as on the TPU
     const FlushSubnormals flush;
-    CellWorker worker(in, p, plan, /*literal=*/true, out);
+    LiteralWorker worker(in, p, plan, out);
     LiteralProgram program(worker);
     const PallasGrid grid{.num_heads_blks = plan.num_heads_blks,
                           .num_q_blks = plan.num_q_blks,
@@ -462,27 +745,58 @@ Tensor tiled_attention(const Inputs& in, const Params& p, const KernelOptions& o
     }
     return out;
   }
-  const int64_t cells = plan.num_heads_blks * plan.num_q_blks;
-  const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const auto workers = static_cast<int>(
-      std::min<int64_t>(std::max<int64_t>(cells, 1), options.threads > 0 ? options.threads : hw));
-  std::atomic<int64_t> next{0};
-  auto work = [&] {
-    const FlushSubnormals flush;
-    CellWorker worker(in, p, plan, options.literal_schedule, out);
-    for (int64_t c = next++; c < cells; c = next++) {
-      worker.run(c / plan.num_q_blks, c % plan.num_q_blks);
+  // Every chunk of every segment is one task; a task's arithmetic does not depend on the
+  // thread that runs it, and split segments are merged in chunk order afterwards.
+  const PagedKvView view(in);
+  const bool exact = SegmentWorker(in, p, plan, 1).exact_skips();
+  std::vector<Segment> segments = plan_segments(in, p, plan, exact);
+  const int64_t hq_blk = plan.heads.q_heads, d = view.head_dim();
+  std::vector<std::pair<size_t, int64_t>> tasks;
+  std::vector<size_t> split;
+  size_t partial_size = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    Segment& sg = segments[i];
+    if (sg.chunks > 1) {
+      sg.partial = partial_size;
+      partial_size += static_cast<size_t>(sg.chunks * partial_floats(sg, hq_blk, d));
+      split.push_back(i);
     }
-  };
-  if (workers <= 1) {
-    work();
-    return out;
+    for (int64_t c = 0; c < sg.chunks; ++c) tasks.emplace_back(i, c);
   }
-  std::vector<std::thread> threads;
-  threads.reserve(static_cast<size_t>(workers - 1));
-  for (int w = 1; w < workers; ++w) threads.emplace_back(work);
-  work();
-  for (std::thread& t : threads) t.join();
+  // Costliest first, so that the last tasks to start are short (a prefill's tiles differ
+  // up to its length in keys); the order changes who computes a task, never its bits.
+  auto cost = [&](const std::pair<size_t, int64_t>& t) {
+    const Segment& sg = segments[t.first];
+    return (sg.b - sg.a) * std::min(sg.chunk_blocks, sg.kb_end - sg.kb_begin - t.second * sg.chunk_blocks);
+  };
+  std::stable_sort(tasks.begin(), tasks.end(),
+                   [&](const auto& x, const auto& y) { return cost(x) > cost(y); });
+  std::vector<float> partial(partial_size);
+  // Scratch for the tallest tile of this call (decode's are one row).
+  int64_t tile = 1;
+  for (const Segment& sg : segments) tile = std::max(tile, sg.b - sg.a);
+  const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int threads = options.threads > 0 ? options.threads : hw;
+  const auto workers =
+      static_cast<int>(std::min<int64_t>(std::max<size_t>(tasks.size(), 1), threads));
+  std::atomic<size_t> next{0};
+  on_threads(workers, [&] {
+    const FlushSubnormals flush;
+    SegmentWorker worker(in, p, plan, tile);
+    for (size_t t = next++; t < tasks.size(); t = next++) {
+      const Segment& sg = segments[tasks[t].first];
+      worker.run(sg, tasks[t].second, out, partial.data() + sg.partial);
+    }
+  });
+  std::atomic<size_t> next_split{0};
+  on_threads(static_cast<int>(std::min<size_t>(std::max<size_t>(split.size(), 1), workers)), [&] {
+    const FlushSubnormals flush;
+    std::vector<float> o;
+    for (size_t t = next_split++; t < split.size(); t = next_split++) {
+      const Segment& sg = segments[split[t]];
+      merge_chunks(sg, partial.data() + sg.partial, hq_blk, d, view, in.q.dtype(), out, o);
+    }
+  });
   return out;
 }
 

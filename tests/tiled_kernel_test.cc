@@ -559,6 +559,32 @@ TEST(TiledKernelThreads, OutputBitsDoNotDependOnThreads) {
   }
 }
 
+// The default schedule cuts a long KV range into chunks of whole KV blocks of at least
+// 1024 tokens (flash-decoding), computed as separate tasks and merged in order, and a tall
+// sequence into tiles of 512 rows (query rows x q heads per kv head). Both follow from the
+// shape only: the bits are the same on any thread count, and they agree with the
+// reference. Blocks of 4 pages of 16 (64 tokens) make 16 blocks a chunk: kv_len 2500 is 3
+// chunks, 1500 is 2, with decode rows, a chunked prefill row block and a window.
+TEST(TiledKernelSplit, ChunksAndTilesAgreeOnAnyThreadCount) {
+  const Inputs decode = testing::random_inputs(
+      spec_of({{1, 2500}, {3, 1500}, {1, 70}}, {BF16, BF16}, 8, 2, 32, 16, 7));
+  const Inputs tall = testing::random_inputs(spec_of({{700, 900}, {2, 1100}}, {F32, E4M3}, 2, 2, 16, 16, 8));
+  Params window = with_blocks({}, 4, 16);
+  window.sliding_window = 1300;
+  window.soft_cap = 30.0;
+  for (const auto& [in, p] : {std::pair<const Inputs&, Params>{decode, with_blocks({}, 4, 16)},
+                              {decode, window},
+                              {tall, with_blocks({}, 4, 64)},
+                              {tall, Params{}}}) {
+    SCOPED_TRACE(describe(in, p));
+    const Tensor want = expect_kernel_agrees(in, p);
+    for (const int threads : {3, 7}) {
+      EXPECT_TRUE(tiled_attention(in, p, KernelOptions{.threads = threads}) == want)
+          << threads << " threads";
+    }
+  }
+}
+
 // The same call, repeated, gives the same bits wherever the kernel's scratch buffers land
 // on the heap: the allocations held between the calls shift the addresses malloc hands out
 // by multiples of 16 bytes. (A summation order that follows a buffer's alignment, e.g. a
