@@ -1,12 +1,15 @@
 // rpa bench: the tiled kernel on the named workloads (DESIGN.md section 11), against the
 // dense reference and against this machine's limits measured in the same run.
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/workloads.h"
@@ -24,9 +27,27 @@
 namespace rpa {
 namespace {
 
-// The kernel runs on both cores of the machine the numbers are meant for; the limits are
-// measured with as many threads.
-constexpr int kThreads = 2;
+// This machine's limits on `threads` threads, measured in the same run as the kernel.
+struct Limits {
+  int threads = 0;
+  bench::TriadResult triad;
+  bench::GemmResult gemm;
+};
+
+// The roofline bound of a workload on a machine: the longer of its useful flops at the
+// GEMM peak and its KV bytes at the triad bandwidth. For decode that is the bandwidth, for
+// prefill the GEMM peak, for the mix whichever its mix makes binding.
+struct Roofline {
+  double seconds;
+  const char* bound;  // "memory" or "compute"
+};
+Roofline roofline(double flops, double kv_bytes, const Limits& m) {
+  const double compute_s = flops / (m.gemm.gflop_per_s * 1e9);
+  const double memory_s = kv_bytes / (m.triad.gb_per_s * 1e9);
+  return memory_s >= compute_s ? Roofline{memory_s, "memory"} : Roofline{compute_s, "compute"};
+}
+
+int hardware_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
 
 struct Preset {
   std::string name;
@@ -69,6 +90,7 @@ std::string fixed(double x, int digits) {
 
 struct Row {
   std::string workload, dtype;
+  int threads = 0;
   double flops = 0, kv_bytes = 0;
   int64_t grid_heads = 0, grid_q = 0, bkv = 0, bq = 0;
   double kernel_ms = 0;
@@ -80,25 +102,12 @@ struct Row {
   Comparison cmp;
 };
 
-Row measure(const bench::Workload& w, const Preset& preset, int index, int total) {
+// One workload: the reference (timed, and the answer every thread count's output is
+// checked against), then the kernel on each thread count of the sweep.
+std::vector<Row> measure(const bench::Workload& w, const Preset& preset, const std::vector<int>& sweep,
+                         int index, int total) {
   using Clock = std::chrono::steady_clock;
   const std::string tag = "[" + std::to_string(index) + "/" + std::to_string(total) + "] " + w.label();
-  Row row;
-  row.workload = w.spec.name;
-  row.dtype = dtype_name(w.spec.dtype);
-  row.flops = bench::useful_flops(w.inputs);
-  row.kv_bytes = bench::effective_kv_bytes(w.inputs);
-  const KernelOptions options{.threads = kThreads};
-  const KernelPlan plan = plan_kernel(w.inputs, w.params, options.target);
-  row.grid_heads = plan.num_heads_blks;
-  row.grid_q = plan.num_q_blks;
-  row.bkv = plan.blocks.kv_pages_per_block;
-  row.bq = plan.blocks.queries_per_block;
-
-  // Warm-up call, whose output is also the one checked against the reference.
-  std::fprintf(stderr, "rpa bench: %s: kernel warm-up\n", tag.c_str());
-  const Tensor kernel_out = tiled_attention(w.inputs, w.params, options);
-
   std::vector<double> ref_s;
   std::optional<ReferenceResult> ref;
   while (static_cast<int>(ref_s.size()) < preset.reference_runs) {
@@ -111,104 +120,146 @@ Row measure(const bench::Workload& w, const Preset& preset, int index, int total
     ref_s.push_back(seconds(Clock::now() - t0));
     if (!ref) ref = std::move(r);
   }
-  row.reference_runs = static_cast<int>(ref_s.size());
-  row.reference_first_s = ref_s.front();
-  row.reference_ms = median(ref_s) * 1e3;
-
   const Tolerance tol = tolerance_for_case(w.inputs, w.params, *ref);
-  row.cmp = compare_outputs(kernel_out, ref->out, PagedKvView(w.inputs), tol);
-  if (!row.cmp.agree()) {
-    std::fprintf(stderr,
-                 "rpa bench: ERROR: %s: THE KERNEL DISAGREES WITH THE REFERENCE: %s "
-                 "(atol %s, rtol %s)\n",
-                 w.label().c_str(), describe_mismatch(row.cmp).c_str(),
-                 py_float_repr(tol.atol).c_str(), py_float_repr(tol.rtol).c_str());
-  }
 
-  std::fprintf(stderr, "rpa bench: %s: kernel, %d timed runs on %d threads\n", tag.c_str(),
-               preset.kernel_runs, kThreads);
-  std::vector<double> kernel_s, kernel_cpu_s;
-  for (int i = 0; i < preset.kernel_runs; ++i) {
-    const double c0 = process_cpu_seconds();
-    const auto t0 = Clock::now();
-    const Tensor out = tiled_attention(w.inputs, w.params, options);
-    kernel_s.push_back(seconds(Clock::now() - t0));
-    kernel_cpu_s.push_back(process_cpu_seconds() - c0);
+  std::vector<Row> rows;
+  for (const int threads : sweep) {
+    Row row;
+    row.workload = w.spec.name;
+    row.dtype = dtype_name(w.spec.dtype);
+    row.threads = threads;
+    row.flops = bench::useful_flops(w.inputs);
+    row.kv_bytes = bench::effective_kv_bytes(w.inputs);
+    const KernelOptions options{.threads = threads};
+    const KernelPlan plan = plan_kernel(w.inputs, w.params, options.target);
+    row.grid_heads = plan.num_heads_blks;
+    row.grid_q = plan.num_q_blks;
+    row.bkv = plan.blocks.kv_pages_per_block;
+    row.bq = plan.blocks.queries_per_block;
+    row.reference_runs = static_cast<int>(ref_s.size());
+    row.reference_first_s = ref_s.front();
+    row.reference_ms = median(ref_s) * 1e3;
+
+    // Warm-up call, whose output is also the one checked against the reference.
+    std::fprintf(stderr, "rpa bench: %s: kernel warm-up on %d threads\n", tag.c_str(), threads);
+    const Tensor kernel_out = tiled_attention(w.inputs, w.params, options);
+    row.cmp = compare_outputs(kernel_out, ref->out, PagedKvView(w.inputs), tol);
+    if (!row.cmp.agree()) {
+      std::fprintf(stderr,
+                   "rpa bench: ERROR: %s on %d threads: THE KERNEL DISAGREES WITH THE REFERENCE: "
+                   "%s (atol %s, rtol %s)\n",
+                   w.label().c_str(), threads, describe_mismatch(row.cmp).c_str(),
+                   py_float_repr(tol.atol).c_str(), py_float_repr(tol.rtol).c_str());
+    }
+    std::fprintf(stderr, "rpa bench: %s: kernel, %d timed runs on %d threads\n", tag.c_str(),
+                 preset.kernel_runs, threads);
+    std::vector<double> kernel_s, kernel_cpu_s;
+    for (int i = 0; i < preset.kernel_runs; ++i) {
+      const double c0 = process_cpu_seconds();
+      const auto t0 = Clock::now();
+      const Tensor out = tiled_attention(w.inputs, w.params, options);
+      kernel_s.push_back(seconds(Clock::now() - t0));
+      kernel_cpu_s.push_back(process_cpu_seconds() - c0);
+    }
+    row.kernel_runs = preset.kernel_runs;
+    row.kernel_ms = median(kernel_s) * 1e3;
+    row.kernel_cpu_ms = median(kernel_cpu_s) * 1e3;
+    std::fprintf(stderr, "rpa bench: %s: kernel %.3f ms on %d threads, reference %.1f ms, %s\n",
+                 tag.c_str(), row.kernel_ms, threads, row.reference_ms,
+                 row.cmp.agree() ? "agree" : "MISMATCH");
+    rows.push_back(std::move(row));
   }
-  row.kernel_runs = preset.kernel_runs;
-  row.kernel_ms = median(kernel_s) * 1e3;
-  row.kernel_cpu_ms = median(kernel_cpu_s) * 1e3;
-  std::fprintf(stderr, "rpa bench: %s: kernel %.3f ms, reference %.1f ms, %s\n", tag.c_str(),
-               row.kernel_ms, row.reference_ms, row.cmp.agree() ? "agree" : "MISMATCH");
-  return row;
+  return rows;
 }
 
-void print_table(const std::vector<Row>& rows, const bench::TriadResult& triad,
-                 const bench::GemmResult& gemm) {
-  std::printf("%-8s %-8s %10s %8s %8s %6s %8s %7s %11s %9s  %s\n", "workload", "dtype",
-              "kernel ms", "(cpu ms)", "GFLOP/s", "%GEMM", "GB/s", "%triad", "ref ms",
-              "speed-up", "check");
+const Limits& limits_for(const std::vector<Limits>& limits, int threads) {
+  for (const Limits& m : limits) {
+    if (m.threads == threads) return m;
+  }
+  throw std::logic_error("bench: no limits measured for " + std::to_string(threads) + " threads");
+}
+
+void print_table(const std::vector<Row>& rows, const std::vector<Limits>& limits) {
+  std::printf("%-8s %-8s %3s %10s %8s %8s %6s %8s %7s %8s %11s %9s  %s\n", "workload", "dtype",
+              "thr", "kernel ms", "(cpu ms)", "GFLOP/s", "%GEMM", "GB/s", "%triad", "%limit",
+              "ref ms", "speed-up", "check");
   for (const Row& r : rows) {
+    const Limits& m = limits_for(limits, r.threads);
     const double kernel_s = r.kernel_ms * 1e-3;
     const double gflops = r.flops / kernel_s / 1e9;
     const double gbps = r.kv_bytes / kernel_s / 1e9;
+    const Roofline roof = roofline(r.flops, r.kv_bytes, m);
     const std::string ref_ms =
         fixed(r.reference_ms, 1) + (r.reference_runs == 1 ? "*" : "");
-    std::printf("%-8s %-8s %10.3f %8.1f %8.2f %5.1f%% %8.2f %6.1f%% %11s %8.1fx  %s\n",
-                r.workload.c_str(), r.dtype.c_str(), r.kernel_ms, r.kernel_cpu_ms, gflops,
-                100.0 * gflops / gemm.gflop_per_s, gbps, 100.0 * gbps / triad.gb_per_s,
-                ref_ms.c_str(), r.reference_ms / r.kernel_ms,
+    std::printf("%-8s %-8s %3d %10.3f %8.1f %8.2f %5.1f%% %8.2f %6.1f%% %6.1f%%%c %11s %8.1fx  %s\n",
+                r.workload.c_str(), r.dtype.c_str(), r.threads, r.kernel_ms, r.kernel_cpu_ms,
+                gflops, 100.0 * gflops / m.gemm.gflop_per_s, gbps,
+                100.0 * gbps / m.triad.gb_per_s, 100.0 * roof.seconds / kernel_s,
+                roof.bound[0] == 'm' ? 'm' : 'c', ref_ms.c_str(), r.reference_ms / r.kernel_ms,
                 r.cmp.agree() ? "agree" : "MISMATCH");
   }
   std::printf("\n");
   for (const Row& r : rows) {
+    if (r.threads != rows.front().threads) continue;  // the same workload facts per sweep
     const std::string ref_runs =
         r.reference_runs == 1
             ? "1 run (* one call took " + fixed(r.reference_first_s, 2) + " s, so it ran once)"
             : std::to_string(r.reference_runs) + " runs";
-    std::printf("  %s/%s: kernel median of %d runs on %d threads (grid %lldx%lld, bkv %lld pages, "
-                "bq %lld); reference median of %s; %.3f useful GFLOP, %.2f MB of KV\n",
-                r.workload.c_str(), r.dtype.c_str(), r.kernel_runs, kThreads,
+    std::printf("  %s/%s: kernel median of %d runs per thread count (grid %lldx%lld, bkv %lld "
+                "pages, bq %lld); reference median of %s; %.3f useful GFLOP, %.2f MB of KV\n",
+                r.workload.c_str(), r.dtype.c_str(), r.kernel_runs,
                 static_cast<long long>(r.grid_heads), static_cast<long long>(r.grid_q),
                 static_cast<long long>(r.bkv), static_cast<long long>(r.bq), ref_runs.c_str(),
                 r.flops / 1e9, r.kv_bytes / 1e6);
   }
   std::printf(
-      "\nkernel ms: wall time (what GFLOP/s and GB/s use); cpu ms: CPU time of all threads.\n"
+      "\nthr: kernel threads (the limits are measured on as many). kernel ms: wall time (what "
+      "GFLOP/s and GB/s use); cpu ms: CPU time of all threads.\n"
       "GFLOP/s: 4 * Hq * D per attended (query, key) pair; GB/s: K and V bytes the "
-      "definition needs (kv_len * 2 * Hkv * D * kv_bytes per sequence), each read once.\n");
+      "definition needs (kv_len * 2 * Hkv * D * kv_bytes per sequence), each read once.\n"
+      "%%limit: the roofline bound (the longer of the useful flops at the GEMM peak and the KV "
+      "bytes at the triad bandwidth; m: memory-bound, c: compute-bound) over the kernel time.\n");
 }
 
 void print_json(const std::vector<Row>& rows, const Preset& preset, const std::string& date,
-                const std::string& load, const bench::TriadResult& triad, const bench::GemmResult& gemm) {
+                const std::string& load, const std::vector<Limits>& limits) {
   JsonWriter j;
   j.begin_object();
   j.key("preset").value(preset.name).key("date").value(date);
-  j.key("cpu").value(bench::cpu_model_name()).key("threads").value(kThreads);
+  j.key("cpu").value(bench::cpu_model_name()).key("cores").value(hardware_threads());
   j.key("load_average").value(load);
-  j.key("machine").begin_object();
-  j.key("triad_gb_per_s").value(triad.gb_per_s);
-  j.key("triad_bytes_per_sweep").value(triad.bytes_per_sweep);
-  j.key("gemm_gflop_per_s").value(gemm.gflop_per_s);
-  j.key("gemm_n").value(gemm.n);
-  j.key("gemm_simd").value(gemm.simd);
-  j.end_object();
+  j.key("simd").value(limits.front().gemm.simd);
+  j.key("limits").begin_array();
+  for (const Limits& m : limits) {
+    j.begin_object();
+    j.key("threads").value(m.threads);
+    j.key("triad_gb_per_s").value(m.triad.gb_per_s);
+    j.key("triad_bytes_per_sweep").value(m.triad.bytes_per_sweep);
+    j.key("gemm_gflop_per_s").value(m.gemm.gflop_per_s);
+    j.key("gemm_n").value(m.gemm.n);
+    j.end_object();
+  }
+  j.end_array();
   bool all_agree = true;
   j.key("results").begin_array();
   for (const Row& r : rows) {
+    const Limits& m = limits_for(limits, r.threads);
     const double kernel_s = r.kernel_ms * 1e-3;
     const double gflops = r.flops / kernel_s / 1e9;
     const double gbps = r.kv_bytes / kernel_s / 1e9;
+    const Roofline roof = roofline(r.flops, r.kv_bytes, m);
     all_agree = all_agree && r.cmp.agree();
     j.begin_object();
     j.key("workload").value(r.workload).key("dtype").value(r.dtype);
+    j.key("threads").value(r.threads);
     j.key("useful_flops").value(r.flops).key("kv_bytes").value(r.kv_bytes);
     j.key("grid").begin_array().value(r.grid_heads).value(r.grid_q).end_array();
     j.key("kv_pages_per_block").value(r.bkv).key("queries_per_block").value(r.bq);
     j.key("kernel_ms").value(r.kernel_ms).key("kernel_cpu_ms").value(r.kernel_cpu_ms);
     j.key("kernel_runs").value(r.kernel_runs);
-    j.key("gflop_per_s").value(gflops).key("pct_gemm").value(100.0 * gflops / gemm.gflop_per_s);
-    j.key("gb_per_s").value(gbps).key("pct_triad").value(100.0 * gbps / triad.gb_per_s);
+    j.key("gflop_per_s").value(gflops).key("pct_gemm").value(100.0 * gflops / m.gemm.gflop_per_s);
+    j.key("gb_per_s").value(gbps).key("pct_triad").value(100.0 * gbps / m.triad.gb_per_s);
+    j.key("bound").value(roof.bound).key("pct_limit").value(100.0 * roof.seconds / kernel_s);
     j.key("reference_ms").value(r.reference_ms).key("reference_runs").value(r.reference_runs);
     j.key("speedup").value(r.reference_ms / r.kernel_ms);
     j.key("agree").value(r.cmp.agree());
@@ -222,23 +273,51 @@ void print_json(const std::vector<Row>& rows, const Preset& preset, const std::s
   std::printf("%s\n", j.str().c_str());
 }
 
+// --threads: a comma-separated list of positive counts and "all" (every core), in order,
+// repeats dropped. nullopt on anything else.
+std::optional<std::vector<int>> parse_thread_sweep(std::string_view text) {
+  std::vector<int> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    const size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string_view item = text.substr(pos, comma - pos);
+    int n = 0;
+    if (item == "all") {
+      n = hardware_threads();
+    } else {
+      const auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
+      if (ec != std::errc{} || end != item.data() + item.size() || n < 1 || n > 4096) return std::nullopt;
+    }
+    if (std::find(out.begin(), out.end(), n) == out.end()) out.push_back(n);
+    pos = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace
 
 int bench_command(const std::vector<std::string_view>& args) {
   std::string preset_name = "quick";
+  std::string threads_arg = "1,2,all";
   bool json = false;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--json") {
       json = true;
-    } else if (args[i] == "--preset") {
-      if (i + 1 >= args.size()) return usage_error("--preset needs a value");
-      preset_name = args[++i];
+    } else if (args[i] == "--preset" || args[i] == "--threads") {
+      if (i + 1 >= args.size()) return usage_error(std::string(args[i]) + " needs a value");
+      (args[i] == "--preset" ? preset_name : threads_arg) = args[i + 1];
+      ++i;
     } else {
       return usage_error("bench: unexpected argument '" + std::string(args[i]) + "'");
     }
   }
   const std::optional<Preset> preset = find_preset(preset_name);
   if (!preset) return usage_error("--preset takes quick, decode, prefill or mixed");
+  const std::optional<std::vector<int>> sweep = parse_thread_sweep(threads_arg);
+  if (!sweep) {
+    return usage_error("--threads takes a comma-separated list of thread counts (1 to 4096) and "
+                       "'all', e.g. 1,2,all; got '" + threads_arg + "'");
+  }
 
   const std::string date = bench::now_string();
   const std::string load_before = bench::load_average();
@@ -250,45 +329,57 @@ int bench_command(const std::vector<std::string_view>& args) {
                  "so wall times (and the limits) will be off\n",
                  load_before.c_str());
   }
-  std::fprintf(stderr, "rpa bench: measuring memory bandwidth (triad, %d threads)\n", kThreads);
-  const bench::TriadResult triad = bench::measure_triad(int64_t{48} << 20, kThreads, 10);
-  std::fprintf(stderr, "rpa bench: triad %.2f GB/s; measuring float32 GEMM (%d threads)\n",
-               triad.gb_per_s, kThreads);
-  const bench::GemmResult gemm = bench::measure_gemm(2048, kThreads, 5);
-  std::fprintf(stderr, "rpa bench: GEMM %.2f GFLOP/s\n", gemm.gflop_per_s);
+  std::vector<Limits> limits;
+  for (const int threads : *sweep) {
+    Limits m;
+    m.threads = threads;
+    std::fprintf(stderr, "rpa bench: measuring memory bandwidth (triad, %d threads)\n", threads);
+    m.triad = bench::measure_triad(int64_t{48} << 20, threads, 10);
+    std::fprintf(stderr, "rpa bench: triad %.2f GB/s; measuring float32 GEMM (%d threads)\n",
+                 m.triad.gb_per_s, threads);
+    m.gemm = bench::measure_gemm(2048, threads, 5);
+    std::fprintf(stderr, "rpa bench: GEMM %.2f GFLOP/s\n", m.gemm.gflop_per_s);
+    limits.push_back(m);
+  }
 
   std::vector<Row> rows;
   const int total = static_cast<int>(preset->workloads.size()) * 2;
+  int index = 0;
   for (const std::string& name : preset->workloads) {
     for (DType t : {DType::kFloat32, DType::kBFloat16}) {
       const bench::WorkloadSpec spec = bench::workload_spec(name, t);
-      std::fprintf(stderr, "rpa bench: [%zu/%d] %s/%s: building\n", rows.size() + 1, total,
-                   name.c_str(), std::string(dtype_name(t)).c_str());
+      ++index;
+      std::fprintf(stderr, "rpa bench: [%d/%d] %s/%s: building\n", index, total, name.c_str(),
+                   std::string(dtype_name(t)).c_str());
       const bench::Workload w = bench::build_workload(spec);  // throws if strict rejects
-      rows.push_back(measure(w, *preset, static_cast<int>(rows.size()) + 1, total));
+      for (Row& r : measure(w, *preset, *sweep, index, total)) rows.push_back(std::move(r));
     }
   }
 
   const std::string load = load_before + " at start, " + bench::load_average() + " at end";
   if (json) {
-    print_json(rows, *preset, date, load, triad, gemm);
+    print_json(rows, *preset, date, load, limits);
   } else {
-    std::printf("rpa bench --preset %s: %s, %s, kernel on %d threads; load average %s\n",
-                preset->name.c_str(), date.c_str(), bench::cpu_model_name().c_str(), kThreads,
-                load.c_str());
-    std::printf(
-        "machine limits: triad %.2f GB/s (a = b + s*c over 3 x %lld MiB of float, %d threads, "
-        "best of 10; 3 arrays counted, write-allocate not); GEMM %.2f GFLOP/s (Eigen float32 "
-        "%lld^3, columns split over %d threads, best of 5; Eigen SIMD: %s, this build's "
-        "flags)\n\n",
-        triad.gb_per_s, static_cast<long long>(triad.bytes_per_sweep / 3 >> 20), triad.threads,
-        gemm.gflop_per_s, static_cast<long long>(gemm.n), gemm.threads, gemm.simd.c_str());
+    std::printf("rpa bench --preset %s: %s, %s (%d cores), kernel on %s threads; load average "
+                "%s\n",
+                preset->name.c_str(), date.c_str(), bench::cpu_model_name().c_str(),
+                hardware_threads(), threads_arg.c_str(), load.c_str());
+    for (const Limits& m : limits) {
+      std::printf(
+          "machine limits on %d thread%s: triad %.2f GB/s (a = b + s*c over 3 x %lld MiB of "
+          "float, best of 10; 3 arrays counted, write-allocate not); GEMM %.2f GFLOP/s (Eigen "
+          "float32 %lld^3, columns split over the threads, best of 5)\n",
+          m.threads, m.threads == 1 ? "" : "s", m.triad.gb_per_s,
+          static_cast<long long>(m.triad.bytes_per_sweep / 3 >> 20), m.gemm.gflop_per_s,
+          static_cast<long long>(m.gemm.n));
+    }
+    std::printf("Eigen SIMD: %s, this build's flags\n\n", limits.front().gemm.simd.c_str());
     if (busy) {
       std::printf("WARNING: the machine was busy (load average %s at start): wall times are "
                   "inflated; compare cpu ms.\n\n",
                   load_before.c_str());
     }
-    print_table(rows, triad, gemm);
+    print_table(rows, limits);
   }
   const bool all_agree =
       std::all_of(rows.begin(), rows.end(), [](const Row& r) { return r.cmp.agree(); });

@@ -281,7 +281,10 @@ def test_usage(tmp):
 
 def test_bench_usage():
     # Timing runs belong to `rpa bench` itself (seconds each); only its usage is tested here.
-    for args in (["bench", "--preset", "nope"], ["bench", "--frob"]):
+    for args in (["bench", "--preset", "nope"], ["bench", "--frob"], ["bench", "--threads"],
+                 ["bench", "--threads", "0"], ["bench", "--threads", "-1"],
+                 ["bench", "--threads", "1,,2"], ["bench", "--threads", "two"],
+                 ["bench", "--threads", "1,all,x"], ["bench", "--threads", ""]):
         p = rpa(*args)
         check(f"usage {args}", p.returncode == 64 and p.stderr.startswith("rpa: "),
               f"rc={p.returncode} stderr={p.stderr[:200]!r}")
