@@ -7,6 +7,8 @@
 // (tools/cross_check_jax.py --pallas), and the summary says whether that ran.
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -18,6 +20,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "fuzz/raw_call.h"
 #include "fuzz/raw_check.h"
@@ -45,6 +49,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Finding {
+  int64_t case_index = 0;  // which case of the run found it (findings are kept in this order)
   std::string check;   // "validation (jax)", "kernel vs reference", "raw call", "exception",
                        // "pallas"
   std::string detail;  // one line
@@ -78,6 +83,35 @@ void record(Stats& st, Finding f) {
   if (st.findings.size() < kMaxFindings) st.findings.push_back(std::move(f));
 }
 
+// One worker's tallies into the run's: counts add up, the worst budgets and discriminations
+// are the worst of either, and the findings are the first kMaxFindings by case index.
+void merge_into(Stats& to, const Stats& from) {
+  to.cases += from.cases;
+  to.mutated += from.mutated;
+  to.validation_checks += from.validation_checks;
+  to.kernel_checks += from.kernel_checks;
+  to.raw_calls += from.raw_calls;
+  to.raw_strict_accepted += from.raw_strict_accepted;
+  to.raw_ran += from.raw_ran;
+  for (int k = 0; k < 2; ++k) {
+    for (const auto& [rule, n] : from.verdicts[k]) to.verdicts[k][rule] += n;
+  }
+  for (const auto& [pair, w] : from.worst_budget) to.worst_budget[pair] = std::max(to.worst_budget[pair], w);
+  for (const auto& [pair, w] : from.worst_budget_reference) {
+    to.worst_budget_reference[pair] = std::max(to.worst_budget_reference[pair], w);
+  }
+  for (const auto& [pair, w] : from.worst_discrimination) {
+    to.worst_discrimination[pair] = std::max(to.worst_discrimination[pair], w);
+  }
+  for (const auto& [pair, n] : from.pair_checks) to.pair_checks[pair] += n;
+  to.could_not_reject_zero += from.could_not_reject_zero;
+  to.findings_total += from.findings_total;
+  to.findings.insert(to.findings.end(), from.findings.begin(), from.findings.end());
+  std::stable_sort(to.findings.begin(), to.findings.end(),
+                   [](const Finding& a, const Finding& b) { return a.case_index < b.case_index; });
+  if (to.findings.size() > kMaxFindings) to.findings.resize(kMaxFindings);
+}
+
 uint64_t case_seed(uint64_t seed, int64_t i) {
   return seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(i) * 0xbf58476d1ce4e5b9ULL;
 }
@@ -95,7 +129,7 @@ props::CaseSpec case_spec(uint64_t seed, int64_t i, int max_size) {
 // fuzz_raw_inputs' decoder and checks in process: the raw form (fuzz/raw_call.h) of a valid
 // case with one to four bytes changed, three times in four among the bytes before q's and
 // kv_pages' contents (shapes, dtypes, parameters, index arrays: what validation reads).
-void run_raw_call(const props::Materialized& m, uint64_t seed, Stats& st) {
+void run_raw_call(const props::Materialized& m, uint64_t seed, int64_t i, Stats& st) {
   std::optional<std::vector<uint8_t>> bytes = fuzz::encode_raw_call({m.inputs, m.params});
   if (!bytes || bytes->empty()) return;  // over the raw element budget
   const uint64_t data = static_cast<uint64_t>(m.inputs.q.nbytes() + m.inputs.kv_pages.nbytes());
@@ -111,9 +145,9 @@ void run_raw_call(const props::Materialized& m, uint64_t seed, Stats& st) {
     const fuzz::RawCheck r = fuzz::check_raw_call(fuzz::decode_raw_call(*bytes));
     st.raw_strict_accepted += r.strict_accepts ? 1 : 0;
     st.raw_ran += r.ran ? 1 : 0;
-    if (r.problem) record(st, {"raw call", *r.problem, "", props::to_hex(*bytes)});
+    if (r.problem) record(st, {i, "raw call", *r.problem, "", props::to_hex(*bytes)});
   } catch (const std::exception& e) {
-    record(st, {"raw call", std::string("exception: ") + e.what(), "", props::to_hex(*bytes)});
+    record(st, {i, "raw call", std::string("exception: ") + e.what(), "", props::to_hex(*bytes)});
   }
 }
 
@@ -131,7 +165,7 @@ void run_case(const props::CaseSpec& spec, int64_t i, Stats& st) {
     ++st.validation_checks;
     ++st.verdicts[k][got ? std::string(rule_info(got->rule).name) : "valid"];
     if (got != want) {
-      record(st, {"validation (" + std::string(mode_name(mode)) + ")",
+      record(st, {i, "validation (" + std::string(mode_name(mode)) + ")",
                   "spec model: " + props::verdict_text(want) +
                       " | validate: " + props::verdict_text(got),
                   props::spec_hex(spec), ""});
@@ -140,7 +174,7 @@ void run_case(const props::CaseSpec& spec, int64_t i, Stats& st) {
   }
   if (!strict_valid) return;
 
-  run_raw_call(m, case_seed(static_cast<uint64_t>(spec.data_seed), i), st);
+  run_raw_call(m, case_seed(static_cast<uint64_t>(spec.data_seed), i), i, st);
   const Tensor out =
       tiled_attention(m.inputs, m.params, {.threads = static_cast<int>(i / 2 % 2) + 1});
   ++st.kernel_checks;
@@ -160,7 +194,7 @@ void run_case(const props::CaseSpec& spec, int64_t i, Stats& st) {
       if (!c.rejects_zero()) ++st.could_not_reject_zero;
     }
     if (!c.agree()) {
-      record(st, {"kernel vs reference (" + semantics_label(semantics) + ")",
+      record(st, {i, "kernel vs reference (" + semantics_label(semantics) + ")",
                   describe_mismatch(c), props::spec_hex(spec), ""});
     }
   }
@@ -404,24 +438,51 @@ int campaign_command(const std::vector<std::string_view>& args) {
   const double step = tty ? 0.25 : 10.0;
   const auto start = Clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  double next_progress = 0.0;
   Stats st;
   st.max_size = static_cast<int>(max_size);
-  for (int64_t i = 0; elapsed() < static_cast<double>(seconds); ++i) {
-    const props::CaseSpec spec = case_spec(seed, i, st.max_size);
-    try {
-      run_case(spec, i, st);
-    } catch (const std::exception& e) {
-      record(st, {"exception", e.what(), props::spec_hex(spec), ""});
+  // Every core draws cases: worker w takes the next case index until the time is up, with
+  // tallies of its own, merged at the end. Which cases a run reaches depends on the time;
+  // what case i is and what it checks does not.
+  const int workers = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  std::atomic<int64_t> next{0}, cases_done{0}, kernel_done{0}, findings_seen{0};
+  std::vector<Stats> per_worker(static_cast<size_t>(workers));
+  auto work = [&](size_t w) {
+    Stats& mine = per_worker[w];
+    mine.max_size = st.max_size;
+    while (elapsed() < static_cast<double>(seconds)) {
+      const int64_t i = next++;
+      const props::CaseSpec spec = case_spec(seed, i, st.max_size);
+      const int64_t kernel_before = mine.kernel_checks, findings_before = mine.findings_total;
+      try {
+        run_case(spec, i, mine);
+      } catch (const std::exception& e) {
+        record(mine, {i, "exception", e.what(), props::spec_hex(spec), ""});
+      }
+      ++cases_done;
+      kernel_done += mine.kernel_checks - kernel_before;
+      findings_seen += mine.findings_total - findings_before;
     }
-    if (elapsed() >= next_progress) {
+  };
+  std::vector<std::thread> pool;
+  for (int w = 1; w < workers; ++w) pool.emplace_back(work, static_cast<size_t>(w));
+  std::thread progress([&] {
+    while (elapsed() < static_cast<double>(seconds)) {
       std::fprintf(stderr, "%s[%5.1f/%llu s] %lld cases, %lld kernel checks, %lld findings%s",
                    tty ? "\r" : "", elapsed(), static_cast<unsigned long long>(seconds),
-                   static_cast<long long>(st.cases), static_cast<long long>(st.kernel_checks),
-                   static_cast<long long>(st.findings_total), tty ? "" : "\n");
-      next_progress = elapsed() + step;
+                   static_cast<long long>(cases_done.load()), static_cast<long long>(kernel_done.load()),
+                   static_cast<long long>(findings_seen.load()), tty ? "" : "\n");
+      const double until = std::min(static_cast<double>(seconds), elapsed() + step);
+      while (elapsed() < until) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-  }
+  });
+  work(0);
+  for (std::thread& t : pool) t.join();
+  progress.join();
+  for (const Stats& w : per_worker) merge_into(st, w);
+  std::fprintf(stderr, "%s[%5.1f/%llu s] %lld cases, %lld kernel checks, %lld findings (%d workers)%s",
+               tty ? "\r" : "", elapsed(), static_cast<unsigned long long>(seconds),
+               static_cast<long long>(st.cases), static_cast<long long>(st.kernel_checks),
+               static_cast<long long>(st.findings_total), workers, tty ? "" : "\n");
   if (tty) std::fprintf(stderr, "\n");
   if (pallas > 0) {
     const std::filesystem::path log =
@@ -435,12 +496,14 @@ int campaign_command(const std::vector<std::string_view>& args) {
     if (r.failed < 0) {
       st.pallas = "ERROR: " + command + " gave no verdict (exit status " +
                   std::to_string(r.status) + "; see " + log.string() + ")";
-      record(st, {"pallas", st.pallas, "", ""});
+      record(st, {INT64_MAX, "pallas", st.pallas, "", ""});
     } else {
       st.pallas = r.last_line.substr(std::string("cross_check_jax pallas: ").size()) + " (" +
                   command + "; log " + log.string() + ")";
-      if (r.failed > 0) record(st, {"pallas", std::to_string(r.failed) + " cases differ: see " +
-                                                  log.string(), "", ""});
+      if (r.failed > 0) {
+        record(st, {INT64_MAX, "pallas", std::to_string(r.failed) + " cases differ: see " + log.string(),
+                    "", ""});
+      }
     }
   }
   const double took = elapsed();
