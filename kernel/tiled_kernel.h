@@ -1,6 +1,8 @@
 // The TPU-tiled kernel on a CPU (DESIGN.md section 5): JAX's Pallas schedule — heads
 // blocks, query blocks that span sequences, KV blocks of pages copied into a VMEM-sized
-// double buffer, online softmax — with float32 arithmetic where the TPU has it.
+// double buffer, online softmax — with float32 arithmetic where the TPU has it (the
+// literal schedule), and the same arithmetic laid out for a CPU's caches and cores (the
+// default one).
 #pragma once
 
 #include <cstdint>
@@ -15,7 +17,7 @@
 namespace rpa {
 
 struct KernelOptions {
-  int threads = 0;  // worker threads over grid cells; 0: every core
+  int threads = 0;  // worker threads over the default schedule's tasks; 0: every core
   TargetProfile target = default_target_profile();
   // Run the Pallas program literally (kernel/pallas_program.h, DESIGN.md section 5): one
   // thread, the grid cells in order, the prefetch chain deciding which KV block each
@@ -23,11 +25,16 @@ struct KernelOptions {
   // across grid cells from NaN (TPU interpret mode's uninitialized memory), every slot of a
   // KV block computed over, zero-filled past kv_len, and every query block written whole
   // from the accumulator. This is what the Pallas kernel computes, also where that is not
-  // the definition (stale_kv_block, rows_not_computed, a small mask_value). By default,
-  // under a mask_value <= -1e30, work whose weight is exactly 0 in float32 is skipped
-  // (padded slots, keys after a query block's last row, fully masked blocks), sequences are
-  // read in place and heads blocks run in parallel; the properties check both schedules
-  // against the reference.
+  // the definition (stale_kv_block, rows_not_computed, a small mask_value).
+  // By default (DESIGN.md section 5, and the README's departures): the same heads blocks,
+  // KV blocks and online-softmax update, but KV read in place from the pages (no staging
+  // copy), a sequence's rows taken in tiles of about 512 rows per kv head rather than the
+  // TPU's query blocks, and under a mask_value <= -1e30 work whose weight is exactly 0 in
+  // float32 skipped (padded slots, keys after a tile's or a GEMM panel's last row, fully
+  // masked blocks). A KV range of more than 1024 tokens is cut into chunks of whole KV
+  // blocks that run in parallel and are merged in order (flash-decoding). Tasks (heads
+  // block, row tile, chunk) follow from the shape alone, so the bits never depend on the
+  // thread count. The properties check both schedules against the reference.
   bool literal_schedule = false;
   // Literal schedule, block sizes not both given: JAX's untuned default
   // (untuned_block_sizes), as the Pallas kernel takes them in jax mode, rather than the
@@ -52,7 +59,7 @@ KernelPlan plan_kernel(const Inputs& in, const Params& params, const TargetProfi
 
 // o [T, Hq, D] in q's dtype. Rows at or past cu_q_lens[num_seqs] are 0 (literal schedule:
 // what the Pallas program leaves there). The result does not depend on the thread count:
-// each grid cell is computed by one thread in a fixed order.
+// each task is computed by one thread in a fixed order, and chunks are merged in order.
 Tensor tiled_attention(const Inputs& in, const Params& params, const KernelOptions& options = {});
 
 }  // namespace rpa
