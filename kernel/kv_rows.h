@@ -45,14 +45,16 @@ inline void prefetch_row(const std::byte* p, int64_t bytes) {
 }
 
 // Calls f(page_ptr, j0, count, next_page, next_count) for the pages of tokens [0, n), in
-// order; next_page is the following page (nullptr after the last).
+// order; next_page holds the next_count tokens after them, of the first `ahead` (>= n), or
+// is nullptr.
 template <class F>
-inline void for_each_page(const KvRows& src, int64_t n, F&& f) {
+inline void for_each_page(const KvRows& src, int64_t n, int64_t ahead, F&& f) {
   for (int64_t j0 = 0, i = 0; j0 < n; j0 += src.page_size, ++i) {
     const int64_t count = n - j0 < src.page_size ? n - j0 : src.page_size;
     const int64_t next_j0 = j0 + count;
-    const int64_t next_count = n - next_j0 < src.page_size ? n - next_j0 : src.page_size;
-    f(src.pages[i], j0, count, next_j0 < n ? src.pages[i + 1] : nullptr, next_j0 < n ? next_count : 0);
+    const int64_t next_count = ahead - next_j0 < src.page_size ? ahead - next_j0 : src.page_size;
+    f(src.pages[i], j0, count, next_j0 < ahead ? src.pages[i + 1] : nullptr,
+      next_j0 < ahead ? next_count : 0);
   }
 }
 
@@ -167,10 +169,15 @@ void few_row_axpy(const float* w, int rows, int64_t ld, const std::byte* page, i
 }
 
 // Calls f(page_ptr, j0, count, next_page, next_count) for the pages that hold tokens [0, n)
-// of the block, in order.
+// of the block, in order; next_page is the page after (nullptr after the last page of the
+// first `ahead` tokens, ahead >= n), for the loops to ask for ahead.
 template <class F>
 void for_each_kv_page(const KvRows& src, int64_t n, F&& f) {
-  kv_rows_detail::for_each_page(src, n, f);
+  kv_rows_detail::for_each_page(src, n, n, f);
+}
+template <class F>
+void for_each_kv_page(const KvRows& src, int64_t n, int64_t ahead, F&& f) {
+  kv_rows_detail::for_each_page(src, n, ahead, f);
 }
 
 }  // namespace rpa

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 #include <type_traits>
@@ -74,6 +75,9 @@ constexpr int64_t kTileRows = 512;
 // least this many tokens, computed in parallel and merged in order (flash-decoding). The
 // split depends on the shape only, so the output bits do not depend on the thread count.
 constexpr int64_t kSplitTokens = 1024;
+
+// Bytes of K and V (every head of a heads block) per decode step: half of a 1 MiB L2.
+constexpr int64_t kDecodeStepBytes = 512 * 1024;
 
 // Reads n elements of a float dtype into float32 (bfloat16 by its bits, in a loop the
 // compiler vectorizes).
@@ -206,8 +210,26 @@ class BlockMath {
     const int64_t n_data = std::min(nk, valid);  // slots with a token's K and V
     const BlockRows br{.a = a, .r0 = r0, .rows = rows, .q_pos0 = q_pos0, .kv_start = kv_start,
                        .nk = nk, .n_data = n_data, .first = first};
-    if (rows <= kFewRows) {
-      few_rows_block(br, src);
+    if (rows <= kFewRows && exact_skips_) {
+      // Decode steps the online softmax over sub-blocks whose K and V rows (every head of
+      // the heads block) fit in L2: each byte then comes from memory once, the V rows
+      // prefetched with the K rows, instead of once for K and again for V after the whole
+      // block's softmax. Each step is the block update on fewer keys (the same as a smaller
+      // KV block), so only the rounding of the running m, l and accumulator changes.
+      const int64_t S = view_.page_size();
+      const int64_t token_bytes = hc_blk_ * d_ * kv_bytes_;
+      const int64_t sub = std::max<int64_t>(1, kDecodeStepBytes / token_bytes / S) * S;
+      for (int64_t j0 = 0; j0 < nk; j0 += sub) {
+        BlockRows part = br;
+        part.kv_start = kv_start + j0;
+        part.nk = std::min(sub, nk - j0);
+        part.n_data = part.nk;  // exact skips: nk <= valid
+        part.first = first && j0 == 0;
+        const KvRows part_src{.pages = src.pages + j0 / S, .page_size = S, .token_stride = src.token_stride};
+        few_rows_block(part, part_src, nk - j0);
+      }
+    } else if (rows <= kFewRows) {
+      few_rows_block(br, src, n_data);
     } else {
       for (int64_t h = 0; h < hkv_blk_; ++h) gemm_block(br, h, src);
     }
@@ -228,7 +250,8 @@ class BlockMath {
 
   // Decode: every head's logits first, page by page, so a page's rows of all the heads are
   // read while it is in cache; then the softmax; then the weighted V rows, page by page.
-  void few_rows_block(const BlockRows& br, const KvRows& src) {
+  // ahead: tokens of src (>= br.n_data) whose pages the loops may ask for ahead.
+  void few_rows_block(const BlockRows& br, const KvRows& src, int64_t ahead) {
     const int rows = static_cast<int>(br.rows);
     const int64_t nk = br.nk, n = br.n_data;
     const int64_t stride = src.token_stride;
@@ -236,8 +259,8 @@ class BlockMath {
     if (k_in_registers_) {
       with_kv_tag(kind_, [&](auto tag) {
         using Kv = decltype(tag);
-        for_each_kv_page(src, n, [&](const std::byte* page, int64_t j0, int64_t count,
-                                     const std::byte* next, int64_t next_count) {
+        for_each_kv_page(src, n, ahead, [&](const std::byte* page, int64_t j0, int64_t count,
+                                            const std::byte* next, int64_t next_count) {
           for (int64_t h = 0; h < hkv_blk_; ++h) {
             few_row_dots<Kv>(q_.data() + h * rows * d_, rows, d_, page, 2 * h * d_ * kv_bytes_,
                              stride, count, lg + h * rows * nk + j0, nk, next, next_count);
@@ -266,10 +289,10 @@ class BlockMath {
       with_kv_tag(kind_, [&](auto tag) {
         using Kv = decltype(tag);
         for_each_kv_page(src, n, [&](const std::byte* page, int64_t j0, int64_t count,
-                                     const std::byte* next, int64_t next_count) {
+                                     const std::byte*, int64_t) {
           for (int64_t h = 0; h < hkv_blk_; ++h) {
             few_row_axpy<Kv>(lg + h * rows * nk + j0, rows, nk, page, (2 * h + 1) * d_ * kv_bytes_,
-                             stride, count, d_, pv + h * rows * d_, next, next_count);
+                             stride, count, d_, pv + h * rows * d_);
           }
         });
       });
@@ -515,16 +538,31 @@ class LiteralProgram : public PallasProgramVisitor {
 // blocks after the last row's position and before the first row's window are left out:
 // each of their weights is exp(mask - m) = 0 against a row's real maximum, which a kept
 // block supplies). The blocks are cut into `chunks` runs of chunk_blocks, computed
-// independently and merged in order.
+// independently and merged in order. A decode sequence's segment takes every head at once
+// (all_heads; heads_blk 0 of a plan whose one heads block is every head): a page's token
+// rows are then read whole, front to back, which the hardware prefetchers follow; the
+// heads of a heads block only share the pass over the page, never arithmetic, so this
+// changes no bit.
 struct Segment {
   int64_t heads_blk, seq, a, b, kb_begin, kb_end, chunk_blocks, chunks;
+  bool all_heads;
+  int64_t hq_blk;  // q heads the segment covers
   size_t partial;  // offset of the chunks' partial results (chunks > 1)
 };
 
 // Floats per chunk of a segment's partial results: m and l of each (row, q head), then its
 // accumulator row of D.
-int64_t partial_floats(const Segment& sg, int64_t hq_blk, int64_t d) {
-  return (sg.b - sg.a) * hq_blk * (d + 2);
+int64_t partial_floats(const Segment& sg, int64_t d) {
+  return (sg.b - sg.a) * sg.hq_blk * (d + 2);
+}
+
+// The plan with one heads block of every head (decode's segments).
+KernelPlan all_heads_plan(const KernelPlan& plan, const PagedKvView& view) {
+  KernelPlan all = plan;
+  all.heads.q_heads = view.num_q_heads();
+  all.heads.combined_kv_heads = 2 * view.num_kv_heads();
+  all.num_heads_blks = 1;
+  return all;
 }
 
 // The default schedule's worker: reads each KV block in place from the paged cache.
@@ -548,7 +586,7 @@ class SegmentWorker : public BlockMath {
       return;
     }
     const int64_t n = (sg.b - sg.a) * hq_blk_;
-    float* pm = partial + c * partial_floats(sg, hq_blk_, d_);
+    float* pm = partial + c * partial_floats(sg, d_);
     float* pl = pm + n;
     float* po = pl + n;
     for (int64_t e = 0; e < n; ++e) {  // e = (r - a) * Hq_blk + h * group + g
@@ -591,10 +629,11 @@ class SegmentWorker : public BlockMath {
 
 // The chunks of a split segment merged in order, as one more online-softmax step each:
 // chunk c's rows weigh l_c * exp(m_c - m) against the running m.
-void merge_chunks(const Segment& sg, const float* partial, int64_t hq_blk, int64_t d,
-                  const PagedKvView& view, DType q_dtype, Tensor& out, std::vector<float>& o) {
+void merge_chunks(const Segment& sg, const float* partial, int64_t d, const PagedKvView& view,
+                  DType q_dtype, Tensor& out, std::vector<float>& o) {
+  const int64_t hq_blk = sg.hq_blk;
   const int64_t n = (sg.b - sg.a) * hq_blk;
-  const int64_t stride = partial_floats(sg, hq_blk, d);
+  const int64_t stride = partial_floats(sg, d);
   o.resize(static_cast<size_t>(d));
   for (int64_t e = 0; e < n; ++e) {
     float m = partial[e], l = partial[n + e];
@@ -636,6 +675,8 @@ std::vector<Segment> plan_segments(const Inputs& in, const Params& p, const Kern
   std::vector<Segment> out;
   for (int64_t hb = 0; hb < plan.num_heads_blks; ++hb) {
     for (int64_t s = 0; s < view.num_seqs(); ++s) {
+      const bool all_heads = view.q_len(s) * view.q_heads_per_kv() <= kFewRows;
+      if (all_heads && hb > 0) continue;  // the first heads block's pass took every head
       for (int64_t a = view.q_start(s); a < view.q_end(s); a += tile) {
         const int64_t b = std::min(view.q_end(s), a + tile);
         const int64_t kv_len = view.kv_len(s);
@@ -661,7 +702,8 @@ std::vector<Segment> plan_segments(const Inputs& in, const Params& p, const Kern
         out.push_back({.heads_blk = hb, .seq = s, .a = a, .b = b, .kb_begin = kb_begin,
                        .kb_end = kb_end,
                        .chunk_blocks = chunks == 1 ? std::max<int64_t>(blocks, 1) : chunk_blocks,
-                       .chunks = chunks, .partial = 0});
+                       .chunks = chunks, .all_heads = all_heads,
+                       .hq_blk = all_heads ? view.num_q_heads() : plan.heads.q_heads, .partial = 0});
       }
     }
   }
@@ -750,7 +792,8 @@ Tensor tiled_attention(const Inputs& in, const Params& p, const KernelOptions& o
   const PagedKvView view(in);
   const bool exact = SegmentWorker(in, p, plan, 1).exact_skips();
   std::vector<Segment> segments = plan_segments(in, p, plan, exact);
-  const int64_t hq_blk = plan.heads.q_heads, d = view.head_dim();
+  const int64_t d = view.head_dim();
+  const KernelPlan all = all_heads_plan(plan, view);
   std::vector<std::pair<size_t, int64_t>> tasks;
   std::vector<size_t> split;
   size_t partial_size = 0;
@@ -758,7 +801,7 @@ Tensor tiled_attention(const Inputs& in, const Params& p, const KernelOptions& o
     Segment& sg = segments[i];
     if (sg.chunks > 1) {
       sg.partial = partial_size;
-      partial_size += static_cast<size_t>(sg.chunks * partial_floats(sg, hq_blk, d));
+      partial_size += static_cast<size_t>(sg.chunks * partial_floats(sg, d));
       split.push_back(i);
     }
     for (int64_t c = 0; c < sg.chunks; ++c) tasks.emplace_back(i, c);
@@ -772,9 +815,9 @@ Tensor tiled_attention(const Inputs& in, const Params& p, const KernelOptions& o
   std::stable_sort(tasks.begin(), tasks.end(),
                    [&](const auto& x, const auto& y) { return cost(x) > cost(y); });
   std::vector<float> partial(partial_size);
-  // Scratch for the tallest tile of this call (decode's are one row).
-  int64_t tile = 1;
-  for (const Segment& sg : segments) tile = std::max(tile, sg.b - sg.a);
+  // Scratch for the tallest tile of this call, per kind of segment (decode's are one row).
+  int64_t tile = 1, all_tile = 1;
+  for (const Segment& sg : segments) (sg.all_heads ? all_tile : tile) = std::max(sg.all_heads ? all_tile : tile, sg.b - sg.a);
   const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   const int threads = options.threads > 0 ? options.threads : hw;
   const auto workers =
@@ -782,10 +825,12 @@ Tensor tiled_attention(const Inputs& in, const Params& p, const KernelOptions& o
   std::atomic<size_t> next{0};
   on_threads(workers, [&] {
     const FlushSubnormals flush;
-    SegmentWorker worker(in, p, plan, tile);
+    std::optional<SegmentWorker> blocks, every_head;  // made when first needed
     for (size_t t = next++; t < tasks.size(); t = next++) {
       const Segment& sg = segments[tasks[t].first];
-      worker.run(sg, tasks[t].second, out, partial.data() + sg.partial);
+      std::optional<SegmentWorker>& worker = sg.all_heads ? every_head : blocks;
+      if (!worker) worker.emplace(in, p, sg.all_heads ? all : plan, sg.all_heads ? all_tile : tile);
+      worker->run(sg, tasks[t].second, out, partial.data() + sg.partial);
     }
   });
   std::atomic<size_t> next_split{0};
@@ -794,7 +839,7 @@ Tensor tiled_attention(const Inputs& in, const Params& p, const KernelOptions& o
     std::vector<float> o;
     for (size_t t = next_split++; t < split.size(); t = next_split++) {
       const Segment& sg = segments[split[t]];
-      merge_chunks(sg, partial.data() + sg.partial, hq_blk, d, view, in.q.dtype(), out, o);
+      merge_chunks(sg, partial.data() + sg.partial, d, view, in.q.dtype(), out, o);
     }
   });
   return out;
