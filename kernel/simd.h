@@ -5,6 +5,7 @@
 // it. Scalar tails use kv_load_one, which gives the same values.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -79,6 +80,8 @@ inline Vec set1(float x) { return _mm512_set1_ps(x); }
 inline Vec load(const float* p) { return _mm512_loadu_ps(p); }
 inline void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+inline Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+inline Vec div(Vec a, Vec b) { return _mm512_div_ps(a, b); }
 // A fixed tree: halves, then quarters, ... (the same order on every call).
 inline float sum(Vec v) {
   const __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
@@ -110,6 +113,19 @@ inline Vec kv_load(const typename Kv::Elem* p) {
   }
 }
 
+// v rounded to bfloat16 (to nearest, ties to even; a NaN stays a quiet NaN of its sign and
+// high payload), as float_to_bf16 does, into kLanes elements at p.
+inline void store_bf16(uint16_t* p, Vec v) {
+  const __m512i bits = _mm512_castps_si512(v);
+  const __m512i high = _mm512_srli_epi32(bits, 16);
+  const __m512i lsb = _mm512_and_si512(high, _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  const __m512i out = _mm512_mask_mov_epi32(rounded, nan, _mm512_or_si512(high, _mm512_set1_epi32(0x40)));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm512_cvtepi32_epi16(out));
+}
+
 #elif defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
 inline constexpr int kLanes = 8;
@@ -120,6 +136,8 @@ inline Vec set1(float x) { return _mm256_set1_ps(x); }
 inline Vec load(const float* p) { return _mm256_loadu_ps(p); }
 inline void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+inline Vec div(Vec a, Vec b) { return _mm256_div_ps(a, b); }
 inline float sum(Vec v) {
   const __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
   const __m128 e = _mm_add_ps(q, _mm_movehl_ps(q, q));
@@ -148,6 +166,20 @@ inline Vec kv_load(const typename Kv::Elem* p) {
   }
 }
 
+// v rounded to bfloat16 as float_to_bf16 does (see the AVX-512 branch), into 8 elements.
+inline void store_bf16(uint16_t* p, Vec v) {
+  const __m256i bits = _mm256_castps_si256(v);
+  const __m256i high = _mm256_srli_epi32(bits, 16);
+  const __m256i lsb = _mm256_and_si256(high, _mm256_set1_epi32(1));
+  const __m256i rounded =
+      _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
+  const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+  const __m256i out = _mm256_blendv_epi8(rounded, _mm256_or_si256(high, _mm256_set1_epi32(0x40)), nan);
+  // 32-bit lanes to 16 bits (each fits): pack within 128-bit halves, then put them in order.
+  const __m256i packed = _mm256_permute4x64_epi64(_mm256_packus_epi32(out, out), 0x08);
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_castsi256_si128(packed));
+}
+
 #else
 
 inline constexpr int kLanes = 1;
@@ -157,11 +189,19 @@ inline Vec zero() { return 0.0f; }
 inline Vec set1(float x) { return x; }
 inline Vec load(const float* p) { return *p; }
 inline void store(float* p, Vec v) { *p = v; }
-inline Vec fma(Vec a, Vec b, Vec c) { return a * b + c; }
+inline Vec fma(Vec a, Vec b, Vec c) { return std::fma(a, b, c); }
+inline Vec mul(Vec a, Vec b) { return a * b; }
+inline Vec div(Vec a, Vec b) { return a / b; }
 inline float sum(Vec v) { return v; }
 template <class Kv>
 inline Vec kv_load(const typename Kv::Elem* p) {
   return kv_load_one<Kv>(p, 0);
+}
+inline void store_bf16(uint16_t* p, Vec v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  *p = v != v ? static_cast<uint16_t>((bits >> 16) | 0x40u)
+              : static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
 }
 
 #endif

@@ -21,14 +21,11 @@
 #include "kernel/kv_rows.h"
 #include "kernel/paged_kv_view.h"
 #include "kernel/pallas_program.h"
+#include "kernel/panel_gemm.h"
 #include "kernel/simd.h"
 
 namespace rpa {
 namespace {
-
-using RowMajor = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using Map = Eigen::Map<RowMajor, 0, Eigen::OuterStride<>>;
-using ConstMap = Eigen::Map<const RowMajor, 0, Eigen::OuterStride<>>;
 
 // Scratch: 64-byte aligned (Eigen's vector loops start at the first aligned element, so
 // with the 16-byte alignment malloc gives, the order of a sum, and so its last bit, would
@@ -63,7 +60,7 @@ constexpr int64_t kFewRows = kMaxFewRows;
 // Rows of one GEMM panel in a prefill block. A panel's keys end at its last row's causal
 // position, so the part of the triangle above the diagonal that a whole block would compute
 // shrinks to at most a panel's height.
-constexpr int64_t kPanelRows = 256;
+constexpr int64_t kPanelRows = 64;
 
 // The default schedule's row tiles: a sequence's rows within a heads block are cut into
 // tiles of about this many rows (query rows x q heads per kv head), one task each. Each KV
@@ -157,10 +154,13 @@ class BlockMath {
         tile_q_(tile_queries),
         rows_max_(tile_q_ * group_),
         wide_rows_(std::max(rows_max_, hkv_blk_ * kFewRows)),
+        kv_ld_((kv_per_blk_ + simd::kLanes - 1) / simd::kLanes * simd::kLanes),
         k_(static_cast<size_t>(kv_per_blk_ * d_)),
         v_(static_cast<size_t>(kv_per_blk_ * d_)),
         q_(static_cast<size_t>(hkv_blk_ * rows_max_ * d_)),
-        logits_(static_cast<size_t>(wide_rows_ * kv_per_blk_)),
+        logits_(static_cast<size_t>(wide_rows_ * kv_ld_)),
+        kt_(static_cast<size_t>(d_ * kv_ld_)),
+        row_keys_(static_cast<size_t>(2 * rows_max_)),
         qkv_(static_cast<size_t>(wide_rows_ * d_)),
         m_(static_cast<size_t>(hkv_blk_ * rows_max_)),
         l_(static_cast<size_t>(hkv_blk_ * rows_max_)),
@@ -309,33 +309,49 @@ class BlockMath {
     }
   }
 
-  // Prefill: one kv head's block as GEMMs over panels of rows, each panel's keys ending at
-  // its last row's position where skips are exact.
+  // Prefill: one kv head's block through the register-tiled products of panel_gemm.h, a
+  // panel of rows at a time (its logits stay in L2 between the two products). Where skips
+  // are exact each row's keys end at its causal position; otherwise every slot of the
+  // block takes part, zero-filled past kv_len.
   void gemm_block(const BlockRows& br, int64_t h, const KvRows& src) {
     const int64_t rows = br.rows, nk = br.nk, n = br.n_data;
     gather(src, h, /*value=*/false, n, k_.data());
     gather(src, h, /*value=*/true, n, v_.data());
-    float* const lg = logits_.data();  // row i: lg + i * nk
+    // K transposed, 16 keys at a time (their rows stay in L1 while kt's rows are written),
+    // zero from key n to the end of its last vector.
+    const int64_t ldk = kv_ld_;
+    for (int64_t j0 = 0; j0 < n; j0 += 16) {
+      const int64_t j1 = std::min(n, j0 + 16);
+      for (int64_t c = 0; c < d_; ++c) {
+        float* row = kt_.data() + c * ldk;
+        for (int64_t j = j0; j < j1; ++j) row[j] = k_[static_cast<size_t>(j * d_ + c)];
+      }
+    }
+    for (int64_t c = 0; c < d_; ++c) {
+      float* row = kt_.data() + c * ldk;
+      std::fill(row + n, row + std::min(ldk, n + simd::kLanes), 0.0f);
+    }
+    int64_t* const keys = row_keys_.data();       // softmax length of each row
+    int64_t* const data_keys = keys + rows_max_;  // ... of those, keys with K and V
+    for (int64_t i = 0; i < rows; ++i) {
+      keys[i] = exact_skips_ ? std::clamp<int64_t>(br.q_pos0 + i / group_ + 1 - br.kv_start, 1, nk) : nk;
+      data_keys[i] = std::min(keys[i], n);
+    }
+    float* const lg = logits_.data();  // row i: lg + i * ldk
     float* const pv = qkv_.data();     // row i: pv + i * d
     const float* q = q_.data() + h * rows * d_;
     for (int64_t i0 = 0; i0 < rows; i0 += kPanelRows) {
       const int64_t pr = std::min(kPanelRows, rows - i0);
-      // Keys after the panel's last row are masked for all of its rows.
-      const int64_t panel_pos = br.q_pos0 + (i0 + pr - 1) / group_;
-      const int64_t nk_p = exact_skips_ ? std::clamp<int64_t>(panel_pos + 1 - br.kv_start, 1, nk) : nk;
-      const int64_t n_p = std::min(nk_p, n);
-      const ConstMap qm(q + i0 * d_, pr, d_, Eigen::OuterStride<>(d_));
-      const ConstMap km(k_.data(), n_p, d_, Eigen::OuterStride<>(d_));
-      const ConstMap vm(v_.data(), n_p, d_, Eigen::OuterStride<>(d_));
-      Map logits(lg + i0 * nk, pr, n_p, Eigen::OuterStride<>(nk));
-      logits.noalias() = qm * km.transpose();
+      panel_logits(q + i0 * d_, pr, d_, kt_.data(), ldk, data_keys + i0, lg + i0 * ldk, ldk);
       for (int64_t i = i0; i < i0 + pr; ++i) {
-        float* x = lg + i * nk;
-        std::fill(x + n_p, x + nk_p, 0.0f);  // zero-filled slots
-        softmax_row(x, nk_p, br, i, m_of(h, br), l_of(h, br), scales_[static_cast<size_t>(i)]);
+        float* x = lg + i * ldk;
+        std::fill(x + data_keys[i], x + keys[i], 0.0f);  // zero-filled slots
+        softmax_row(x, keys[i], br, i, m_of(h, br), l_of(h, br), scales_[static_cast<size_t>(i)]);
+        // The weighted sum runs each register tile of rows to its last row's keys.
+        const int64_t sum_keys = weighted_sum_keys(data_keys + i0, pr, i - i0);
+        if (sum_keys > keys[i]) std::fill(x + keys[i], x + sum_keys, 0.0f);
       }
-      Map out(pv + i0 * d_, pr, d_, Eigen::OuterStride<>(d_));
-      out.noalias() = ConstMap(lg + i0 * nk, pr, n_p, Eigen::OuterStride<>(nk)) * vm;
+      panel_weighted_sum(lg + i0 * ldk, ldk, pr, data_keys + i0, v_.data(), d_, pv + i0 * d_);
     }
     update_acc(br, h, pv, scales_.data());
   }
@@ -381,29 +397,47 @@ class BlockMath {
       float* o = acc_.data() + ((r - br.r0) * hq_blk_ + h * group_ + g) * d_;
       const float* add = pv + i * d_;
       const Scales& sc = scales[i];
-      for (int64_t c = 0; c < d_; ++c) {
-        const float o_curr = br.first ? 0.0f : o[c];
-        o[c] = (sc.l_alpha * o_curr + sc.beta * add[c]) / sc.l_next_safe;
-      }
+      row_update(o, add, br.first ? 0.0f : 1.0f, sc);
     }
+  }
+
+  // o = (l_alpha * o + beta * add) / l_next over one accumulator row; keep 0: the first
+  // block, whose o is not read (o_curr = 0). Vectors of the build's width, the tail one
+  // element at a time with the same fused operations.
+  void row_update(float* o, const float* add, float keep, const Scales& sc) const {
+    constexpr int L = simd::kLanes;
+    const int64_t dv = d_ - d_ % L;
+    const simd::Vec a = simd::set1(sc.l_alpha), b = simd::set1(sc.beta), l = simd::set1(sc.l_next_safe);
+    if (keep == 0.0f) {
+      for (int64_t c = 0; c < dv; c += L) simd::store(o + c, simd::div(simd::mul(b, simd::load(add + c)), l));
+      for (int64_t c = dv; c < d_; ++c) o[c] = (sc.beta * add[c]) / sc.l_next_safe;
+      return;
+    }
+    for (int64_t c = 0; c < dv; c += L) {
+      const simd::Vec t = simd::fma(b, simd::load(add + c), simd::mul(a, simd::load(o + c)));
+      simd::store(o + c, simd::div(t, l));
+    }
+    for (int64_t c = dv; c < d_; ++c) o[c] = std::fma(sc.beta, add[c], sc.l_alpha * o[c]) / sc.l_next_safe;
   }
 
   // K or V of local kv head h for the first n tokens of the block, as float32 rows of d,
   // scaled as the definition says.
   void gather(const KvRows& src, int64_t h, bool value, int64_t n, float* dst) const {
-    const int64_t head = (2 * h + (value ? 1 : 0)) * d_ * kv_bytes_;
-    const std::optional<double>& scale = value ? p_.v_scale : p_.k_scale;
-    const bool eff = scale || (!value && q_dtype_ == DType::kBFloat16 && dtype_is_integer(kv_dtype_));
     for_each_kv_page(src, n, [&](const std::byte* page, int64_t j0, int64_t count,
                                  const std::byte*, int64_t) {
       for (int64_t t = 0; t < count; ++t) {
-        float* row = dst + (j0 + t) * d_;
-        to_float(kv_dtype_, page + t * src.token_stride + head, d_, row);
-        if (eff) {
-          for (int64_t c = 0; c < d_; ++c) row[c] = kv_eff(q_dtype_, kv_dtype_, scale, !value, row[c]);
-        }
+        gather_row(page + t * src.token_stride, h, value, dst + (j0 + t) * d_);
       }
     });
+  }
+
+  // One token's K or V row of local kv head h (token at `token`) into d float32.
+  void gather_row(const std::byte* token, int64_t h, bool value, float* row) const {
+    const std::optional<double>& scale = value ? p_.v_scale : p_.k_scale;
+    to_float(kv_dtype_, token + (2 * h + (value ? 1 : 0)) * d_ * kv_bytes_, d_, row);
+    if (scale || (!value && q_dtype_ == DType::kBFloat16 && dtype_is_integer(kv_dtype_))) {
+      for (int64_t c = 0; c < d_; ++c) row[c] = kv_eff(q_dtype_, kv_dtype_, scale, !value, row[c]);
+    }
   }
 
   // Rows [a, b) of the accumulator (indexed from r0) into o, in q's dtype.
@@ -417,6 +451,13 @@ class BlockMath {
           std::memcpy(out.data() + dst * 4, src, static_cast<size_t>(d_) * sizeof(float));
           continue;
         }
+        if (q_dtype_ == DType::kBFloat16) {
+          auto* o = reinterpret_cast<uint16_t*>(out.data()) + dst;
+          int64_t c = 0;
+          for (; c + simd::kLanes <= d_; c += simd::kLanes) simd::store_bf16(o + c, simd::load(src + c));
+          for (; c < d_; ++c) o[c] = float_to_bf16(src[c]);
+          continue;
+        }
         for (int64_t c = 0; c < d_; ++c) store_float(q_dtype_, out.data(), dst + c, src[c]);
       }
     }
@@ -427,10 +468,12 @@ class BlockMath {
   const PagedKvView view_;
   const DType q_dtype_, kv_dtype_;
   const int64_t kv_bytes_, d_, group_, hc_blk_, hq_blk_, hkv_blk_, bkv_, bq_, kv_per_blk_,
-      tile_q_, rows_max_, wide_rows_;
+      tile_q_, rows_max_, wide_rows_, kv_ld_;
   Scratch<float> k_, v_;    // [bkv * S, D]: a block's rows of one head as float32 (GEMMs)
   Scratch<float> q_;        // [Hkv_blk, rows, D]
-  Scratch<float> logits_;   // decode [Hkv_blk, rows, nk]; prefill [rows, nk]: then weights
+  Scratch<float> logits_;   // decode [Hkv_blk, rows, nk]; prefill [rows, kv_ld]: then weights
+  Scratch<float> kt_;       // [D, kv_ld]: a block's K rows of one head, transposed (prefill)
+  Scratch<int64_t> row_keys_;  // [2, rows]: each prefill row's keys, and those with data
   Scratch<float> qkv_;      // decode [Hkv_blk, rows, D]; prefill [rows, D]
   Scratch<float> m_, l_;    // [Hkv_blk, bq * group]
   Scratch<float> acc_;      // [bq, Hq_blk, D]

@@ -76,6 +76,33 @@ TEST(SimdLoads, EveryCodeWidensAsLoadAsFloat32) {
   }
 }
 
+// The vector bfloat16 store rounds as float_to_bf16: every bfloat16 value and the float32s
+// around each (the tie halfway to the next, one ulp either side of it), infinities, NaNs
+// with payloads in either half, the largest finites (rounding up to infinity).
+TEST(SimdStores, Bf16RoundsAsFloatToBf16) {
+  std::vector<float> xs;
+  for (uint32_t b = 0; b < 0x10000; ++b) {
+    for (const uint32_t low : {0u, 1u, 0x7fffu, 0x8000u, 0x8001u, 0xffffu}) {
+      const uint32_t bits = (b << 16) | low;
+      float x;
+      std::memcpy(&x, &bits, 4);
+      xs.push_back(x);
+    }
+  }
+  while (xs.size() % simd::kLanes != 0) xs.push_back(1.0f);
+  std::vector<uint16_t> got(xs.size());
+  for (size_t i = 0; i < xs.size(); i += simd::kLanes) simd::store_bf16(got.data() + i, simd::load(xs.data() + i));
+  int64_t wrong = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    if (got[i] != float_to_bf16(xs[i]) && ++wrong <= 5) {
+      uint32_t bits;
+      std::memcpy(&bits, &xs[i], 4);
+      ADD_FAILURE() << std::hex << "float bits 0x" << bits << ": 0x" << got[i] << ", want 0x" << float_to_bf16(xs[i]);
+    }
+  }
+  EXPECT_EQ(wrong, 0) << "of " << xs.size() << " values (" << simd::kName << ")";
+}
+
 // Rows of d float32 laid out as tokens of a paged block: page_size tokens per page, pages
 // scattered in one buffer, each token `stride` bytes after the previous, the row at
 // `offset` bytes into the token, the whole buffer shifted by `shift` bytes.
