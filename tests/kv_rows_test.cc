@@ -1,8 +1,10 @@
-// The decode loops' building blocks (kernel/simd.h, kernel/kv_rows.h): every vector load
+// The decode and prefill loops' building blocks (kernel/simd.h, kernel/kv_rows.h,
+// kernel/panel_gemm.h): every vector load
 // widens a KV element exactly as load_as_float32 does, flush-to-zero or not; the few-row
 // dot products and row updates agree with a sum in double within float32 rounding, and
 // their bits do not depend on where the rows lie (alignment, page boundaries) or on a tail
-// of head_dim that is not a whole vector.
+// of head_dim that is not a whole vector; the prefill panels stop each row at its own key.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -16,6 +18,7 @@
 
 #include "kernel/dtype.h"
 #include "kernel/kv_rows.h"
+#include "kernel/panel_gemm.h"
 #include "kernel/simd.h"
 
 namespace rpa {
@@ -238,6 +241,62 @@ TEST(FewRows, NarrowRowsDotAsTheirFloat32Values) {
   EXPECT_TRUE(run(simd::BF16{}, bf.data(), 2) == run(simd::F32{}, bf_f.data(), 4));
   EXPECT_TRUE(run(simd::E4M3{}, e4.data(), 1) == run(simd::F32{}, e4_f.data(), 4));
   EXPECT_TRUE(run(simd::E5M2{}, e5.data(), 1) == run(simd::F32{}, e5_f.data(), 4));
+}
+
+// Panels of every height around the register tiles (1 to 19 rows), keys around the vector
+// width, head dims with tails; each row's keys grow as a causal panel's do (a step every 4
+// rows, as with 4 q heads per kv head). Logits match double within a float32 sum's rounding
+// up to each row's own keys; the weighted sum matches double over exactly those keys when the
+// weights past them are 0, as the kernel leaves them.
+TEST(PanelGemm, RowsStopAtTheirOwnKeys) {
+  for (const int64_t d : {1, 7, 16, 33, 128}) {
+    for (const int64_t rows : {1, 3, 8, 11, 19}) {
+      for (const int64_t n : {1, 15, 16, 17, 40}) {
+        SCOPED_TRACE("d " + std::to_string(d) + ", rows " + std::to_string(rows) + ", n " + std::to_string(n));
+        const int64_t ldk = (n + simd::kLanes - 1) / simd::kLanes * simd::kLanes + simd::kLanes;
+        const std::vector<float> q = normal_floats(rows * d, 6);
+        const std::vector<float> k = normal_floats(n * d, 7);
+        const std::vector<float> v = normal_floats(n * d, 8);
+        std::vector<float> kt(static_cast<size_t>(d * ldk), 0.0f);
+        for (int64_t j = 0; j < n; ++j) {
+          for (int64_t c = 0; c < d; ++c) kt[static_cast<size_t>(c * ldk + j)] = k[static_cast<size_t>(j * d + c)];
+        }
+        std::vector<int64_t> keys(static_cast<size_t>(rows));
+        for (int64_t i = 0; i < rows; ++i) keys[static_cast<size_t>(i)] = std::min<int64_t>(n, 1 + i / 4 + n / 2);
+        std::vector<float> logits(static_cast<size_t>(rows * ldk), -7.0f);
+        panel_logits(q.data(), rows, d, kt.data(), ldk, keys.data(), logits.data(), ldk);
+        std::vector<float> w = normal_floats(rows * ldk, 9);
+        for (int64_t i = 0; i < rows; ++i) {
+          const int64_t upto = weighted_sum_keys(keys.data(), rows, i);
+          ASSERT_GE(upto, keys[static_cast<size_t>(i)]);
+          ASSERT_LE(upto, n);
+          for (int64_t j = keys[static_cast<size_t>(i)]; j < upto; ++j) w[static_cast<size_t>(i * ldk + j)] = 0.0f;
+        }
+        std::vector<float> sum(static_cast<size_t>(rows * d), -7.0f);
+        panel_weighted_sum(w.data(), ldk, rows, keys.data(), v.data(), d, sum.data());
+        for (int64_t i = 0; i < rows; ++i) {
+          for (int64_t j = 0; j < keys[static_cast<size_t>(i)]; ++j) {
+            double exact = 0, mag = 0;
+            for (int64_t c = 0; c < d; ++c) {
+              exact += double{q[i * d + c]} * k[j * d + c];
+              mag += std::abs(double{q[i * d + c]} * k[j * d + c]);
+            }
+            // d fused multiply-adds: d * 2^-24 * sum |q_c k_c|.
+            EXPECT_NEAR(logits[static_cast<size_t>(i * ldk + j)], exact, static_cast<double>(d) * 0x1p-24 * mag + 1e-30);
+          }
+          for (int64_t c = 0; c < d; ++c) {
+            double exact = 0, mag = 0;
+            for (int64_t j = 0; j < keys[static_cast<size_t>(i)]; ++j) {
+              exact += double{w[i * ldk + j]} * v[j * d + c];
+              mag += std::abs(double{w[i * ldk + j]} * v[j * d + c]);
+            }
+            // n fused multiply-adds: n * 2^-24 * sum |w_j v_jc|.
+            EXPECT_NEAR(sum[static_cast<size_t>(i * d + c)], exact, static_cast<double>(n) * 0x1p-24 * mag + 1e-30);
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
