@@ -58,29 +58,43 @@ inline void for_each_page(const KvRows& src, int64_t n, int64_t ahead, F&& f) {
   }
 }
 
+// Heads of one page, token by token: token t's rows of every head are read in memory
+// order before token t + 1's, which the hardware prefetchers follow within the page.
+struct HeadsLayout {
+  int64_t heads;       // heads walked per token
+  int64_t head_bytes;  // from one head's row to the next within a token
+  int64_t q_head;      // floats from one head's query rows to the next
+  int64_t out_head;    // floats from one head's outputs to the next
+};
+
 template <class Kv, int R>
 inline void dots_page(const float* q, int64_t d, const std::byte* page, int64_t offset,
                       int64_t stride, int64_t count, float* out, int64_t ld,
-                      const std::byte* next, int64_t next_count) {
+                      const std::byte* next, int64_t next_count, const HeadsLayout& hl) {
   using Elem = typename Kv::Elem;
   constexpr int L = simd::kLanes;
   const int64_t dv = d - d % L;
   const auto row_bytes = static_cast<int64_t>(d * sizeof(Elem));
   for (int64_t t = 0; t < count; ++t) {
-    // The K row and the V row after it: V is read by the row update after the block's
-    // softmax, from the outer caches by then, while this pass keeps more misses in flight.
-    if (t < next_count) prefetch_row(next + t * stride + offset, 2 * row_bytes);
-    const auto* k = reinterpret_cast<const Elem*>(page + t * stride + offset);
-    simd::Vec acc[R];
-    RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) acc[i] = simd::zero();
-    for (int64_t c = 0; c < dv; c += L) {
-      const simd::Vec kv = simd::kv_load<Kv>(k + c);
-      RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) acc[i] = simd::fma(simd::load(q + i * d + c), kv, acc[i]);
-    }
-    RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) {
-      float s = simd::sum(acc[i]);
-      for (int64_t c = dv; c < d; ++c) s += q[i * d + c] * simd::kv_load_one<Kv>(k, c);
-      out[i * ld + t] = s;
+    for (int64_t h = 0; h < hl.heads; ++h) {
+      const int64_t off = offset + h * hl.head_bytes;
+      // The K row and the V row after it: V is read by the row update after the step's
+      // softmax, from L2 by then, while this pass keeps more misses in flight.
+      if (t < next_count) prefetch_row(next + t * stride + off, 2 * row_bytes);
+      const auto* k = reinterpret_cast<const Elem*>(page + t * stride + off);
+      const float* qh = q + h * hl.q_head;
+      simd::Vec acc[R];
+      RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) acc[i] = simd::zero();
+      for (int64_t c = 0; c < dv; c += L) {
+        const simd::Vec kv = simd::kv_load<Kv>(k + c);
+        RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) acc[i] = simd::fma(simd::load(qh + i * d + c), kv, acc[i]);
+      }
+      float* oh = out + h * hl.out_head;
+      RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) {
+        float s = simd::sum(acc[i]);
+        for (int64_t c = dv; c < d; ++c) s += qh[i * d + c] * simd::kv_load_one<Kv>(k, c);
+        oh[i * ld + t] = s;
+      }
     }
   }
 }
@@ -132,21 +146,23 @@ inline constexpr int kMaxFewRows = 8;
 // Tokens are walked page by page, so rows of different heads can share a page in cache
 // when the caller interleaves heads per page (see for_each_kv_page).
 // next / next_count: the following page of the block, whose rows at `offset` are asked
-// for ahead (nullptr, 0: none).
+// for ahead (nullptr, 0: none). heads: walk that many heads per token, head h's rows
+// head_bytes further on, its query rows at q + h * q_head, its outputs at out + h * out_head.
 template <class Kv>
 void few_row_dots(const float* q, int rows, int64_t d, const std::byte* page, int64_t offset,
                   int64_t stride, int64_t count, float* out, int64_t ld,
-                  const std::byte* next = nullptr, int64_t next_count = 0) {
+                  const std::byte* next = nullptr, int64_t next_count = 0,
+                  const kv_rows_detail::HeadsLayout& hl = {1, 0, 0, 0}) {
   using namespace kv_rows_detail;
   switch (rows) {
-    case 1: return dots_page<Kv, 1>(q, d, page, offset, stride, count, out, ld, next, next_count);
-    case 2: return dots_page<Kv, 2>(q, d, page, offset, stride, count, out, ld, next, next_count);
-    case 3: return dots_page<Kv, 3>(q, d, page, offset, stride, count, out, ld, next, next_count);
-    case 4: return dots_page<Kv, 4>(q, d, page, offset, stride, count, out, ld, next, next_count);
-    case 5: return dots_page<Kv, 5>(q, d, page, offset, stride, count, out, ld, next, next_count);
-    case 6: return dots_page<Kv, 6>(q, d, page, offset, stride, count, out, ld, next, next_count);
-    case 7: return dots_page<Kv, 7>(q, d, page, offset, stride, count, out, ld, next, next_count);
-    default: return dots_page<Kv, 8>(q, d, page, offset, stride, count, out, ld, next, next_count);
+    case 1: return dots_page<Kv, 1>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
+    case 2: return dots_page<Kv, 2>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
+    case 3: return dots_page<Kv, 3>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
+    case 4: return dots_page<Kv, 4>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
+    case 5: return dots_page<Kv, 5>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
+    case 6: return dots_page<Kv, 6>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
+    case 7: return dots_page<Kv, 7>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
+    default: return dots_page<Kv, 8>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
   }
 }
 

@@ -259,12 +259,14 @@ class BlockMath {
     if (k_in_registers_) {
       with_kv_tag(kind_, [&](auto tag) {
         using Kv = decltype(tag);
+        const kv_rows_detail::HeadsLayout heads{.heads = hkv_blk_,
+                                                .head_bytes = 2 * d_ * kv_bytes_,
+                                                .q_head = rows * d_,
+                                                .out_head = rows * nk};
         for_each_kv_page(src, n, ahead, [&](const std::byte* page, int64_t j0, int64_t count,
                                             const std::byte* next, int64_t next_count) {
-          for (int64_t h = 0; h < hkv_blk_; ++h) {
-            few_row_dots<Kv>(q_.data() + h * rows * d_, rows, d_, page, 2 * h * d_ * kv_bytes_,
-                             stride, count, lg + h * rows * nk + j0, nk, next, next_count);
-          }
+          few_row_dots<Kv>(q_.data(), rows, d_, page, 0, stride, count, lg + j0, nk, next,
+                           next_count, heads);
         });
       });
     } else {
