@@ -99,6 +99,40 @@ inline void dots_page(const float* q, int64_t d, const std::byte* page, int64_t 
   }
 }
 
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+// dots_page for bfloat16 queries against bfloat16 K with the BF16 dot instruction: q holds
+// the queries' bfloat16 bits, 32 elements per instruction; a tail of head_dim under 32 one
+// element at a time.
+template <int R>
+inline void dots_page_bf16(const uint16_t* q, int64_t d, const std::byte* page, int64_t offset,
+                           int64_t stride, int64_t count, float* out, int64_t ld,
+                           const std::byte* next, int64_t next_count, const HeadsLayout& hl) {
+  const int64_t dv = d - d % 32;
+  const int64_t row_bytes = d * 2;
+  for (int64_t t = 0; t < count; ++t) {
+    for (int64_t h = 0; h < hl.heads; ++h) {
+      const int64_t off = offset + h * hl.head_bytes;
+      if (t < next_count) prefetch_row(next + t * stride + off, 2 * row_bytes);
+      const auto* k = reinterpret_cast<const uint16_t*>(page + t * stride + off);
+      const uint16_t* qh = q + h * hl.q_head;
+      simd::Vec acc[R];
+      RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) acc[i] = simd::zero();
+      for (int64_t c = 0; c < dv; c += 32) {
+        RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) acc[i] = simd::bf16_dot(acc[i], qh + i * d + c, k + c);
+      }
+      float* oh = out + h * hl.out_head;
+      RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) {
+        float s = simd::sum(acc[i]);
+        for (int64_t c = dv; c < d; ++c) {
+          s += simd::kv_load_one<simd::BF16>(qh + i * d, c) * simd::kv_load_one<simd::BF16>(k, c);
+        }
+        oh[i * ld + t] = s;
+      }
+    }
+  }
+}
+#endif
+
 // Tokens per pass of the row update: their V rows stay in L1 while each vector of the
 // accumulators is swept over them.
 inline constexpr int64_t kTokensPerPass = 16;
@@ -165,6 +199,27 @@ void few_row_dots(const float* q, int rows, int64_t d, const std::byte* page, in
     default: return dots_page<Kv, 8>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
   }
 }
+
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+// few_row_dots for bfloat16 queries (their bits, rows of d) against bfloat16 K rows, with the
+// BF16 dot instruction (simd::kBf16Dot): the same sums of exact products, paired per lane.
+inline void few_row_dots_bf16(const uint16_t* q, int rows, int64_t d, const std::byte* page,
+                              int64_t offset, int64_t stride, int64_t count, float* out,
+                              int64_t ld, const std::byte* next, int64_t next_count,
+                              const kv_rows_detail::HeadsLayout& hl) {
+  using namespace kv_rows_detail;
+  switch (rows) {
+    case 1: return dots_page_bf16<1>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
+    case 2: return dots_page_bf16<2>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
+    case 3: return dots_page_bf16<3>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
+    case 4: return dots_page_bf16<4>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
+    case 5: return dots_page_bf16<5>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
+    case 6: return dots_page_bf16<6>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
+    case 7: return dots_page_bf16<7>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
+    default: return dots_page_bf16<8>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
+  }
+}
+#endif
 
 // out[i * d + c] += sum_j w[i * ld + j] * V_j[c], tokens j in order, for rows i < rows.
 template <class Kv>

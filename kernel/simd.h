@@ -113,6 +113,18 @@ inline Vec kv_load(const typename Kv::Elem* p) {
   }
 }
 
+#if defined(__AVX512BF16__)
+// AVX-512 BF16: acc + the products of 32 bfloat16 pairs, each lane adding its two
+// products (exact in float32) in turn; denormal inputs count as 0, as under the kernel's
+// flush-to-zero.
+inline constexpr bool kBf16Dot = true;
+inline Vec bf16_dot(Vec acc, const uint16_t* a, const uint16_t* b) {
+  return _mm512_dpbf16_ps(acc, (__m512bh)_mm512_loadu_si512(a), (__m512bh)_mm512_loadu_si512(b));
+}
+#else
+inline constexpr bool kBf16Dot = false;
+#endif
+
 // v rounded to bfloat16 (to nearest, ties to even; a NaN stays a quiet NaN of its sign and
 // high payload), as float_to_bf16 does, into kLanes elements at p.
 inline void store_bf16(uint16_t* p, Vec v) {
@@ -130,6 +142,7 @@ inline void store_bf16(uint16_t* p, Vec v) {
 
 inline constexpr int kLanes = 8;
 inline constexpr const char* kName = "AVX2 + FMA";
+inline constexpr bool kBf16Dot = false;
 using Vec = __m256;
 inline Vec zero() { return _mm256_setzero_ps(); }
 inline Vec set1(float x) { return _mm256_set1_ps(x); }
@@ -184,6 +197,7 @@ inline void store_bf16(uint16_t* p, Vec v) {
 
 inline constexpr int kLanes = 1;
 inline constexpr const char* kName = "scalar";
+inline constexpr bool kBf16Dot = false;
 using Vec = float;
 inline Vec zero() { return 0.0f; }
 inline Vec set1(float x) { return x; }

@@ -172,7 +172,10 @@ class BlockMath {
                      mask_value_ <= static_cast<float>(kMaxExactMaskValue)),
         kind_(kv_kind(kv_dtype_)),
         k_in_registers_(kind_ != KvKind::kOther && !p.k_scale),
-        v_in_registers_(kind_ != KvKind::kOther && !p.v_scale) {}
+        v_in_registers_(kind_ != KvKind::kOther && !p.v_scale),
+        bf16_dots_(simd::kBf16Dot && q_dtype_ == DType::kBFloat16 && kind_ == KvKind::kBF16 &&
+                   k_in_registers_),
+        q_bits_(bf16_dots_ ? static_cast<size_t>(hkv_blk_ * rows_max_ * d_) : 0) {}
 
   bool exact_skips() const { return exact_skips_; }
 
@@ -183,8 +186,10 @@ class BlockMath {
       const int64_t q_head0 = heads_blk * hq_blk_ + h * group_;
       for (int64_t r = a; r < b; ++r) {
         for (int64_t g = 0; g < group_; ++g) {
-          to_float(q_dtype_, in_.q.data() + view_.q_offset(r, q_head0 + g) * dtype_size(q_dtype_),
-                   d_, q_.data() + ((h * rows) + (r - a) * group_ + g) * d_);
+          const std::byte* src = in_.q.data() + view_.q_offset(r, q_head0 + g) * dtype_size(q_dtype_);
+          const int64_t dst = ((h * rows) + (r - a) * group_ + g) * d_;
+          to_float(q_dtype_, src, d_, q_.data() + dst);
+          if (bf16_dots_) std::memcpy(q_bits_.data() + dst, src, static_cast<size_t>(d_) * 2);
         }
       }
     }
@@ -265,6 +270,13 @@ class BlockMath {
                                                 .out_head = rows * nk};
         for_each_kv_page(src, n, ahead, [&](const std::byte* page, int64_t j0, int64_t count,
                                             const std::byte* next, int64_t next_count) {
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+          if (bf16_dots_) {
+            few_row_dots_bf16(q_bits_.data(), rows, d_, page, 0, stride, count, lg + j0, nk, next,
+                              next_count, heads);
+            return;
+          }
+#endif
           few_row_dots<Kv>(q_.data(), rows, d_, page, 0, stride, count, lg + j0, nk, next,
                            next_count, heads);
         });
@@ -487,6 +499,9 @@ class BlockMath {
   const bool exact_skips_;
   const KvKind kind_;
   const bool k_in_registers_, v_in_registers_;  // no scale: the decode loops widen K / V
+  // bfloat16 q and K, and the BF16 dot instruction: decode's logits from the bits directly.
+  const bool bf16_dots_;
+  Scratch<uint16_t> q_bits_;  // [Hkv_blk, rows, D]: q_'s bfloat16 bits (bf16_dots_)
 };
 
 // The literal schedule's worker (DESIGN.md section 5): the TPU's KV double buffer in the KV
@@ -852,10 +867,16 @@ Tensor tiled_attention(const Inputs& in, const Params& p, const KernelOptions& o
     for (int64_t c = 0; c < sg.chunks; ++c) tasks.emplace_back(i, c);
   }
   // Costliest first, so that the last tasks to start are short (a prefill's tiles differ
-  // up to its length in keys); the order changes who computes a task, never its bits.
+  // up to its length in keys); the order changes who computes a task, never its bits. The
+  // cost: rows times the keys the middle row attends within the chunk, times heads.
+  const int64_t kv_per_blk = plan.blocks.kv_pages_per_block * view.page_size();
   auto cost = [&](const std::pair<size_t, int64_t>& t) {
     const Segment& sg = segments[t.first];
-    return (sg.b - sg.a) * std::min(sg.chunk_blocks, sg.kb_end - sg.kb_begin - t.second * sg.chunk_blocks);
+    const int64_t k0 = (sg.kb_begin + t.second * sg.chunk_blocks) * kv_per_blk;
+    const int64_t k1 = std::min((sg.kb_begin + (t.second + 1) * sg.chunk_blocks) * kv_per_blk,
+                                view.kv_len(sg.seq));
+    const int64_t mid = view.q_position(sg.seq, (sg.a + sg.b) / 2 - view.q_start(sg.seq));
+    return (sg.b - sg.a) * sg.hq_blk * std::clamp<int64_t>(mid + 1 - k0, 1, std::max<int64_t>(k1 - k0, 1));
   };
   std::stable_sort(tasks.begin(), tasks.end(),
                    [&](const auto& x, const auto& y) { return cost(x) > cost(y); });

@@ -243,6 +243,43 @@ TEST(FewRows, NarrowRowsDotAsTheirFloat32Values) {
   EXPECT_TRUE(run(simd::E5M2{}, e5.data(), 1) == run(simd::F32{}, e5_f.data(), 4));
 }
 
+#if defined(__AVX512BF16__) && defined(__AVX512F__)
+// The BF16 dot instruction's logits (bfloat16 q and K) agree with double within a float32
+// sum's rounding, head dims with tails under 32 included, and walk heads as the kernel does.
+TEST(FewRows, Bf16DotInstructionAgreesWithDouble) {
+  for (const int64_t d : {2, 31, 32, 40, 128}) {
+    for (const int rows : {1, 4, 8}) {
+      SCOPED_TRACE("d " + std::to_string(d) + ", rows " + std::to_string(rows));
+      const int64_t n = 21, heads = 2;
+      std::vector<uint16_t> q(static_cast<size_t>(heads * rows * d)), k(static_cast<size_t>(n * heads * 2 * d));
+      for (size_t i = 0; i < q.size(); ++i) q[i] = float_to_bf16(normal_floats(1, 100 + i)[0]);
+      for (size_t i = 0; i < k.size(); ++i) k[i] = float_to_bf16(normal_floats(1, 5000 + i)[0]);
+      // Token t: head 0 K, head 0 V, head 1 K, head 1 V (rows of d).
+      const kv_rows_detail::HeadsLayout hl{.heads = heads, .head_bytes = 2 * d * 2, .q_head = rows * d, .out_head = rows * n};
+      std::vector<float> out(static_cast<size_t>(heads * rows * n));
+      few_row_dots_bf16(q.data(), rows, d, reinterpret_cast<const std::byte*>(k.data()), 0, heads * 2 * d * 2, n,
+                        out.data(), n, nullptr, 0, hl);
+      for (int64_t h = 0; h < heads; ++h) {
+        for (int i = 0; i < rows; ++i) {
+          for (int64_t j = 0; j < n; ++j) {
+            double exact = 0, mag = 0;
+            for (int64_t c = 0; c < d; ++c) {
+              const double x = double{bf16_to_float(q[static_cast<size_t>((h * rows + i) * d + c)])} *
+                               bf16_to_float(k[static_cast<size_t>((j * heads * 2 + 2 * h) * d + c)]);
+              exact += x;
+              mag += std::abs(x);
+            }
+            // d exact products added in float32: d * 2^-24 * sum |q_c k_c|.
+            EXPECT_NEAR(out[static_cast<size_t>((h * rows + i) * n + j)], exact,
+                        static_cast<double>(d) * 0x1p-24 * mag + 1e-30);
+          }
+        }
+      }
+    }
+  }
+}
+#endif
+
 // Panels of every height around the register tiles (1 to 19 rows), keys around the vector
 // width, head dims with tails; each row's keys grow as a causal panel's do (a step every 4
 // rows, as with 4 q heads per kv head). Logits match double within a float32 sum's rounding
