@@ -9,9 +9,35 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernel/kv_rows.h"
 #include "kernel/simd.h"
 
 namespace rpa {
+
+// A head's K or V rows where they lie: key j's row at pages[j / page_size] + (j % page_size) *
+// token_stride + offset.
+struct PagedV {
+  KvRows rows;
+  int64_t offset;
+};
+
+// kt[c * ldk + j] = K_j[c] for keys j < n, widened from Kv (K rows where k says), a page of
+// keys at a time; then kt zero from key n to the end of its last vector (at most ldk).
+template <class Kv>
+void transpose_keys(const PagedV& k, int64_t n, int64_t d, float* kt, int64_t ldk) {
+  using Elem = typename Kv::Elem;
+  for (int64_t j0 = 0, p = 0; j0 < n; j0 += k.rows.page_size, ++p) {
+    const std::byte* page = k.rows.pages[p] + k.offset;
+    const int64_t count = std::min(k.rows.page_size, n - j0);
+    for (int64_t c = 0; c < d; ++c) {
+      float* col = kt + c * ldk + j0;
+      for (int64_t t = 0; t < count; ++t) {
+        col[t] = simd::kv_load_one<Kv>(reinterpret_cast<const Elem*>(page + t * k.rows.token_stride), c);
+      }
+    }
+  }
+  for (int64_t c = 0; c < d; ++c) std::fill(kt + c * ldk + n, kt + c * ldk + std::min(ldk, n + simd::kLanes), 0.0f);
+}
 
 namespace panel_detail {
 
@@ -60,20 +86,28 @@ inline void logit_columns(const float* q, int64_t d, const float* kt, int64_t ld
   }
 }
 
-// out rows [i0, i0 + R), columns [c0, c0 + V * kLanes) = sum over keys [0, n) of w * V.
-template <int R, int V>
-inline void sum_tile(const float* w, int64_t ld, const float* v, int64_t d, int64_t i0,
+// out rows [i0, i0 + R), columns [c0, c0 + V * kLanes) = sum over keys [0, n) of w * V, V
+// widened in registers.
+template <class Kv, int R, int V>
+inline void sum_tile(const float* w, int64_t ld, const PagedV& pv, int64_t d, int64_t i0,
                      int64_t c0, int64_t n, float* out) {
+  using Elem = typename Kv::Elem;
   constexpr int L = simd::kLanes;
   simd::Vec acc[R][V];
   RPA_UNROLL_TILE for (int i = 0; i < R; ++i) {
     RPA_UNROLL_TILE for (int u = 0; u < V; ++u) acc[i][u] = simd::zero();
   }
-  for (int64_t j = 0; j < n; ++j) {
-    RPA_UNROLL_TILE for (int u = 0; u < V; ++u) {
-      const simd::Vec x = simd::load(v + j * d + c0 + u * L);
-      RPA_UNROLL_TILE for (int i = 0; i < R; ++i) {
-        acc[i][u] = simd::fma(simd::set1(w[(i0 + i) * ld + j]), x, acc[i][u]);
+  for (int64_t j0 = 0, p = 0; j0 < n; j0 += pv.rows.page_size, ++p) {
+    const std::byte* page = pv.rows.pages[p] + pv.offset;
+    const int64_t count = std::min(pv.rows.page_size, n - j0);
+    for (int64_t t = 0; t < count; ++t) {
+      const auto* v = reinterpret_cast<const Elem*>(page + t * pv.rows.token_stride) + c0;
+      const int64_t j = j0 + t;
+      RPA_UNROLL_TILE for (int u = 0; u < V; ++u) {
+        const simd::Vec x = simd::kv_load<Kv>(v + u * L);
+        RPA_UNROLL_TILE for (int i = 0; i < R; ++i) {
+          acc[i][u] = simd::fma(simd::set1(w[(i0 + i) * ld + j]), x, acc[i][u]);
+        }
       }
     }
   }
@@ -123,23 +157,30 @@ inline int64_t weighted_sum_keys(const int64_t* row_keys, int64_t rows, int64_t 
 }
 
 // out[i * d + c] = sum over keys j < weighted_sum_keys(row_keys, rows, i) of
-// w[i * ld + j] * V[j * d + c], keys in order, for rows i < rows: w must be 0 from a row's
-// own row_keys up to that (the caller zeroes it).
-inline void panel_weighted_sum(const float* w, int64_t ld, int64_t rows, const int64_t* row_keys,
-                               const float* v, int64_t d, float* out) {
+// w[i * ld + j] * V_j[c], keys in order, for rows i < rows, V read where it lies (pv) and
+// widened in registers: w must be 0 from a row's own row_keys up to that (the caller zeroes
+// it).
+template <class Kv>
+void panel_weighted_sum(const float* w, int64_t ld, int64_t rows, const int64_t* row_keys,
+                        const PagedV& pv, int64_t d, float* out) {
   using namespace panel_detail;
+  using Elem = typename Kv::Elem;
   constexpr int L = simd::kLanes;
   constexpr int64_t kTileCols = kSumVecs * L;
   auto row_block = [&](auto rows_tag, int64_t i0) {
     constexpr int R = decltype(rows_tag)::value;
     const int64_t n = row_keys[i0 + R - 1];
     int64_t c0 = 0;
-    for (; c0 + kTileCols <= d; c0 += kTileCols) sum_tile<R, kSumVecs>(w, ld, v, d, i0, c0, n, out);
-    for (; c0 + L <= d; c0 += L) sum_tile<R, 1>(w, ld, v, d, i0, c0, n, out);
+    for (; c0 + kTileCols <= d; c0 += kTileCols) sum_tile<Kv, R, kSumVecs>(w, ld, pv, d, i0, c0, n, out);
+    for (; c0 + L <= d; c0 += L) sum_tile<Kv, R, 1>(w, ld, pv, d, i0, c0, n, out);
     for (int64_t i = i0; i < i0 + R; ++i) {
       for (int64_t c = c0; c < d; ++c) {
         float s = 0.0f;
-        for (int64_t j = 0; j < n; ++j) s = w[i * ld + j] * v[j * d + c] + s;
+        for (int64_t j = 0; j < n; ++j) {
+          const std::byte* row = pv.rows.pages[j / pv.rows.page_size] +
+                                 (j % pv.rows.page_size) * pv.rows.token_stride + pv.offset;
+          s = w[i * ld + j] * simd::kv_load_one<Kv>(reinterpret_cast<const Elem*>(row), c) + s;
+        }
         out[i * d + c] = s;
       }
     }

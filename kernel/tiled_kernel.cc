@@ -329,22 +329,24 @@ class BlockMath {
   // block takes part, zero-filled past kv_len.
   void gemm_block(const BlockRows& br, int64_t h, const KvRows& src) {
     const int64_t rows = br.rows, nk = br.nk, n = br.n_data;
-    gather(src, h, /*value=*/false, n, k_.data());
-    gather(src, h, /*value=*/true, n, v_.data());
-    // K transposed, 16 keys at a time (their rows stay in L1 while kt's rows are written),
-    // zero from key n to the end of its last vector.
+    // K transposed from where it lies, widened as it is read; with a scale (or K that the
+    // einsum promotes), through float32 rows of its effective values first.
     const int64_t ldk = kv_ld_;
-    for (int64_t j0 = 0; j0 < n; j0 += 16) {
-      const int64_t j1 = std::min(n, j0 + 16);
-      for (int64_t c = 0; c < d_; ++c) {
-        float* row = kt_.data() + c * ldk;
-        for (int64_t j = j0; j < j1; ++j) row[j] = k_[static_cast<size_t>(j * d_ + c)];
-      }
+    const int64_t f32_row = d_ * static_cast<int64_t>(sizeof(float));
+    const std::byte* const k_rows = reinterpret_cast<const std::byte*>(k_.data());
+    const std::byte* const v_rows = reinterpret_cast<const std::byte*>(v_.data());
+    const PagedV k_in_place{src, 2 * h * d_ * kv_bytes_};
+    const PagedV k_copy{{&k_rows, std::max<int64_t>(n, 1), f32_row}, 0};
+    const PagedV v_copy{{&v_rows, std::max<int64_t>(n, 1), f32_row}, 0};
+    if (k_in_registers_) {
+      with_kv_tag(kind_, [&](auto tag) { transpose_keys<decltype(tag)>(k_in_place, n, d_, kt_.data(), ldk); });
+    } else {
+      gather(src, h, /*value=*/false, n, k_.data());
+      transpose_keys<simd::F32>(k_copy, n, d_, kt_.data(), ldk);
     }
-    for (int64_t c = 0; c < d_; ++c) {
-      float* row = kt_.data() + c * ldk;
-      std::fill(row + n, row + std::min(ldk, n + simd::kLanes), 0.0f);
-    }
+    // V as float32 rows, contiguous: the weighted sum sweeps all of a block's V rows for every
+    // few rows of the panel, and rows a token record apart would each cost a TLB entry.
+    gather(src, h, /*value=*/true, n, v_.data());
     int64_t* const keys = row_keys_.data();       // softmax length of each row
     int64_t* const data_keys = keys + rows_max_;  // ... of those, keys with K and V
     for (int64_t i = 0; i < rows; ++i) {
@@ -365,7 +367,7 @@ class BlockMath {
         const int64_t sum_keys = weighted_sum_keys(data_keys + i0, pr, i - i0);
         if (sum_keys > keys[i]) std::fill(x + keys[i], x + sum_keys, 0.0f);
       }
-      panel_weighted_sum(lg + i0 * ldk, ldk, pr, data_keys + i0, v_.data(), d_, pv + i0 * d_);
+      panel_weighted_sum<simd::F32>(lg + i0 * ldk, ldk, pr, data_keys + i0, v_copy, d_, pv + i0 * d_);
     }
     update_acc(br, h, pv, scales_.data());
   }

@@ -310,7 +310,9 @@ TEST(PanelGemm, RowsStopAtTheirOwnKeys) {
           for (int64_t j = keys[static_cast<size_t>(i)]; j < upto; ++j) w[static_cast<size_t>(i * ldk + j)] = 0.0f;
         }
         std::vector<float> sum(static_cast<size_t>(rows * d), -7.0f);
-        panel_weighted_sum(w.data(), ldk, rows, keys.data(), v.data(), d, sum.data());
+        const std::byte* v_bytes = reinterpret_cast<const std::byte*>(v.data());
+        const PagedV v_rows{{&v_bytes, n, d * 4}, 0};
+        panel_weighted_sum<simd::F32>(w.data(), ldk, rows, keys.data(), v_rows, d, sum.data());
         for (int64_t i = 0; i < rows; ++i) {
           for (int64_t j = 0; j < keys[static_cast<size_t>(i)]; ++j) {
             double exact = 0, mag = 0;
