@@ -148,7 +148,29 @@ inline void axpy_page(const float* w, int64_t ld, const std::byte* page, int64_t
   for (int64_t t = 0; t < next_count; ++t) prefetch_row(next + t * stride + offset, row_bytes);
   for (int64_t t0 = 0; t0 < count; t0 += kTokensPerPass) {
     const int64_t t1 = count - t0 < kTokensPerPass ? count : t0 + kTokensPerPass;
-    for (int64_t c = 0; c < dv; c += L) {
+    // Two vectors of each row at once where the registers allow: twice the independent
+    // chains of fused multiply-adds (each element's sum still runs over the tokens in order).
+    constexpr int C = R <= 4 && L >= 8 ? 2 : 1;
+    int64_t c = 0;
+    for (; c + C * L <= dv; c += C * L) {
+      simd::Vec acc[C][R];
+      RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) {
+        for (int k = 0; k < C; ++k) acc[k][i] = simd::load(out + i * d + c + k * L);
+      }
+      for (int64_t t = t0; t < t1; ++t) {
+        const auto* row = reinterpret_cast<const Elem*>(page + t * stride + offset) + c;
+        simd::Vec v[C];
+        for (int k = 0; k < C; ++k) v[k] = simd::kv_load<Kv>(row + k * L);
+        RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) {
+          const simd::Vec wi = simd::set1(w[i * ld + t]);
+          for (int k = 0; k < C; ++k) acc[k][i] = simd::fma(wi, v[k], acc[k][i]);
+        }
+      }
+      RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) {
+        for (int k = 0; k < C; ++k) simd::store(out + i * d + c + k * L, acc[k][i]);
+      }
+    }
+    for (; c < dv; c += L) {
       simd::Vec acc[R];
       RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) acc[i] = simd::load(out + i * d + c);
       for (int64_t t = t0; t < t1; ++t) {
@@ -158,11 +180,11 @@ inline void axpy_page(const float* w, int64_t ld, const std::byte* page, int64_t
       }
       RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) simd::store(out + i * d + c, acc[i]);
     }
-    for (int64_t c = dv; c < d; ++c) {
+    for (int64_t e = dv; e < d; ++e) {
       for (int64_t t = t0; t < t1; ++t) {
         const float v =
-            simd::kv_load_one<Kv>(reinterpret_cast<const Elem*>(page + t * stride + offset), c);
-        RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) out[i * d + c] += w[i * ld + t] * v;
+            simd::kv_load_one<Kv>(reinterpret_cast<const Elem*>(page + t * stride + offset), e);
+        RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) out[i * d + e] += w[i * ld + t] * v;
       }
     }
   }

@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""`rpa bench` end to end on its smallest preset: `--preset decode --threads 1,1,all --json`
+measures the limits once per distinct thread count, times the kernel on each, checks it
+against the reference, and reports every field the README's table is read from. Nothing here
+asserts a speed (speed belongs to the benchmark itself); it asserts that the sweep, the
+limits and the agreement are what the run says.
+
+Usage: cli_bench_test.py RPA_BINARY REPO_ROOT
+"""
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from cli_harness import check, finish, rpa  # noqa: E402  (reads argv)
+
+
+def main():
+    cores = os.cpu_count() or 1
+    p = rpa("bench", "--preset", "decode", "--threads", "1,1,all", "--json")
+    check("bench exits 0 (the kernel agrees)", p.returncode == 0, f"rc={p.returncode} {p.stderr[-400:]!r}")
+    try:
+        j = json.loads(p.stdout)
+    except json.JSONDecodeError as e:
+        check("bench --json prints one JSON object", False, f"{e}: {p.stdout[:200]!r}")
+        return
+    sweep = [1] if cores == 1 else [1, cores]
+    check("the sweep drops repeats, 'all' is every core",
+          [m["threads"] for m in j["limits"]] == sweep, j["limits"])
+    for m in j["limits"]:
+        check(f"limits on {m['threads']} threads measured",
+              m["triad_gb_per_s"] > 0 and m["gemm_gflop_per_s"] > 0, m)
+    rows = j["results"]
+    check("one row per workload, dtype and thread count",
+          sorted((r["dtype"], r["threads"]) for r in rows) ==
+          sorted((t, n) for t in ("float32", "bfloat16") for n in sweep), rows)
+    for r in rows:
+        label = f"{r['workload']}/{r['dtype']} on {r['threads']} threads"
+        check(f"{label}: agrees with the reference", r["agree"] is True, r)
+        check(f"{label}: decode is memory-bound", r["bound"] == "memory", r)
+        limit = next(m for m in j["limits"] if m["threads"] == r["threads"])
+        check(f"{label}: %triad is against its own thread count's triad",
+              abs(r["pct_triad"] - 100 * r["gb_per_s"] / limit["triad_gb_per_s"]) < 1e-6 * r["pct_triad"] + 1e-9, r)
+        check(f"{label}: %limit of a memory-bound run is its %triad",
+              abs(r["pct_limit"] - r["pct_triad"]) < 1e-6 * r["pct_limit"] + 1e-9, r)
+    check("all_agree", j["all_agree"] is True)
+
+
+main()
+sys.exit(finish("rpa bench CLI"))
