@@ -67,12 +67,15 @@ struct HeadsLayout {
   int64_t out_head;    // floats from one head's outputs to the next
 };
 
-template <class Kv, int R>
-inline void dots_page(const float* q, int64_t d, const std::byte* page, int64_t offset,
+// Queries as float32 (any Kv), or as bfloat16 bits against bfloat16 K with the BF16 dot
+// instruction (QElem uint16_t: 32 elements per instruction, exact products paired per lane).
+template <class Kv, int R, class QElem = float>
+inline void dots_page(const QElem* q, int64_t d, const std::byte* page, int64_t offset,
                       int64_t stride, int64_t count, float* out, int64_t ld,
                       const std::byte* next, int64_t next_count, const HeadsLayout& hl) {
   using Elem = typename Kv::Elem;
-  constexpr int L = simd::kLanes;
+  constexpr bool kBf16Pairs = std::is_same_v<QElem, uint16_t>;
+  constexpr int L = kBf16Pairs ? 32 : simd::kLanes;  // elements per step
   const int64_t dv = d - d % L;
   const auto row_bytes = static_cast<int64_t>(d * sizeof(Elem));
   for (int64_t t = 0; t < count; ++t) {
@@ -82,56 +85,36 @@ inline void dots_page(const float* q, int64_t d, const std::byte* page, int64_t 
       // softmax, from L2 by then, while this pass keeps more misses in flight.
       if (t < next_count) prefetch_row(next + t * stride + off, 2 * row_bytes);
       const auto* k = reinterpret_cast<const Elem*>(page + t * stride + off);
-      const float* qh = q + h * hl.q_head;
+      const QElem* qh = q + h * hl.q_head;
       simd::Vec acc[R];
       RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) acc[i] = simd::zero();
       for (int64_t c = 0; c < dv; c += L) {
-        const simd::Vec kv = simd::kv_load<Kv>(k + c);
-        RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) acc[i] = simd::fma(simd::load(qh + i * d + c), kv, acc[i]);
-      }
-      float* oh = out + h * hl.out_head;
-      RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) {
-        float s = simd::sum(acc[i]);
-        for (int64_t c = dv; c < d; ++c) s += qh[i * d + c] * simd::kv_load_one<Kv>(k, c);
-        oh[i * ld + t] = s;
-      }
-    }
-  }
-}
-
+        if constexpr (kBf16Pairs) {
 #if defined(__AVX512BF16__) && defined(__AVX512F__)
-// dots_page for bfloat16 queries against bfloat16 K with the BF16 dot instruction: q holds
-// the queries' bfloat16 bits, 32 elements per instruction; a tail of head_dim under 32 one
-// element at a time.
-template <int R>
-inline void dots_page_bf16(const uint16_t* q, int64_t d, const std::byte* page, int64_t offset,
-                           int64_t stride, int64_t count, float* out, int64_t ld,
-                           const std::byte* next, int64_t next_count, const HeadsLayout& hl) {
-  const int64_t dv = d - d % 32;
-  const int64_t row_bytes = d * 2;
-  for (int64_t t = 0; t < count; ++t) {
-    for (int64_t h = 0; h < hl.heads; ++h) {
-      const int64_t off = offset + h * hl.head_bytes;
-      if (t < next_count) prefetch_row(next + t * stride + off, 2 * row_bytes);
-      const auto* k = reinterpret_cast<const uint16_t*>(page + t * stride + off);
-      const uint16_t* qh = q + h * hl.q_head;
-      simd::Vec acc[R];
-      RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) acc[i] = simd::zero();
-      for (int64_t c = 0; c < dv; c += 32) {
-        RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) acc[i] = simd::bf16_dot(acc[i], qh + i * d + c, k + c);
+          RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) acc[i] = simd::bf16_dot(acc[i], qh + i * d + c, k + c);
+#endif
+        } else {
+          const simd::Vec kv = simd::kv_load<Kv>(k + c);
+          RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) acc[i] = simd::fma(simd::load(qh + i * d + c), kv, acc[i]);
+        }
       }
       float* oh = out + h * hl.out_head;
       RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) {
         float s = simd::sum(acc[i]);
         for (int64_t c = dv; c < d; ++c) {
-          s += simd::kv_load_one<simd::BF16>(qh + i * d, c) * simd::kv_load_one<simd::BF16>(k, c);
+          float qc;
+          if constexpr (kBf16Pairs) {
+            qc = simd::kv_load_one<simd::BF16>(qh + i * d, c);
+          } else {
+            qc = qh[i * d + c];
+          }
+          s += qc * simd::kv_load_one<Kv>(k, c);
         }
         oh[i * ld + t] = s;
       }
     }
   }
 }
-#endif
 
 // Tokens per pass of the row update: their V rows stay in L1 while each vector of the
 // accumulators is swept over them.
@@ -197,12 +180,26 @@ inline void axpy_page(const float* w, int64_t ld, const std::byte* page, int64_t
 // The most rows the decode loops take at once.
 inline constexpr int kMaxFewRows = 8;
 
-// out[i * ld + j] = sum_c q[i * d + c] * K_j[c] for rows i < rows (at most kMaxFewRows),
-// tokens j in [j_begin, j_end): K_j is token j's row at `offset`, d elements of type Kv.
-// Tokens are walked page by page, so rows of different heads can share a page in cache
-// when the caller interleaves heads per page (see for_each_kv_page).
-// next / next_count: the following page of the block, whose rows at `offset` are asked
-// for ahead (nullptr, 0: none). heads: walk that many heads per token, head h's rows
+// Calls f(std::integral_constant<int, R>) for R = rows (1 to kMaxFewRows; more counts as
+// kMaxFewRows), so that each row count gets loops with its accumulators in registers.
+template <class F>
+inline void with_rows(int rows, F&& f) {
+  switch (rows) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    case 6: return f(std::integral_constant<int, 6>{});
+    case 7: return f(std::integral_constant<int, 7>{});
+    default: return f(std::integral_constant<int, 8>{});
+  }
+}
+
+// out[i * ld + j] = sum_c q[i * d + c] * K_j[c] for rows i < rows (at most kMaxFewRows) and
+// the count tokens j of one page: K_j at page + j * stride + offset, d elements of type Kv.
+// next / next_count: a later page of the block, whose rows at `offset` are asked for ahead
+// (nullptr, 0: none). hl: walk that many heads per token, token by token, head h's rows
 // head_bytes further on, its query rows at q + h * q_head, its outputs at out + h * out_head.
 template <class Kv>
 void few_row_dots(const float* q, int rows, int64_t d, const std::byte* page, int64_t offset,
@@ -210,16 +207,9 @@ void few_row_dots(const float* q, int rows, int64_t d, const std::byte* page, in
                   const std::byte* next = nullptr, int64_t next_count = 0,
                   const kv_rows_detail::HeadsLayout& hl = {1, 0, 0, 0}) {
   using namespace kv_rows_detail;
-  switch (rows) {
-    case 1: return dots_page<Kv, 1>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
-    case 2: return dots_page<Kv, 2>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
-    case 3: return dots_page<Kv, 3>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
-    case 4: return dots_page<Kv, 4>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
-    case 5: return dots_page<Kv, 5>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
-    case 6: return dots_page<Kv, 6>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
-    case 7: return dots_page<Kv, 7>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
-    default: return dots_page<Kv, 8>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
-  }
+  with_rows(rows, [&](auto r) {
+    dots_page<Kv, decltype(r)::value>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
+  });
 }
 
 #if defined(__AVX512BF16__) && defined(__AVX512F__)
@@ -230,35 +220,23 @@ inline void few_row_dots_bf16(const uint16_t* q, int rows, int64_t d, const std:
                               int64_t ld, const std::byte* next, int64_t next_count,
                               const kv_rows_detail::HeadsLayout& hl) {
   using namespace kv_rows_detail;
-  switch (rows) {
-    case 1: return dots_page_bf16<1>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
-    case 2: return dots_page_bf16<2>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
-    case 3: return dots_page_bf16<3>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
-    case 4: return dots_page_bf16<4>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
-    case 5: return dots_page_bf16<5>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
-    case 6: return dots_page_bf16<6>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
-    case 7: return dots_page_bf16<7>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
-    default: return dots_page_bf16<8>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
-  }
+  using B = simd::BF16;
+  with_rows(rows, [&](auto r) {
+    dots_page<B, decltype(r)::value>(q, d, page, offset, stride, count, out, ld, next, next_count, hl);
+  });
 }
 #endif
 
-// out[i * d + c] += sum_j w[i * ld + j] * V_j[c], tokens j in order, for rows i < rows.
+// out[i * d + c] += sum_j w[i * ld + j] * V_j[c], the count tokens of one page in order, for
+// rows i < rows (V_j as K_j above).
 template <class Kv>
 void few_row_axpy(const float* w, int rows, int64_t ld, const std::byte* page, int64_t offset,
                   int64_t stride, int64_t count, int64_t d, float* out,
                   const std::byte* next = nullptr, int64_t next_count = 0) {
   using namespace kv_rows_detail;
-  switch (rows) {
-    case 1: return axpy_page<Kv, 1>(w, ld, page, offset, stride, count, d, out, next, next_count);
-    case 2: return axpy_page<Kv, 2>(w, ld, page, offset, stride, count, d, out, next, next_count);
-    case 3: return axpy_page<Kv, 3>(w, ld, page, offset, stride, count, d, out, next, next_count);
-    case 4: return axpy_page<Kv, 4>(w, ld, page, offset, stride, count, d, out, next, next_count);
-    case 5: return axpy_page<Kv, 5>(w, ld, page, offset, stride, count, d, out, next, next_count);
-    case 6: return axpy_page<Kv, 6>(w, ld, page, offset, stride, count, d, out, next, next_count);
-    case 7: return axpy_page<Kv, 7>(w, ld, page, offset, stride, count, d, out, next, next_count);
-    default: return axpy_page<Kv, 8>(w, ld, page, offset, stride, count, d, out, next, next_count);
-  }
+  with_rows(rows, [&](auto r) {
+    axpy_page<Kv, decltype(r)::value>(w, ld, page, offset, stride, count, d, out, next, next_count);
+  });
 }
 
 // Calls f(page_ptr, j0, count, next_page, next_count) for the pages that hold tokens [0, n)

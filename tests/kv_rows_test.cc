@@ -162,6 +162,20 @@ std::vector<float> axpy(const std::vector<float>& w, int rows, int64_t d, const 
   return out;
 }
 
+// sum_k a[k * sa] * b[k * sb] in double, and the sum of the products' magnitudes.
+struct Exact {
+  double sum = 0, mag = 0;
+};
+Exact exact_dot(const float* a, int64_t sa, const float* b, int64_t sb, int64_t n) {
+  Exact e;
+  for (int64_t k = 0; k < n; ++k) {
+    const double x = double{a[k * sa]} * b[k * sb];
+    e.sum += x;
+    e.mag += std::abs(x);
+  }
+  return e;
+}
+
 std::vector<float> normal_floats(int64_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> normal;
@@ -185,22 +199,14 @@ TEST(FewRows, DotsAndRowUpdatesAgreeWithDoubleAndIgnoreLayout) {
       const std::vector<float> got_axpy = axpy(w, rows, d, base, n);
       for (int i = 0; i < rows; ++i) {
         for (int64_t j = 0; j < n; ++j) {
-          double exact = 0, mag = 0;
-          for (int64_t c = 0; c < d; ++c) {
-            exact += double{q[i * d + c]} * kv[j * d + c];
-            mag += std::abs(double{q[i * d + c]} * kv[j * d + c]);
-          }
           // A float32 sum of d products rounds at most d times: d * 2^-24 * sum |q_c k_c|.
-          EXPECT_NEAR(got_dots[i * n + j], exact, static_cast<double>(d) * 0x1p-24 * mag + 1e-30);
+          const Exact e = exact_dot(q.data() + i * d, 1, kv.data() + j * d, 1, d);
+          EXPECT_NEAR(got_dots[i * n + j], e.sum, static_cast<double>(d) * 0x1p-24 * e.mag + 1e-30);
         }
         for (int64_t c = 0; c < d; ++c) {
-          double exact = 0, mag = 0;
-          for (int64_t j = 0; j < n; ++j) {
-            exact += double{w[i * n + j]} * kv[j * d + c];
-            mag += std::abs(double{w[i * n + j]} * kv[j * d + c]);
-          }
           // n fused multiply-adds into one float32: n * 2^-24 * sum |w_j v_jc|.
-          EXPECT_NEAR(got_axpy[i * d + c], exact, static_cast<double>(n) * 0x1p-24 * mag + 1e-30);
+          const Exact e = exact_dot(w.data() + i * n, 1, kv.data() + c, d, n);
+          EXPECT_NEAR(got_axpy[i * d + c], e.sum, static_cast<double>(n) * 0x1p-24 * e.mag + 1e-30);
         }
       }
       // The same rows elsewhere (shifted by 4 and 36 bytes, one page of 37 tokens, pages of
@@ -315,22 +321,14 @@ TEST(PanelGemm, RowsStopAtTheirOwnKeys) {
         panel_weighted_sum<simd::F32>(w.data(), ldk, rows, keys.data(), v_rows, d, sum.data());
         for (int64_t i = 0; i < rows; ++i) {
           for (int64_t j = 0; j < keys[static_cast<size_t>(i)]; ++j) {
-            double exact = 0, mag = 0;
-            for (int64_t c = 0; c < d; ++c) {
-              exact += double{q[i * d + c]} * k[j * d + c];
-              mag += std::abs(double{q[i * d + c]} * k[j * d + c]);
-            }
             // d fused multiply-adds: d * 2^-24 * sum |q_c k_c|.
-            EXPECT_NEAR(logits[static_cast<size_t>(i * ldk + j)], exact, static_cast<double>(d) * 0x1p-24 * mag + 1e-30);
+            const Exact e = exact_dot(q.data() + i * d, 1, k.data() + j * d, 1, d);
+            EXPECT_NEAR(logits[static_cast<size_t>(i * ldk + j)], e.sum, static_cast<double>(d) * 0x1p-24 * e.mag + 1e-30);
           }
           for (int64_t c = 0; c < d; ++c) {
-            double exact = 0, mag = 0;
-            for (int64_t j = 0; j < keys[static_cast<size_t>(i)]; ++j) {
-              exact += double{w[i * ldk + j]} * v[j * d + c];
-              mag += std::abs(double{w[i * ldk + j]} * v[j * d + c]);
-            }
             // n fused multiply-adds: n * 2^-24 * sum |w_j v_jc|.
-            EXPECT_NEAR(sum[static_cast<size_t>(i * d + c)], exact, static_cast<double>(n) * 0x1p-24 * mag + 1e-30);
+            const Exact e = exact_dot(w.data() + i * ldk, 1, v.data() + c, d, keys[static_cast<size_t>(i)]);
+            EXPECT_NEAR(sum[static_cast<size_t>(i * d + c)], e.sum, static_cast<double>(n) * 0x1p-24 * e.mag + 1e-30);
           }
         }
       }
