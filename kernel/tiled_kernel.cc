@@ -600,11 +600,14 @@ class LiteralProgram : public PallasProgramVisitor {
 // blocks after the last row's position and before the first row's window are left out:
 // each of their weights is exp(mask - m) = 0 against a row's real maximum, which a kept
 // block supplies). The blocks are cut into `chunks` runs of chunk_blocks, computed
-// independently and merged in order. A decode sequence's segment takes every head at once
-// (all_heads; heads_blk 0 of a plan whose one heads block is every head): a page's token
-// rows are then read whole, front to back, which the hardware prefetchers follow; the
-// heads of a heads block only share the pass over the page, never arithmetic, so this
-// changes no bit.
+// independently and merged in order. Heads share only the pass over a page, never
+// arithmetic, so which heads a segment takes changes no bit; it takes them through a plan of
+// its own (heads_blk indexes that plan's heads blocks):
+// - a decode sequence (at most kFewRows rows per kv head) every head at once (all_heads),
+//   so that a page's token records are read whole, front to back, which the hardware
+//   prefetchers follow;
+// - any other a single kv head, so that a prefill's tiles split into as many tasks as it has
+//   kv heads (each head's K and V rows are widened once per tile either way).
 struct Segment {
   int64_t heads_blk, seq, a, b, kb_begin, kb_end, chunk_blocks, chunks;
   bool all_heads;
@@ -618,13 +621,14 @@ int64_t partial_floats(const Segment& sg, int64_t d) {
   return (sg.b - sg.a) * sg.hq_blk * (d + 2);
 }
 
-// The plan with one heads block of every head (decode's segments).
-KernelPlan all_heads_plan(const KernelPlan& plan, const PagedKvView& view) {
-  KernelPlan all = plan;
-  all.heads.q_heads = view.num_q_heads();
-  all.heads.combined_kv_heads = 2 * view.num_kv_heads();
-  all.num_heads_blks = 1;
-  return all;
+// The plan with heads blocks of kv_heads kv heads each (the same KV and query blocks): every
+// head (decode's segments) or one (the others').
+KernelPlan heads_plan(const KernelPlan& plan, const PagedKvView& view, int64_t kv_heads) {
+  KernelPlan out = plan;
+  out.heads.q_heads = kv_heads * view.q_heads_per_kv();
+  out.heads.combined_kv_heads = 2 * kv_heads;
+  out.num_heads_blks = view.num_kv_heads() / kv_heads;
+  return out;
 }
 
 // The default schedule's worker: reads each KV block in place from the paged cache.
@@ -735,10 +739,10 @@ std::vector<Segment> plan_segments(const Inputs& in, const Params& p, const Kern
   const int64_t kv_per_blk = plan.blocks.kv_pages_per_block * view.page_size();
   const int64_t chunk_blocks = std::max<int64_t>(1, (kSplitTokens + kv_per_blk - 1) / kv_per_blk);
   std::vector<Segment> out;
-  for (int64_t hb = 0; hb < plan.num_heads_blks; ++hb) {
+  for (int64_t hb = 0; hb < view.num_kv_heads(); ++hb) {
     for (int64_t s = 0; s < view.num_seqs(); ++s) {
       const bool all_heads = view.q_len(s) * view.q_heads_per_kv() <= kFewRows;
-      if (all_heads && hb > 0) continue;  // the first heads block's pass took every head
+      if (all_heads && hb > 0) continue;  // the first pass took every head
       for (int64_t a = view.q_start(s); a < view.q_end(s); a += tile) {
         const int64_t b = std::min(view.q_end(s), a + tile);
         const int64_t kv_len = view.kv_len(s);
@@ -765,7 +769,7 @@ std::vector<Segment> plan_segments(const Inputs& in, const Params& p, const Kern
                        .kb_end = kb_end,
                        .chunk_blocks = chunks == 1 ? std::max<int64_t>(blocks, 1) : chunk_blocks,
                        .chunks = chunks, .all_heads = all_heads,
-                       .hq_blk = all_heads ? view.num_q_heads() : plan.heads.q_heads, .partial = 0});
+                       .hq_blk = all_heads ? view.num_q_heads() : view.q_heads_per_kv(), .partial = 0});
       }
     }
   }
@@ -855,7 +859,8 @@ Tensor tiled_attention(const Inputs& in, const Params& p, const KernelOptions& o
   const bool exact = SegmentWorker(in, p, plan, 1).exact_skips();
   std::vector<Segment> segments = plan_segments(in, p, plan, exact);
   const int64_t d = view.head_dim();
-  const KernelPlan all = all_heads_plan(plan, view);
+  const KernelPlan all = heads_plan(plan, view, view.num_kv_heads());
+  const KernelPlan one = heads_plan(plan, view, 1);
   std::vector<std::pair<size_t, int64_t>> tasks;
   std::vector<size_t> split;
   size_t partial_size = 0;
@@ -897,7 +902,7 @@ Tensor tiled_attention(const Inputs& in, const Params& p, const KernelOptions& o
     for (size_t t = next++; t < tasks.size(); t = next++) {
       const Segment& sg = segments[tasks[t].first];
       std::optional<SegmentWorker>& worker = sg.all_heads ? every_head : blocks;
-      if (!worker) worker.emplace(in, p, sg.all_heads ? all : plan, sg.all_heads ? all_tile : tile);
+      if (!worker) worker.emplace(in, p, sg.all_heads ? all : one, sg.all_heads ? all_tile : tile);
       worker->run(sg, tasks[t].second, out, partial.data() + sg.partial);
     }
   });
