@@ -205,7 +205,7 @@ void print_table(const std::vector<Row>& rows, const std::vector<Limits>& limits
         r.reference_runs == 1
             ? "1 run (* one call took " + fixed(r.reference_first_s, 2) + " s, so it ran once)"
             : std::to_string(r.reference_runs) + " runs";
-    std::printf("  %s/%s: kernel median of %d runs per thread count (grid %lldx%lld, bkv %lld "
+    std::printf("  %s/%s: kernel median of %d runs per thread count (TPU grid %lldx%lld, bkv %lld "
                 "pages, bq %lld); reference median of %s; %.3f useful GFLOP, %.2f MB of KV\n",
                 r.workload.c_str(), r.dtype.c_str(), r.kernel_runs,
                 static_cast<long long>(r.grid_heads), static_cast<long long>(r.grid_q),
