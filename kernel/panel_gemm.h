@@ -124,7 +124,7 @@ inline void sum_tile(const float* w, int64_t ld, const PagedV& pv, int64_t d, in
 // (row_keys non-decreasing, each at most the columns of kt), with K transposed: K_j[c] at
 // kt[c * ldk + j], ldk a multiple of simd::kLanes and kt zero past the last key. Entries of
 // a row past its row_keys may be written (up to its tile's last row's count, rounded up to
-// whole vectors within ldk) and hold sums over those zero keys; ld >= ldk.
+// whole vectors within ldk): logits with those later keys, or 0 past the last; ld >= ldk.
 inline void panel_logits(const float* q, int64_t rows, int64_t d, const float* kt, int64_t ldk,
                          const int64_t* row_keys, float* out, int64_t ld) {
   using namespace panel_detail;

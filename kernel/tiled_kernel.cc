@@ -68,7 +68,7 @@ constexpr int64_t kPanelRows = 64;
 // the TPU's query blocks (a few dozen rows) would widen them once per query block.
 constexpr int64_t kTileRows = 512;
 
-// The default schedule splits a sequence's KV range into chunks of whole KV blocks of at
+// The default schedule splits a decode sequence's KV range into chunks of whole KV blocks of at
 // least this many tokens, computed in parallel and merged in order (flash-decoding). The
 // split depends on the shape only, so the output bits do not depend on the thread count.
 constexpr int64_t kSplitTokens = 1024;
@@ -212,7 +212,9 @@ class BlockMath {
     // triangle). Otherwise, as on the TPU, every slot of the block takes part, zero-filled
     // past kv_len: its logit is 0 before the mask and its V row adds nothing.
     const int64_t nk = exact_skips_ ? std::min(valid, last_pos + 1 - kv_start) : kv_per_blk_;
-    const int64_t n_data = std::min(nk, valid);  // slots with a token's K and V
+    // Slots with a token's K and V (none when the literal schedule's int32 walk wraps past
+    // kv_len).
+    const int64_t n_data = std::clamp<int64_t>(valid, 0, nk);
     const BlockRows br{.a = a, .r0 = r0, .rows = rows, .q_pos0 = q_pos0, .kv_start = kv_start,
                        .nk = nk, .n_data = n_data, .first = first};
     if (rows <= kFewRows && exact_skips_) {
@@ -293,7 +295,7 @@ class BlockMath {
     for (int64_t h = 0; h < hkv_blk_; ++h) {
       for (int64_t i = 0; i < rows; ++i) {
         float* x = lg + (h * rows + i) * nk;
-        std::fill(x + n, x + nk, 0.0f);  // zero-filled slots
+        std::fill(x + n, x + nk, zero_slot_logit(q_.data() + (h * rows + i) * d_));
         softmax_row(x, nk, br, i, m_of(h, br), l_of(h, br), scales_[static_cast<size_t>(h * rows + i)]);
       }
     }
@@ -361,7 +363,7 @@ class BlockMath {
       panel_logits(q + i0 * d_, pr, d_, kt_.data(), ldk, data_keys + i0, lg + i0 * ldk, ldk);
       for (int64_t i = i0; i < i0 + pr; ++i) {
         float* x = lg + i * ldk;
-        std::fill(x + data_keys[i], x + keys[i], 0.0f);  // zero-filled slots
+        std::fill(x + data_keys[i], x + keys[i], zero_slot_logit(q + i * d_));
         softmax_row(x, keys[i], br, i, m_of(h, br), l_of(h, br), scales_[static_cast<size_t>(i)]);
         // The weighted sum runs each register tile of rows to its last row's keys.
         const int64_t sum_keys = weighted_sum_keys(data_keys + i0, pr, i - i0);
@@ -370,6 +372,15 @@ class BlockMath {
       panel_weighted_sum<simd::F32>(lg + i0 * ldk, ldk, pr, data_keys + i0, v_copy, d_, pv + i0 * d_);
     }
     update_acc(br, h, pv, scales_.data());
+  }
+
+  // The logit of a zero-filled slot (K = 0, past kv_len) for the query row q: q . 0, which is
+  // 0, or NaN where q holds an infinity or a NaN, as the TPU's dot over the zeroed slot gives.
+  float zero_slot_logit(const float* q) const {
+    for (int64_t c = 0; c < d_; ++c) {
+      if (!std::isfinite(q[c])) return std::numeric_limits<float>::quiet_NaN();
+    }
+    return 0.0f;
   }
 
   // Row i's logits x[0, n) of this block: scale, soft cap, mask, and the update of the row's
@@ -418,8 +429,8 @@ class BlockMath {
   }
 
   // o = (l_alpha * o + beta * add) / l_next over one accumulator row; keep 0: the first
-  // block, whose o is not read (o_curr = 0). Vectors of the build's width, the tail one
-  // element at a time with the same fused operations.
+  // block, whose o is not read (o_curr = 0). Vectors of the build's width, then the tail of
+  // head_dim one element at a time (each element always takes the same one of the two).
   void row_update(float* o, const float* add, float keep, const Scales& sc) const {
     constexpr int L = simd::kLanes;
     const int64_t dv = d_ - d_ % L;
@@ -433,7 +444,7 @@ class BlockMath {
       const simd::Vec t = simd::fma(b, simd::load(add + c), simd::mul(a, simd::load(o + c)));
       simd::store(o + c, simd::div(t, l));
     }
-    for (int64_t c = dv; c < d_; ++c) o[c] = std::fma(sc.beta, add[c], sc.l_alpha * o[c]) / sc.l_next_safe;
+    for (int64_t c = dv; c < d_; ++c) o[c] = (sc.l_alpha * o[c] + sc.beta * add[c]) / sc.l_next_safe;
   }
 
   // K or V of local kv head h for the first n tokens of the block, as float32 rows of d,
@@ -763,8 +774,11 @@ std::vector<Segment> plan_segments(const Inputs& in, const Params& p, const Kern
         }
         if (kb_begin < 0) kb_begin = kb_end = 0;
         const int64_t blocks = kb_end - kb_begin;
-        const int64_t chunks =
-            exact_skips ? std::max<int64_t>(1, (blocks + chunk_blocks - 1) / chunk_blocks) : 1;
+        // Only decode segments are split: a prefill's tiles and heads are tasks enough, and its
+        // chunks' partial results (rows x heads x D each) would add up to gigabytes.
+        const int64_t chunks = exact_skips && all_heads
+                                   ? std::max<int64_t>(1, (blocks + chunk_blocks - 1) / chunk_blocks)
+                                   : 1;
         out.push_back({.heads_blk = hb, .seq = s, .a = a, .b = b, .kb_begin = kb_begin,
                        .kb_end = kb_end,
                        .chunk_blocks = chunks == 1 ? std::max<int64_t>(blocks, 1) : chunk_blocks,

@@ -26,15 +26,16 @@ struct KernelOptions {
   // KV block computed over, zero-filled past kv_len, and every query block written whole
   // from the accumulator. This is what the Pallas kernel computes, also where that is not
   // the definition (stale_kv_block, rows_not_computed, a small mask_value).
-  // By default (DESIGN.md section 5, and the README's departures): the same heads blocks,
-  // KV blocks and online-softmax update, but KV read in place from the pages (no staging
-  // copy), a sequence's rows taken in tiles of about 512 rows per kv head rather than the
-  // TPU's query blocks, and under a mask_value <= -1e30 work whose weight is exactly 0 in
-  // float32 skipped (padded slots, keys after a tile's or a GEMM panel's last row, fully
-  // masked blocks). A KV range of more than 1024 tokens is cut into chunks of whole KV
-  // blocks that run in parallel and are merged in order (flash-decoding). Tasks (heads
-  // block, row tile, chunk) follow from the shape alone, so the bits never depend on the
-  // thread count. The properties check both schedules against the reference.
+  // By default (DESIGN.md section 5, and the README's departures): the same KV blocks and
+  // online-softmax update, but KV read from the pages without the staging double buffer, a
+  // sequence's rows taken in tiles of about 512 rows per kv head rather than the TPU's query
+  // blocks (a decode sequence with every head at once, others one kv head per task), and
+  // under a mask_value <= -1e30 work whose weight is exactly 0 in float32 skipped (padded
+  // slots, keys after a row's causal position, fully masked blocks). A decode sequence's
+  // KV range of more than 1024 tokens is cut into chunks of whole KV blocks that run in
+  // parallel and are merged in order (flash-decoding). Tasks follow from the shape alone,
+  // so the bits never depend on the thread count. The properties check both schedules
+  // against the reference.
   bool literal_schedule = false;
   // Literal schedule, block sizes not both given: JAX's untuned default
   // (untuned_block_sizes), as the Pallas kernel takes them in jax mode, rather than the

@@ -451,12 +451,13 @@ int campaign_command(const std::vector<std::string_view>& args) {
     mine.max_size = st.max_size;
     while (elapsed() < static_cast<double>(seconds)) {
       const int64_t i = next++;
-      const props::CaseSpec spec = case_spec(seed, i, st.max_size);
       const int64_t kernel_before = mine.kernel_checks, findings_before = mine.findings_total;
+      std::optional<props::CaseSpec> spec;
       try {
-        run_case(spec, i, mine);
-      } catch (const std::exception& e) {
-        record(mine, {i, "exception", e.what(), props::spec_hex(spec), ""});
+        spec = case_spec(seed, i, st.max_size);
+        run_case(*spec, i, mine);
+      } catch (const std::exception& e) {  // nothing may escape a worker thread
+        record(mine, {i, "exception", e.what(), spec ? props::spec_hex(*spec) : "", ""});
       }
       ++cases_done;
       kernel_done += mine.kernel_checks - kernel_before;

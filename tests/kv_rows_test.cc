@@ -71,6 +71,13 @@ void expect_every_code_widens_exactly(DType t, bool flush) {
   EXPECT_EQ(wrong, 0) << "of " << codes << " codes (" << simd::kName << ", flush " << flush << ")";
 }
 
+#if defined(RPA_EXPECT_SIMD_LANES)
+// A variant build of this test compiles the vector path it is named for.
+TEST(SimdLoads, VariantBuildUsesItsVectorWidth) {
+  EXPECT_EQ(simd::kLanes, RPA_EXPECT_SIMD_LANES) << simd::kName;
+}
+#endif
+
 TEST(SimdLoads, EveryCodeWidensAsLoadAsFloat32) {
   for (const bool flush : {false, true}) {
     expect_every_code_widens_exactly<simd::BF16>(DType::kBFloat16, flush);

@@ -460,6 +460,25 @@ TEST(TiledKernelMaskValue, SmallMaskValueWeighsPaddedSlotsAsOnTheTpu) {
   EXPECT_NEAR(tiled_attention(in, p, KernelOptions{.threads = 1}).float_at(0), tpu, 1e-6);
 }
 
+// A zero-filled slot (past kv_len) has K = 0, and its logit is q . 0: NaN where q holds an
+// infinity, as the TPU's dot over the zeroed slot gives (not 0). One decode row over kv_len 1
+// in a page of 2 slots: q = +inf and K of token 0 = -1 give the real logit -inf; the literal
+// schedule's zero-filled slot then makes the row's maximum NaN, and the output NaN. Were
+// that slot's logit 0, the row's maximum would be mask_value and its output finite.
+TEST(TiledKernelLiteral, InfiniteQueryMakesZeroFilledSlotsNaN) {
+  testing::InputsSpec s = testing::one_page_spec({1, 1}, 2);
+  s.num_q_heads = 1;
+  s.num_kv_heads = 1;
+  Inputs in = testing::build_inputs(s);
+  in.q.set_float(0, std::numeric_limits<double>::infinity());
+  in.kv_pages.set_float(0, -1.0);  // K of token 0
+  in.kv_pages.set_float(1, 1.0);   // V of token 0
+  const Params p = with_blocks({}, 1, 1);
+  ASSERT_FALSE(validate(in, p).has_value());
+  const Tensor literal = tiled_attention(in, p, KernelOptions{.literal_schedule = true});
+  EXPECT_TRUE(std::isnan(literal.float_at(0))) << literal.float_at(0);
+}
+
 // ---- mask_value -inf: NaN as on the TPU ----------------------------------------------------
 
 // One prefill of 64 tokens, page size 4, KV blocks of 2 pages (8 tokens), sliding window
@@ -559,9 +578,9 @@ TEST(TiledKernelThreads, OutputBitsDoNotDependOnThreads) {
   }
 }
 
-// The default schedule cuts a long KV range into chunks of whole KV blocks of at least
-// 1024 tokens (flash-decoding), computed as separate tasks and merged in order, and a tall
-// sequence into tiles of 512 rows (query rows x q heads per kv head). Both follow from the
+// The default schedule cuts a decode sequence's long KV range into chunks of whole KV blocks
+// of at least 1024 tokens (flash-decoding), computed as separate tasks and merged in order,
+// and a tall sequence into tiles of 512 rows (query rows x q heads per kv head). Both follow from the
 // shape only: the bits are the same on any thread count, and they agree with the
 // reference. Blocks of 4 pages of 16 (64 tokens) make 16 blocks a chunk: kv_len 2500 is 3
 // chunks, 1500 is 2, with decode rows, a chunked prefill row block and a window.
@@ -569,13 +588,20 @@ TEST(TiledKernelSplit, ChunksAndTilesAgreeOnAnyThreadCount) {
   const Inputs decode = testing::random_inputs(
       spec_of({{1, 2500}, {3, 1500}, {1, 70}}, {BF16, BF16}, 8, 2, 32, 16, 7));
   const Inputs tall = testing::random_inputs(spec_of({{700, 900}, {2, 1100}}, {F32, E4M3}, 2, 2, 16, 16, 8));
+  // Decode rows whose KV block (8 pages of 16 tokens of 8 KiB: 1 MiB) takes two of decode's
+  // 512 KiB online-softmax steps, with a window edge inside a block.
+  const Inputs wide = testing::random_inputs(spec_of({{1, 700}, {2, 300}}, {F32, F32}, 32, 8, 128, 16, 9));
+  Params wide_window = with_blocks({}, 8, 16);
+  wide_window.sliding_window = 200;
   Params window = with_blocks({}, 4, 16);
   window.sliding_window = 1300;
   window.soft_cap = 30.0;
   for (const auto& [in, p] : {std::pair<const Inputs&, Params>{decode, with_blocks({}, 4, 16)},
                               {decode, window},
                               {tall, with_blocks({}, 4, 64)},
-                              {tall, Params{}}}) {
+                              {tall, Params{}},
+                              {wide, with_blocks({}, 8, 16)},
+                              {wide, wide_window}}) {
     SCOPED_TRACE(describe(in, p));
     const Tensor want = expect_kernel_agrees(in, p);
     for (const int threads : {3, 7}) {
