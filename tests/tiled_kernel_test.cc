@@ -563,8 +563,9 @@ TEST(TiledKernelHeads, SeveralHeadsBlocksAgree) {
   }
 }
 
-// Each grid cell is computed by one thread in a fixed order: any thread count, more
-// threads than cells and "every core" included, gives the same bits.
+// Each task (a sequence's row tile, its heads, a KV chunk) is computed by one thread in a
+// fixed order: any thread count, more threads than tasks and "every core" included, gives
+// the same bits. (A TPU grid of more than 8 cells makes a case of many small tasks.)
 TEST(TiledKernelThreads, OutputBitsDoNotDependOnThreads) {
   const Inputs in =
       testing::random_inputs(spec_of({{1, 9}, {5, 13}, {7, 30}, {3, 3}}, {F32, F32}, 32, 16, 8));
