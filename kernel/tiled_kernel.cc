@@ -210,7 +210,8 @@ class BlockMath {
     // mask_value and its weight exactly 0, see the default schedule), and keys after the
     // last row's position are left out too: they are masked for every row (prefill's causal
     // triangle). Otherwise, as on the TPU, every slot of the block takes part, zero-filled
-    // past kv_len: its logit is 0 before the mask and its V row adds nothing.
+    // past kv_len: its logit is q . 0 before the mask (zero_slot_logit) and its V row adds
+    // nothing.
     const int64_t nk = exact_skips_ ? std::min(valid, last_pos + 1 - kv_start) : kv_per_blk_;
     // Slots with a token's K and V (none when the literal schedule's int32 walk wraps past
     // kv_len).
