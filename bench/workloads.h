@@ -1,7 +1,7 @@
 // The performance workloads (DESIGN.md section 11), their useful-work metrics, and probes
 // of this machine's limits (memory bandwidth, float32 GEMM throughput) that the kernel's
 // numbers are read against. Shared by the Google Benchmark binary (bench/rpa_bench.cc) and
-// `rpa bench` (oracle/bench_command.cc).
+// `rpa bench` (cli/bench_command.cc).
 #pragma once
 
 #include <cstdint>

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernel/validate.h"
-#include "oracle/case_file.h"
+#include "casefile/case_file.h"
 
 namespace {
 

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <string>
 
-#include "oracle/case_file.h"
-#include "oracle/exit_codes.h"
+#include "casefile/case_file.h"
+#include "cli/exit_codes.h"
 
 int main(int argc, char** argv) {
   if (argc != 3) {

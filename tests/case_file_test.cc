@@ -1,7 +1,7 @@
-// Tests of the case file layer: oracle/npy, oracle/zip_archive and oracle/case_file
+// Tests of the case file layer: casefile/npy, casefile/zip_archive and casefile/case_file
 // (DESIGN.md section 7). Malformed inputs must give one clean line naming the member and the
 // problem; every case must survive write then read bit for bit.
-#include "oracle/case_file.h"
+#include "casefile/case_file.h"
 
 #include <gtest/gtest.h>
 #include <sys/resource.h>
@@ -21,8 +21,8 @@
 #include <string_view>
 #include <vector>
 
-#include "oracle/npy.h"
-#include "oracle/zip_archive.h"
+#include "casefile/npy.h"
+#include "casefile/zip_archive.h"
 
 namespace rpa {
 namespace {

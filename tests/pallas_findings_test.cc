@@ -16,7 +16,7 @@
 #include "kernel/paged_kv_view.h"
 #include "kernel/tiled_kernel.h"
 #include "kernel/validate.h"
-#include "oracle/case_file.h"
+#include "casefile/case_file.h"
 #include "oracle/compare.h"
 #include "oracle/tolerance.h"
 #include "reference/dense_reference.h"

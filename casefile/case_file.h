@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "oracle/case.h"
+#include "casefile/case.h"
 
 namespace rpa {
 

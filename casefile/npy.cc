@@ -1,4 +1,4 @@
-#include "oracle/npy.h"
+#include "casefile/npy.h"
 
 #include <algorithm>
 #include <array>

@@ -3,10 +3,10 @@
 
 #include "kernel/python_repr.h"
 #include "kernel/tiled_kernel.h"
-#include "oracle/cli_args.h"
-#include "oracle/commands.h"
+#include "cli/cli_args.h"
+#include "cli/commands.h"
 #include "oracle/compare.h"
-#include "oracle/exit_codes.h"
+#include "cli/exit_codes.h"
 #include "reference/dense_reference.h"
 
 namespace rpa {

@@ -1,4 +1,4 @@
-#include "oracle/zip_archive.h"
+#include "casefile/zip_archive.h"
 
 #include <sys/stat.h>
 #include <zip.h>

@@ -5,9 +5,9 @@
 #include <string_view>
 #include <vector>
 
-#include "oracle/cli_args.h"
-#include "oracle/commands.h"
-#include "oracle/exit_codes.h"
+#include "cli/cli_args.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
 
 namespace rpa {
 namespace {

@@ -1,4 +1,4 @@
-#include "oracle/case_file.h"
+#include "casefile/case_file.h"
 
 #include <array>
 #include <cerrno>
@@ -11,8 +11,8 @@
 #include <string_view>
 #include <utility>
 
-#include "oracle/npy.h"
-#include "oracle/zip_archive.h"
+#include "casefile/npy.h"
+#include "casefile/zip_archive.h"
 
 namespace rpa {
 namespace {

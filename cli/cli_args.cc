@@ -1,9 +1,9 @@
-#include "oracle/cli_args.h"
+#include "cli/cli_args.h"
 
 #include <charconv>
 #include <cstdio>
 
-#include "oracle/exit_codes.h"
+#include "cli/exit_codes.h"
 
 namespace rpa {
 

@@ -10,8 +10,8 @@
 
 #include "kernel/tiled_kernel.h"
 #include "kernel/validate.h"
-#include "oracle/case_file.h"
-#include "oracle/json_writer.h"
+#include "casefile/case_file.h"
+#include "cli/json_writer.h"
 #include "reference/semantics.h"
 
 namespace rpa {

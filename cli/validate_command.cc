@@ -1,8 +1,8 @@
 #include <cstdio>
 
-#include "oracle/cli_args.h"
-#include "oracle/commands.h"
-#include "oracle/exit_codes.h"
+#include "cli/cli_args.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
 
 namespace rpa {
 

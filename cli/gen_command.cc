@@ -5,10 +5,10 @@
 #include <optional>
 #include <string>
 
-#include "oracle/case_file.h"
-#include "oracle/cli_args.h"
-#include "oracle/commands.h"
-#include "oracle/exit_codes.h"
+#include "casefile/case_file.h"
+#include "cli/cli_args.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
 #include "properties/build_case.h"
 #include "properties/case_codec.h"
 #include "properties/materialize.h"

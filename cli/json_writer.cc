@@ -1,4 +1,4 @@
-#include "oracle/json_writer.h"
+#include "cli/json_writer.h"
 
 #include <cmath>
 #include <cstdio>

@@ -3,9 +3,9 @@
 
 #include "kernel/paged_kv_view.h"
 #include "kernel/tiled_kernel.h"
-#include "oracle/cli_args.h"
-#include "oracle/commands.h"
-#include "oracle/exit_codes.h"
+#include "cli/cli_args.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
 #include "reference/dense_reference.h"
 
 namespace rpa {
