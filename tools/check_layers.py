@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Checks that every #include "dir/file.h" in the C++ sources points down the layers of
+DESIGN.md section 1 (kernel <- reference <- oracle <- properties <- fuzz <- cli, casefile
+beside oracle, bench beside properties) and names a header that exists.
+
+A file may include its own folder and any folder of a lower level; a folder of the same level
+(oracle and casefile, properties and bench) or higher is a violation. tests/ and tools/ sit on
+top and are not checked. Every folder holding C++ sources must have a level here.
+
+Usage: check_layers.py REPO_ROOT      exit 1 and one line per violation
+       check_layers.py --self-test    plants violations in a scratch tree, expects each found
+"""
+import os
+import re
+import sys
+import tempfile
+
+LEVELS = {
+    "kernel": 0,
+    "reference": 1,
+    "oracle": 2,
+    "casefile": 2,
+    "properties": 3,
+    "bench": 3,
+    "fuzz": 4,
+    "cli": 5,
+}
+UNCHECKED = {"tests", "tools", "build", "corpus", "scripts", ".git", ".ci"}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+SOURCE = (".cc", ".h")
+
+
+def violations(root):
+    found = []
+    for top in sorted(os.listdir(root)):
+        path = os.path.join(root, top)
+        if not os.path.isdir(path) or top in UNCHECKED:
+            continue
+        for dirpath, _, files in os.walk(path):
+            for name in sorted(files):
+                if not name.endswith(SOURCE):
+                    continue
+                rel = os.path.relpath(os.path.join(dirpath, name), root)
+                if top not in LEVELS:
+                    found.append(f"{rel}: folder {top}/ has no layer in DESIGN.md section 1")
+                    continue
+                with open(os.path.join(dirpath, name), encoding="utf-8") as f:
+                    for lineno, line in enumerate(f, 1):
+                        m = INCLUDE.match(line)
+                        if not m:
+                            continue
+                        target = m.group(1)
+                        where = f"{rel}:{lineno}: includes \"{target}\""
+                        folder = target.split("/")[0] if "/" in target else top
+                        if not os.path.isfile(os.path.join(root, target)) and not os.path.isfile(
+                                os.path.join(dirpath, target)):
+                            found.append(f"{where}, which does not exist")
+                        elif folder == top:
+                            continue
+                        elif folder not in LEVELS:
+                            found.append(f"{where}: {folder}/ is not a library layer")
+                        elif LEVELS[folder] >= LEVELS[top]:
+                            found.append(f"{where}: {folder}/ (level {LEVELS[folder]}) is not "
+                                         f"below {top}/ (level {LEVELS[top]})")
+    return found
+
+
+def self_test():
+    planted = {
+        "kernel/a.h": '#include "oracle/b.h"\n',        # up
+        "oracle/b.h": '#include "casefile/c.h"\n',      # sideways
+        "casefile/c.h": '#include "kernel/missing.h"\n',  # no such header
+        "cli/d.cc": '#include "oracle/b.h"\n#include "kernel/a.h"\n',  # fine
+        "gadgets/e.cc": "",                               # unknown folder
+    }
+    with tempfile.TemporaryDirectory() as root:
+        for rel, text in planted.items():
+            os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
+            with open(os.path.join(root, rel), "w") as f:
+                f.write(text)
+        got = violations(root)
+    want = ["kernel/a.h:1", "oracle/b.h:1", "casefile/c.h:1", "gadgets/e.cc"]
+    missing = [w for w in want if not any(g.startswith(w) for g in got)]
+    extra = [g for g in got if not any(g.startswith(w) for w in want)]
+    if missing or extra or len(got) != len(want):
+        print(f"self-test FAILED: missed {missing}, spurious {extra}")
+        return 1
+    print(f"self-test: {len(want)} planted violations found, nothing else")
+    return 0
+
+
+def main():
+    if sys.argv[1:] == ["--self-test"]:
+        return self_test()
+    if len(sys.argv) != 2:
+        print("usage: check_layers.py REPO_ROOT | --self-test", file=sys.stderr)
+        return 64
+    found = violations(sys.argv[1])
+    for line in found:
+        print(line)
+    print(f"layers: {len(found)} violations")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
