@@ -1,16 +1,30 @@
+// rpa check: one case in detail, or many (several files, or directories) one line each.
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <vector>
 
-#include "kernel/python_repr.h"
-#include "kernel/tiled_kernel.h"
+#include "cli/case_paths.h"
+#include "cli/check_case.h"
 #include "cli/cli_args.h"
 #include "cli/commands.h"
-#include "oracle/compare.h"
 #include "cli/exit_codes.h"
-#include "reference/dense_reference.h"
+#include "cli/junit_report.h"
+#include "kernel/python_repr.h"
+#include "oracle/compare.h"
 
 namespace rpa {
 namespace {
+
+void write_bias_json(JsonWriter& j, const BiasStats& b) {
+  j.key("bias").begin_object();
+  j.key("biased").value(b.biased()).key("elements").value(b.elements);
+  j.key("units").value(b.units).key("exact_share").value(b.exact_share());
+  j.key("mean_ulp").value(b.mean_signed()).key("se_ulp").value(b.se_signed());
+  j.key("mean_toward_zero_ulp").value(-b.mean_magnitude());
+  j.key("se_toward_zero_ulp").value(b.se_magnitude());
+  j.end_object();
+}
 
 void write_comparison_json(JsonWriter& j, const Comparison& c) {
   j.key("agree").value(c.agree());
@@ -35,6 +49,172 @@ void write_comparison_json(JsonWriter& j, const Comparison& c) {
     j.key("got").value(m.got).key("want").value(m.want).key("allowed").value(m.allowed);
     j.end_object();
   }
+  write_bias_json(j, c.bias);
+}
+
+// One case, in detail: the form of `rpa check CASE.npz`.
+int check_one(const CliArgs& a) {
+  const CheckOutcome o = check_file(a);
+  switch (o.verdict) {
+    case CheckVerdict::kNotApplicable: return usage_error(o.detail);
+    case CheckVerdict::kUnreadable:
+      std::fprintf(stderr, "rpa: %s\n", o.detail.c_str());
+      if (a.json) {
+        std::printf("%s\n",
+                    JsonWriter().begin_object().key("error").value(o.detail).end_object().str().c_str());
+      }
+      return kExitUnreadable;
+    case CheckVerdict::kRejected: report_rejection(a, *o.rejection); return kExitRejected;
+    default: break;
+  }
+  const Comparison& cmp = *o.cmp;
+  if (a.json) {
+    JsonWriter j;
+    j.begin_object().key("valid").value(true).key("mode").value(mode_name(a.validate.mode));
+    j.key("verdict").value(verdict_name(o.verdict));
+    j.key("checked").value(o.has_out ? "out" : "kernel");
+    j.key("oracle").value(a.oracle == "literal" ? "literal" : "reference");
+    if (a.oracle != "literal") j.key("semantics").value(semantics_name(a.reference_semantics()));
+    if (!o.has_out) j.key("schedule").value(a.literal ? "literal" : "default");
+    write_comparison_json(j, cmp);
+    std::printf("%s\n", j.end_object().str().c_str());
+  } else if (o.verdict == CheckVerdict::kMismatch) {
+    std::printf("%s: MISMATCH between %s and %s at %s; discrimination %s\n", a.path.c_str(),
+                o.checked.c_str(), o.oracle.c_str(), describe_mismatch(cmp).c_str(),
+                py_float_repr(cmp.discrimination).c_str());
+  } else if (o.verdict == CheckVerdict::kBiased) {
+    std::printf("%s: BIASED: %s is within the tolerance of %s (%s of it) but its %s\n",
+                a.path.c_str(), o.checked.c_str(), o.oracle.c_str(),
+                py_float_repr(cmp.max_budget_used).c_str(), bias_line(cmp).c_str());
+  } else {
+    std::printf("%s: %s agrees with %s (%s; max abs err %s, atol %s, rtol %s", a.path.c_str(),
+                o.checked.c_str(), o.oracle.c_str(), describe_mismatch(cmp).c_str(),
+                py_float_repr(cmp.max_abs_err).c_str(), py_float_repr(cmp.tol.atol).c_str(),
+                py_float_repr(cmp.tol.rtol).c_str());
+    if (cmp.tol.element_atol) {
+      std::printf(", per-element logit term up to %s",
+                  py_float_repr(cmp.tol.max_element_atol()).c_str());
+    }
+    std::printf("; discrimination %s; %s%s)\n", py_float_repr(cmp.discrimination).c_str(),
+                comparison_summary(cmp).c_str(),
+                cmp.bias.biased() ? "; biased, accepted by --allow-bias" : "");
+  }
+  // A check that would pass an all-zero output says so: its verdict carries no weight.
+  // (Where every wanted value is 0, an all-zero output is the answer: no warning.)
+  if (!a.json && !cmp.rejects_zero() && cmp.max_abs_want > 0.0) {
+    std::printf("%s: warning: this check could not reject an all-zero output (discrimination "
+                "%s >= 1: the tolerance is at least max|want| = %s)\n",
+                a.path.c_str(), py_float_repr(cmp.discrimination).c_str(),
+                py_float_repr(cmp.max_abs_want).c_str());
+  }
+  return verdict_exit(o.verdict);
+}
+
+// The exit code of many checks: 1 if any disagrees or is biased, else the worst of the rest
+// (unreadable 3 over rejected 2 over agree 0).
+int worst_exit(const std::vector<CheckVerdict>& verdicts) {
+  int code = kExitOk;
+  for (const CheckVerdict v : verdicts) {
+    const int e = verdict_exit(v);
+    if (e == kExitMismatch) return kExitMismatch;
+    if (e == kExitUsage || (e == kExitUnreadable && code != kExitUsage) ||
+        (e == kExitRejected && code == kExitOk)) {
+      code = e;
+    }
+  }
+  return code;
+}
+
+// Many cases: one line each on stdout, and a total.
+int check_many(const CliArgs& a) {
+  const std::vector<CasePath> files = case_files(a.paths);
+  std::vector<CheckVerdict> verdicts;
+  std::vector<JunitCase> junit;
+  int counts[6] = {};
+  JsonWriter j;
+  if (a.json) j.begin_object().key("cases").begin_array();
+  for (const CasePath& f : files) {
+    CliArgs one = a;
+    one.path = f.path;
+    one.json = false;
+    const auto start = std::chrono::steady_clock::now();
+    CheckOutcome o;
+    if (!f.error.empty()) {
+      o.verdict = CheckVerdict::kUnreadable;
+      o.detail = f.error;
+    } else {
+      o = check_file(one);
+    }
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    verdicts.push_back(o.verdict);
+    ++counts[static_cast<int>(o.verdict)];
+    std::string line;
+    switch (o.verdict) {
+      case CheckVerdict::kAgree:
+      case CheckVerdict::kBiased: line = comparison_summary(*o.cmp); break;
+      case CheckVerdict::kMismatch:
+        line = py_float_repr(o.cmp->max_budget_used) + " of tolerance at " + describe_mismatch(*o.cmp);
+        break;
+      default: line = o.detail;
+    }
+    if (a.json) {
+      j.begin_object().key("path").value(f.path).key("verdict").value(verdict_name(o.verdict));
+      if (o.cmp) {
+        write_comparison_json(j, *o.cmp);
+      } else {
+        j.key("error").value(o.detail);
+        if (o.rejection && o.rejection->failure) {
+          j.key("mode").value(mode_name(o.rejection->mode));
+          write_failure_json(j, *o.rejection->failure, o.rejection->mode);
+        }
+      }
+      j.end_object();
+    } else {
+      std::printf("%s: %s (%s)\n", f.path.c_str(), std::string(verdict_name(o.verdict)).c_str(),
+                  line.c_str());
+      std::fflush(stdout);
+    }
+    JunitCase jc;
+    jc.classname = "rpa.check";
+    jc.name = f.path;
+    jc.seconds = seconds;
+    if (o.verdict == CheckVerdict::kMismatch || o.verdict == CheckVerdict::kBiased) {
+      jc.outcome = JunitCase::Outcome::kFailure;
+    } else if (o.verdict != CheckVerdict::kAgree) {
+      jc.outcome = JunitCase::Outcome::kError;
+    }
+    jc.type = verdict_name(o.verdict);
+    jc.message = line;
+    if (o.verdict == CheckVerdict::kBiased) jc.details = bias_line(*o.cmp);
+    junit.push_back(std::move(jc));
+  }
+  const std::string total =
+      py_int_repr(static_cast<int64_t>(files.size())) + " cases: " + py_int_repr(counts[0]) +
+      " agree, " + py_int_repr(counts[1]) + " mismatch, " + py_int_repr(counts[2]) + " biased, " +
+      py_int_repr(counts[3]) + " rejected, " + py_int_repr(counts[4] + counts[5]) +
+      " unreadable or not applicable";
+  if (a.json) {
+    j.end_array().key("total").begin_object();
+    for (int v = 0; v < 6; ++v) {
+      j.key(verdict_name(static_cast<CheckVerdict>(v))).value(static_cast<int64_t>(counts[v]));
+    }
+    j.end_object();
+    std::printf("%s\n", j.end_object().str().c_str());
+  } else {
+    std::printf("rpa check: %s\n", total.c_str());
+  }
+  if (!a.junit.empty()) {
+    if (const std::string err = write_junit(a.junit, "rpa check", junit); !err.empty()) {
+      std::fprintf(stderr, "rpa: %s\n", err.c_str());
+      return kExitUnreadable;
+    }
+  }
+  if (files.empty()) {
+    std::fprintf(stderr, "rpa: no case files (.npz) below %s\n", a.path.c_str());
+    return kExitUnreadable;
+  }
+  return worst_exit(verdicts);
 }
 
 }  // namespace
@@ -43,102 +223,22 @@ int check_command(const std::vector<std::string_view>& args) {
   CliArgs a;
   if (std::string err = parse_cli_args(args,
                                        {"--mode", "--json", "--threads", "--literal", "--schedule",
-                                        "--oracle", "--semantics", "--target", "--max-bytes"},
-                                       a);
+                                        "--oracle", "--semantics", "--target", "--max-bytes",
+                                        "--allow-bias", "--junit"},
+                                       a, /*many_paths=*/true);
       !err.empty()) {
     return usage_error(err);
   }
-  const bool literal_oracle = a.oracle == "literal";
-  if (literal_oracle && a.literal) {
+  if (a.oracle == "literal" && a.literal) {
     return usage_error("--oracle literal compares the case's `out` with the literal schedule; "
                        "--schedule does not apply");
   }
-  if (literal_oracle && a.semantics) {
+  if (a.oracle == "literal" && a.semantics) {
     return usage_error("--semantics chooses the dense reference's rounding points; --oracle "
                        "literal compares with the literal schedule instead");
   }
-  const std::optional<Case> c = read_case_or_report(a);
-  if (!c) return kExitUnreadable;
-  if (a.literal && c->out) {
-    return usage_error(
-        "--schedule literal applies to the tiled kernel; the case holds its own `out`");
-  }
-  if (literal_oracle && !c->out) {
-    return usage_error("--oracle literal needs a case with `out` (an output to check)");
-  }
-  if (literal_oracle && a.validate.mode == Mode::kJax ? !literal_jax_ok(*c, a)
-                                                      : !validate_for_compute(*c, a)) {
-    return kExitRejected;
-  }
-  // The output under test: the case's own `out`, else the tiled kernel's.
-  const Tensor out = c->out ? *c->out : tiled_attention(c->inputs, c->params, kernel_options(a));
-  const char* const checked = c->out      ? "out"
-                              : a.literal ? "the tiled kernel (literal schedule)"
-                                          : "the tiled kernel";
-  if (out.shape() != c->inputs.q.shape() || out.dtype() != c->inputs.q.dtype()) {
-    std::fprintf(stderr, "rpa: %s: member 'out.npy' is %s %s, expected q's %s %s\n", a.path.c_str(),
-                 std::string(dtype_name(out.dtype())).c_str(), shape_repr(out.shape()).c_str(),
-                 std::string(dtype_name(c->inputs.q.dtype())).c_str(),
-                 shape_repr(c->inputs.q.shape()).c_str());
-    return kExitUnreadable;
-  }
-
-  // The oracle: the dense reference (the definition), or the literal schedule (what the
-  // Pallas kernel computes, also where the definition does not hold).
-  Tensor want;
-  Tolerance tol;
-  if (literal_oracle) {
-    CliArgs literal = a;
-    literal.literal = true;
-    const KernelOptions options = kernel_options(literal);
-    want = tiled_attention(c->inputs, c->params, options);
-    tol = schedule_tolerance(
-        c->inputs, c->params,
-        plan_kernel(c->inputs, c->params, options.target, options.untuned_blocks));
-  } else {
-    ReferenceResult ref = dense_reference(c->inputs, c->params, a.reference_semantics());
-    tol = tolerance_for_case(c->inputs, c->params, ref);
-    want = std::move(ref.out);
-  }
-  const std::string oracle =
-      literal_oracle ? "the literal schedule"
-                     : "the reference (" + semantics_label(a.reference_semantics()) + ")";
-  const Comparison cmp = compare_outputs(out, want, PagedKvView(c->inputs), tol);
-  if (a.json) {
-    JsonWriter j;
-    j.begin_object().key("valid").value(true).key("mode").value(mode_name(a.validate.mode));
-    j.key("checked").value(c->out ? "out" : "kernel");
-    j.key("oracle").value(literal_oracle ? "literal" : "reference");
-    if (!literal_oracle) j.key("semantics").value(semantics_name(a.reference_semantics()));
-    if (!c->out) j.key("schedule").value(a.literal ? "literal" : "default");
-    write_comparison_json(j, cmp);
-    std::printf("%s\n", j.end_object().str().c_str());
-  } else {
-    if (cmp.agree()) {
-      std::printf("%s: %s agrees with %s (%s; max abs err %s, atol %s, rtol %s", a.path.c_str(),
-                  checked, oracle.c_str(), describe_mismatch(cmp).c_str(),
-                  py_float_repr(cmp.max_abs_err).c_str(), py_float_repr(tol.atol).c_str(),
-                  py_float_repr(tol.rtol).c_str());
-      if (tol.element_atol) {
-        std::printf(", per-element logit term up to %s",
-                    py_float_repr(tol.max_element_atol()).c_str());
-      }
-      std::printf("; discrimination %s)\n", py_float_repr(cmp.discrimination).c_str());
-    } else {
-      std::printf("%s: MISMATCH between %s and %s at %s; discrimination %s\n", a.path.c_str(),
-                  checked, oracle.c_str(), describe_mismatch(cmp).c_str(),
-                  py_float_repr(cmp.discrimination).c_str());
-    }
-    // A check that would pass an all-zero output says so: its verdict carries no weight.
-    // (Where every wanted value is 0, an all-zero output is the answer: no warning.)
-    if (!cmp.rejects_zero() && cmp.max_abs_want > 0.0) {
-      std::printf("%s: warning: this check could not reject an all-zero output (discrimination "
-                  "%s >= 1: the tolerance is at least max|want| = %s)\n",
-                  a.path.c_str(), py_float_repr(cmp.discrimination).c_str(),
-                  py_float_repr(cmp.max_abs_want).c_str());
-    }
-  }
-  return cmp.agree() ? kExitOk : kExitMismatch;
+  if (a.paths.size() > 1 || any_directory(a.paths) || !a.junit.empty()) return check_many(a);
+  return check_one(a);
 }
 
 }  // namespace rpa

@@ -81,12 +81,14 @@ std::optional<int64_t> parse_int(std::string_view s) {
 }  // namespace
 
 std::string parse_cli_args(const std::vector<std::string_view>& args,
-                           const std::set<std::string_view>& allowed, CliArgs& out) {
+                           const std::set<std::string_view>& allowed, CliArgs& out,
+                           bool many_paths) {
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     if (!a.starts_with("-") || a == "-") {
-      if (!out.path.empty()) return "more than one case file given";
-      out.path = a;
+      if (!out.path.empty() && !many_paths) return "more than one case file given";
+      if (out.path.empty()) out.path = a;
+      out.paths.emplace_back(a);
       continue;
     }
     if (!allowed.contains(a)) return "unknown option " + std::string(a);
@@ -96,6 +98,10 @@ std::string parse_cli_args(const std::vector<std::string_view>& args,
     }
     if (a == "--all") {
       out.all = true;
+      continue;
+    }
+    if (a == "--allow-bias") {
+      out.allow_bias = true;
       continue;
     }
     if (a == "--literal") {
@@ -136,6 +142,8 @@ std::string parse_cli_args(const std::vector<std::string_view>& args,
       out.impl = v;
     } else if (a == "-o") {
       out.output = v;
+    } else if (a == "--junit") {
+      out.junit = v;
     } else if (a == "--threads") {
       const auto n = parse_int(v);
       if (!n || *n < 1 || *n > 1024) return "--threads takes a count from 1 to 1024";
@@ -173,48 +181,62 @@ void write_failure_json(JsonWriter& j, const Failure& f, Mode mode) {
   if (mode == Mode::kJax && info.jax_crash) j.key("jax_crash").value(true);
 }
 
-bool validate_for_compute(const Case& c, const CliArgs& args, bool needs_definition) {
+std::optional<Rejection> compute_rejection(const Case& c, const CliArgs& args,
+                                           bool needs_definition) {
   const Mode mode = args.validate.mode;
-  std::optional<Failure> f = validate(c.inputs, c.params, args.validate);
-  std::string why;
-  Mode reported = mode;
-  if (f) {
-    why = "rejected in " + std::string(mode_name(mode)) + " mode by " + failure_line(*f, mode);
-  } else if (mode != Mode::kStrict && needs_definition) {
-    ValidateOptions strict = args.validate;
-    strict.mode = Mode::kStrict;
-    f = validate(c.inputs, c.params, strict);
-    reported = Mode::kStrict;
-    if (f) {
-      why = "accepted in " + std::string(mode_name(mode)) +
-            " mode, but the output is undefined: rejected in strict mode by " +
-            failure_line(*f, Mode::kStrict);
-    }
+  if (std::optional<Failure> f = validate(c.inputs, c.params, args.validate)) {
+    return Rejection{"rejected in " + std::string(mode_name(mode)) + " mode by " +
+                         failure_line(*f, mode),
+                     f, mode};
   }
-  if (!f) return true;
-  std::fprintf(stderr, "%s: %s\n", args.path.c_str(), why.c_str());
-  if (args.json) {
+  if (mode == Mode::kStrict || !needs_definition) return std::nullopt;
+  ValidateOptions strict = args.validate;
+  strict.mode = Mode::kStrict;
+  if (std::optional<Failure> f = validate(c.inputs, c.params, strict)) {
+    return Rejection{"accepted in " + std::string(mode_name(mode)) +
+                         " mode, but the output is undefined: rejected in strict mode by " +
+                         failure_line(*f, Mode::kStrict),
+                     f, Mode::kStrict};
+  }
+  return std::nullopt;
+}
+
+std::optional<Rejection> literal_jax_rejection(const Case& c, const CliArgs& args) {
+  if (std::optional<Rejection> r = compute_rejection(c, args, /*needs_definition=*/false)) {
+    return r;
+  }
+  const DType qt = c.inputs.q.dtype(), kt = c.inputs.kv_pages.dtype();
+  if (is_kernel_q_dtype(qt) && (is_kernel_kv_dtype(kt) || is_pallas_extra_kv_dtype(kt))) {
+    return std::nullopt;
+  }
+  return Rejection{"the literal schedule computes q in float32 or bfloat16 and KV in float32, "
+                   "bfloat16, float8, float16 or integers up to 32 bits (got q " +
+                       std::string(dtype_name(qt)) + ", kv_pages " +
+                       std::string(dtype_name(kt)) + ")",
+                   std::nullopt, args.validate.mode};
+}
+
+void report_rejection(const CliArgs& args, const Rejection& r) {
+  std::fprintf(stderr, "%s: %s\n", args.path.c_str(), r.why.c_str());
+  if (args.json && r.failure) {
     JsonWriter j;
-    j.begin_object().key("valid").value(false).key("mode").value(mode_name(reported));
-    write_failure_json(j, *f, reported);
+    j.begin_object().key("valid").value(false).key("mode").value(mode_name(r.mode));
+    write_failure_json(j, *r.failure, r.mode);
     j.end_object();
     std::printf("%s\n", j.str().c_str());
   }
-  return false;
+}
+
+bool validate_for_compute(const Case& c, const CliArgs& args, bool needs_definition) {
+  const std::optional<Rejection> r = compute_rejection(c, args, needs_definition);
+  if (r) report_rejection(args, *r);
+  return !r;
 }
 
 bool literal_jax_ok(const Case& c, const CliArgs& args) {
-  if (!validate_for_compute(c, args, /*needs_definition=*/false)) return false;
-  const DType qt = c.inputs.q.dtype(), kt = c.inputs.kv_pages.dtype();
-  if (is_kernel_q_dtype(qt) && (is_kernel_kv_dtype(kt) || is_pallas_extra_kv_dtype(kt))) {
-    return true;
-  }
-  std::fprintf(stderr,
-               "%s: the literal schedule computes q in float32 or bfloat16 and KV in float32, "
-               "bfloat16, float8, float16 or integers up to 32 bits (got q %s, kv_pages %s)\n",
-               args.path.c_str(), std::string(dtype_name(qt)).c_str(),
-               std::string(dtype_name(kt)).c_str());
-  return false;
+  const std::optional<Rejection> r = literal_jax_rejection(c, args);
+  if (r) report_rejection(args, *r);
+  return !r;
 }
 
 KernelOptions kernel_options(const CliArgs& args) {

@@ -17,7 +17,10 @@
 namespace rpa {
 
 struct CliArgs {
-  std::string path;  // the case file
+  std::string path;                // the case file (the first, where a command takes several)
+  std::vector<std::string> paths;  // every file or directory named, in order
+  std::string junit;               // --junit FILE: a JUnit XML report
+  bool allow_bias = false;         // check --allow-bias: a biased output still passes
   ValidateOptions validate;
   CaseReadOptions read;
   bool json = false;
@@ -33,9 +36,11 @@ struct CliArgs {
 };
 
 // Parses args (after the command name). allowed lists the flags this command takes, e.g.
-// {"--mode", "--json"}. Returns an error message, or "" on success.
+// {"--mode", "--json"}; many_paths: it takes several files or directories (at least one).
+// Returns an error message, or "" on success.
 std::string parse_cli_args(const std::vector<std::string_view>& args,
-                           const std::set<std::string_view>& allowed, CliArgs& out);
+                           const std::set<std::string_view>& allowed, CliArgs& out,
+                           bool many_paths = false);
 
 // Prints the usage error and the usage text to stderr; returns kExitUsage.
 int usage_error(const std::string& what);
@@ -50,16 +55,31 @@ std::string failure_line(const Failure& f, Mode mode);
 // Adds "rule", "message" (and "jax_crash") to an open JSON object.
 void write_failure_json(JsonWriter& j, const Failure& f, Mode mode);
 
+// Why a command that computes does not compute a case: one line, and the rule (in `mode`)
+// when validation rejected it.
+struct Rejection {
+  std::string why;
+  std::optional<Failure> failure;
+  Mode mode = Mode::kStrict;
+};
+
 // The validation gate of commands that compute: the case must pass the chosen mode and,
 // since only strict-valid inputs have a defined output, strict mode too unless
 // needs_definition is false (the literal schedule, which computes what the Pallas kernel
-// does on any input jax mode accepts). On rejection prints the reason (stderr; JSON on
-// stdout with --json) and returns false.
-bool validate_for_compute(const Case& c, const CliArgs& args, bool needs_definition = true);
+// does on any input jax mode accepts).
+std::optional<Rejection> compute_rejection(const Case& c, const CliArgs& args,
+                                           bool needs_definition = true);
 
 // The literal schedule in jax mode: the gate above without the definition, and the dtypes
 // the schedule computes with (the Pallas kernel's: q float32 or bfloat16; KV the kernel
-// floats, float16 or integers up to 32 bits). Prints why not and returns false.
+// floats, float16 or integers up to 32 bits).
+std::optional<Rejection> literal_jax_rejection(const Case& c, const CliArgs& args);
+
+// Prints a rejection: "PATH: why" on stderr and, with --json, its JSON object on stdout.
+void report_rejection(const CliArgs& args, const Rejection& r);
+
+// compute_rejection / literal_jax_rejection, reported; true when the case may be computed.
+bool validate_for_compute(const Case& c, const CliArgs& args, bool needs_definition = true);
 bool literal_jax_ok(const Case& c, const CliArgs& args);
 
 // KernelOptions for the tiled kernel as the command line asks for it.

@@ -36,6 +36,7 @@ Comparison compare_outputs(const Tensor& got, const Tensor& want, const PagedKvV
           const double a = got.float_at(base + col);
           const double b = want.float_at(base + col);
           ++c.compared;
+          c.bias.add(a, b, got.dtype());
           const double allowed = tol.allowed(base + col, b);
           if (std::isfinite(b)) {
             c.max_abs_want = std::max(c.max_abs_want, std::fabs(b));
@@ -56,6 +57,7 @@ Comparison compare_outputs(const Tensor& got, const Tensor& want, const PagedKvV
           ++c.mismatches;
           if (!c.first) c.first = ElementMismatch{s, r, row, h, col, a, b, allowed};
         }
+        c.bias.end_unit();
       }
     }
   }

@@ -9,6 +9,7 @@
 
 #include "kernel/paged_kv_view.h"
 #include "kernel/tensor.h"
+#include "oracle/bias.h"
 #include "oracle/tolerance.h"
 
 namespace rpa {
@@ -40,6 +41,8 @@ struct Comparison {
   double max_abs_want = 0.0;  // over compared elements with a finite want
   bool rejects_zero() const { return discrimination < 1.0; }
   std::optional<ElementMismatch> first;  // the first mismatch in row-major order
+  // The signed errors in ulps of got's dtype, per (row, head) unit (oracle/bias.h).
+  BiasStats bias;
   bool agree() const { return mismatches == 0; }
 };
 

@@ -17,8 +17,9 @@
 
 namespace rpa::props {
 
-// got agrees with the reference within the case's tolerance, and is NaN nowhere the
-// reference is finite.
+// got agrees with the reference within the case's tolerance, is NaN nowhere the reference
+// is finite, and (against the kernel semantics, which the kernel computes) is not biased
+// (oracle/bias.h).
 inline void assert_agrees(const Inputs& in, const Params& p, const Tensor& got,
                           const ReferenceResult& ref) {
   const PagedKvView view(in);
@@ -27,6 +28,7 @@ inline void assert_agrees(const Inputs& in, const Params& p, const Tensor& got,
            << " semantics): " << describe_mismatch(c) << " (max abs error " << c.max_abs_err
            << ", atol " << c.tol.atol << ", rtol " << c.tol.rtol << ")\n";
   RC_ASSERT(c.agree());
+  if (ref.semantics == Semantics::kKernel) RC_ASSERT(!c.bias.biased());
   const int64_t defined = view.total_q_tokens() * view.num_q_heads() * view.head_dim();
   for (int64_t e = 0; e < defined; ++e) {
     if (!std::isnan(ref.out.float_at(e))) RC_ASSERT(!std::isnan(got.float_at(e)));

@@ -1,0 +1,52 @@
+// One case through `rpa check`: the verdict and what it rests on. check prints it for one
+// file or tallies it over many, replay compares it with a regression's expected verdict.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "casefile/case.h"
+#include "cli/cli_args.h"
+#include "oracle/compare.h"
+
+namespace rpa {
+
+enum class CheckVerdict {
+  kAgree,       // within the tolerance and without a bias (or --allow-bias)
+  kMismatch,    // outside the tolerance
+  kBiased,      // within the tolerance, but biased (oracle/bias.h), without --allow-bias
+  kRejected,    // not computed: validation rejected it (or the literal schedule cannot run it)
+  kUnreadable,  // the case file could not be read
+  kNotApplicable,  // the options do not apply to this case (e.g. --oracle literal without `out`)
+};
+
+// "agree", "mismatch", "biased", "rejected", "unreadable", "not_applicable".
+std::string_view verdict_name(CheckVerdict v);
+// The exit code of a single check with this verdict (DESIGN.md section 8; biased is 1).
+int verdict_exit(CheckVerdict v);
+
+struct CheckOutcome {
+  CheckVerdict verdict = CheckVerdict::kAgree;
+  std::string detail;                 // rejected, unreadable, usage: the one line why
+  std::optional<Rejection> rejection;  // rejected
+  std::optional<Comparison> cmp;       // agree, mismatch, biased
+  bool has_out = false;                // the case's own `out` was checked (else the kernel's)
+  std::string checked;                 // "out", "the tiled kernel", ...
+  std::string oracle;                  // "the reference (kernel semantics)", ...
+};
+
+// Checks a loaded case as `rpa check` does with these options (nothing printed).
+CheckOutcome check_case(const Case& c, const CliArgs& args);
+// Reads args.path, then check_case.
+CheckOutcome check_file(const CliArgs& args);
+
+// One line on the comparison: worst error as a fraction of the tolerance and the bias, e.g.
+// "0.43 of tolerance; bias -0.01 ulp (SE 0.02), toward zero -0.00 ulp (SE 0.01); 87.5% exact".
+std::string comparison_summary(const Comparison& c);
+
+// Why a bias verdict was given: "mean error ... ulp (SE ...), ...: a mean beyond 6 standard
+// errors and 0.1 ulp is a systematic bias (oracle/bias.cc); --allow-bias accepts it".
+std::string bias_line(const Comparison& c);
+
+}  // namespace rpa

@@ -1,0 +1,70 @@
+#include "cli/junit_report.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+
+namespace rpa {
+
+std::string xml_escape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (const char ch : s) {
+    const auto u = static_cast<unsigned char>(ch);
+    switch (ch) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&apos;"; break;
+      default:
+        if (u < 0x20 && ch != '\n' && ch != '\t') {
+          out += "?";  // XML 1.0 allows no other control character, escaped or not
+        } else {
+          out += ch;
+        }
+    }
+  }
+  return out;
+}
+
+std::string write_junit(const std::string& path, const std::string& suite,
+                        const std::vector<JunitCase>& cases) {
+  int failures = 0, errors = 0;
+  double seconds = 0.0;
+  for (const JunitCase& c : cases) {
+    failures += c.outcome == JunitCase::Outcome::kFailure;
+    errors += c.outcome == JunitCase::Outcome::kError;
+    seconds += c.seconds;
+  }
+  char totals[160];
+  std::snprintf(totals, sizeof totals, "tests=\"%zu\" failures=\"%d\" errors=\"%d\" time=\"%.3f\"",
+                cases.size(), failures, errors, seconds);
+  std::string x = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  x += "<testsuites name=\"" + xml_escape(suite) + "\" " + totals + ">\n";
+  x += "  <testsuite name=\"" + xml_escape(suite) + "\" " + totals + " skipped=\"0\">\n";
+  for (const JunitCase& c : cases) {
+    char time[32];
+    std::snprintf(time, sizeof time, "%.3f", c.seconds);
+    x += "    <testcase classname=\"" + xml_escape(c.classname) + "\" name=\"" +
+         xml_escape(c.name) + "\" time=\"" + time + "\"";
+    if (c.outcome == JunitCase::Outcome::kPassed) {
+      x += "/>\n";
+      continue;
+    }
+    const char* const tag = c.outcome == JunitCase::Outcome::kFailure ? "failure" : "error";
+    x += ">\n      <" + std::string(tag) + " type=\"" + xml_escape(c.type) + "\" message=\"" +
+         xml_escape(c.message) + "\">" + xml_escape(c.details) + "</" + tag + ">\n";
+    x += "    </testcase>\n";
+  }
+  x += "  </testsuite>\n</testsuites>\n";
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) return "cannot write the JUnit report " + path + ": " + std::strerror(errno);
+  out << x;
+  out.close();
+  if (!out) return "cannot write the JUnit report " + path + ": " + std::strerror(errno);
+  return "";
+}
+
+}  // namespace rpa

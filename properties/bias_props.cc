@@ -1,0 +1,113 @@
+// The bias verdict (oracle/bias.h) both ways, on the property generators' bfloat16 cases:
+// the tiled kernel is never found biased, and a planted truncation of its final cast (round
+// toward zero instead of to nearest even: inside every tolerance) is found on the default
+// budget.
+//
+// The planted kernel: the tiled kernel run with q widened to float32 (exact: the same
+// values, so the same products, logits, weights and float32 accumulation, without scales,
+// which would round K_eff and V_eff to q's dtype), its float32 output then cast to bfloat16
+// by truncation. Cast to nearest even instead, the same output is the control.
+#include <gtest/gtest.h>
+#include <rapidcheck/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "kernel/paged_kv_view.h"
+#include "kernel/tiled_kernel.h"
+#include "kernel/validate.h"
+#include "oracle/compare.h"
+#include "oracle/tolerance.h"
+#include "properties/materialize.h"
+#include "properties/rc_case.h"
+#include "reference/dense_reference.h"
+
+namespace rpa::props {
+namespace {
+
+// A generated case with q in bfloat16 and no k_scale or v_scale, strict-valid both so and
+// with q widened to float32 (wide: what the planted kernel runs; its larger q blocks may
+// exceed a small vmem_limit_bytes).
+struct Bf16Case {
+  Materialized m;
+  Inputs wide;
+};
+
+Bf16Case bfloat16_case() {
+  CaseSpec spec = *gen_valid_case();
+  spec.q_dtype = DType::kBFloat16;
+  spec.params.k_scale.reset();
+  spec.params.v_scale.reset();
+  Bf16Case c{materialize(spec), {}};
+  c.wide = c.m.inputs;
+  c.wide.q = Tensor(DType::kFloat32, c.m.inputs.q.shape());
+  for (int64_t i = 0; i < c.wide.q.numel(); ++i) c.wide.q.set_float(i, c.m.inputs.q.float_at(i));
+  RC_PRE(!validate(c.m.inputs, c.m.params, {.mode = Mode::kStrict}).has_value());
+  RC_PRE(!validate(c.wide, c.m.params, {.mode = Mode::kStrict}).has_value());
+  return c;
+}
+
+// The kernel's float32 output before its final cast.
+Tensor float32_output(const Bf16Case& c) { return tiled_attention(c.wide, c.m.params, {}); }
+
+// f cast to bfloat16: to nearest even, or truncated (toward zero; NaN stays NaN).
+Tensor to_bfloat16(const Tensor& f, bool truncate) {
+  Tensor out(DType::kBFloat16, f.shape());
+  for (int64_t i = 0; i < f.numel(); ++i) {
+    const double v = f.float_at(i);
+    if (!truncate || std::isnan(v)) {
+      out.set_float(i, v);
+      continue;
+    }
+    const auto bits = static_cast<uint16_t>(std::bit_cast<uint32_t>(static_cast<float>(v)) >> 16);
+    std::memcpy(out.data() + 2 * i, &bits, 2);
+  }
+  return out;
+}
+
+Comparison against_reference(const Materialized& m, const Tensor& got) {
+  const ReferenceResult ref = dense_reference(m.inputs, m.params, Semantics::kKernel);
+  return compare_outputs(got, ref.out, PagedKvView(m.inputs), tolerance_for_case(m.inputs, m.params, ref));
+}
+
+void log_bias(const char* what, const Comparison& c) {
+  RC_LOG() << what << ": mean " << c.bias.mean_signed() << " ulp (SE " << c.bias.se_signed()
+           << "), toward zero " << -c.bias.mean_magnitude() << " (SE " << c.bias.se_magnitude()
+           << "), " << c.bias.elements << " elements in " << c.bias.units << " units, "
+           << c.bias.exact_share() << " exact\n";
+}
+
+// The unmodified kernel, and its float32 output cast to nearest even, agree and are never
+// biased.
+RC_GTEST_PROP(Bias, UnmodifiedKernelIsNeverBiased, ()) {
+  const Bf16Case c = bfloat16_case();
+  const Materialized& m = c.m;
+  const Comparison kernel = against_reference(m, tiled_attention(m.inputs, m.params, {}));
+  log_bias("kernel", kernel);
+  RC_ASSERT(kernel.agree());
+  RC_ASSERT(!kernel.bias.biased());
+  const Comparison nearest = against_reference(m, to_bfloat16(float32_output(c), false));
+  log_bias("float32 output cast to nearest even", nearest);
+  RC_ASSERT(nearest.agree());
+  RC_ASSERT(!nearest.bias.biased());
+  RC_CLASSIFY(kernel.bias.units >= 75, "75 or more (row, head) units");
+}
+
+// The planted truncation stays inside the tolerance on every case, and RapidCheck's default
+// budget finds a case where the bias verdict catches it (then shrinks it: the smallest case
+// where the truncation shows).
+TEST(Bias, PlantedTruncationIsFlaggedOnTheDefaultBudget) {
+  const bool caught = rc::check("a truncated final cast is not found biased", [] {
+    const Bf16Case c = bfloat16_case();
+    const Comparison cmp = against_reference(c.m, to_bfloat16(float32_output(c), true));
+    log_bias("truncated", cmp);
+    RC_ASSERT(cmp.agree());
+    RC_ASSERT(!cmp.bias.biased());
+  });
+  EXPECT_FALSE(caught) << "the truncation was never flagged: the bias verdict missed it";
+}
+
+}  // namespace
+}  // namespace rpa::props
