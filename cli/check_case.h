@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 
@@ -35,6 +36,11 @@ struct CheckOutcome {
   std::string checked;                 // "out", "the tiled kernel", ...
   std::string oracle;                  // "the reference (kernel semantics)", ...
 };
+
+// The options rpa check takes (replay reads them from regressions/expectations.tsv too).
+inline const std::set<std::string_view> kCheckFlags = {
+    "--mode",   "--json",      "--threads",    "--literal",    "--schedule", "--oracle",
+    "--semantics", "--target", "--max-bytes", "--allow-bias", "--junit"};
 
 // Checks a loaded case as `rpa check` does with these options (nothing printed).
 CheckOutcome check_case(const Case& c, const CliArgs& args);

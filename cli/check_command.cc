@@ -221,11 +221,7 @@ int check_many(const CliArgs& a) {
 
 int check_command(const std::vector<std::string_view>& args) {
   CliArgs a;
-  if (std::string err = parse_cli_args(args,
-                                       {"--mode", "--json", "--threads", "--literal", "--schedule",
-                                        "--oracle", "--semantics", "--target", "--max-bytes",
-                                        "--allow-bias", "--junit"},
-                                       a, /*many_paths=*/true);
+  if (std::string err = parse_cli_args(args, kCheckFlags, a, /*many_paths=*/true);
       !err.empty()) {
     return usage_error(err);
   }

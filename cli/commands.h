@@ -13,5 +13,6 @@ int check_command(const std::vector<std::string_view>& args);
 int bench_command(const std::vector<std::string_view>& args);
 int gen_command(const std::vector<std::string_view>& args);
 int campaign_command(const std::vector<std::string_view>& args);
+int replay_command(const std::vector<std::string_view>& args);
 
 }  // namespace rpa

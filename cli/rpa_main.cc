@@ -22,6 +22,7 @@ int main_impl(int argc, char** argv) {
   if (command == "bench") return bench_command(args);
   if (command == "gen") return gen_command(args);
   if (command == "campaign") return campaign_command(args);
+  if (command == "replay") return replay_command(args);
   if (command == "--help" || command == "-h" || command == "help") {
     std::printf("%s", kUsage);
     return kExitOk;

@@ -12,6 +12,7 @@
 
 #include "kernel/validate.h"
 #include "casefile/case_file.h"
+#include "fuzz/targets.h"
 
 namespace {
 
@@ -30,7 +31,7 @@ CaseReadResult read(std::span<const std::byte> bytes) { return read_case_bytes(b
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+int rpa::fuzz::fuzz_case_file(const uint8_t* data, size_t size) {
   const CaseReadResult r = read(std::as_bytes(std::span<const uint8_t>(data, size)));
   if (!r.value) {
     if (r.error.empty() || r.error.find('\n') != std::string::npos) {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "fuzz/target_inputs.h"
+#include "fuzz/targets.h"
 #include "kernel/paged_kv_view.h"
 #include "kernel/tiled_kernel.h"
 #include "kernel/validate.h"
@@ -42,7 +43,7 @@ using namespace rpa;
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+int rpa::fuzz::fuzz_differential(const uint8_t* data, size_t size) {
   const fuzz::DifferentialInput d = fuzz::decode_differential(std::span<const uint8_t>(data, size));
   const props::Materialized m = props::materialize(d.spec);
   // Valid by construction; a rejection is itself a bug (of the generators or of validation),

@@ -11,8 +11,9 @@
 
 #include "fuzz/raw_call.h"
 #include "fuzz/raw_check.h"
+#include "fuzz/targets.h"
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+int rpa::fuzz::fuzz_raw_inputs(const uint8_t* data, size_t size) {
   const rpa::fuzz::RawCall c = rpa::fuzz::decode_raw_call(std::span<const uint8_t>(data, size));
   const rpa::fuzz::RawCheck r = rpa::fuzz::check_raw_call(c);
   if (r.problem) {

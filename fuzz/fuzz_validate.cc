@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "fuzz/target_inputs.h"
+#include "fuzz/targets.h"
 #include "fuzz/validation_check.h"
 #include "kernel/validate.h"
 #include "properties/case_codec.h"
@@ -31,7 +32,7 @@ using namespace rpa;
 
 }  // namespace
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+int rpa::fuzz::fuzz_validate(const uint8_t* data, size_t size) {
   const props::CaseSpec spec =
       props::decode_case(std::span<const uint8_t>(data, size), fuzz::validate_options());
   // Validation reads no q or kv_pages data: leave them zero.
