@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -30,7 +31,11 @@
 #include "kernel/tiled_kernel.h"
 #include "kernel/validate.h"
 #include "casefile/case_file.h"
+#include "cli/campaign_report.h"
+#include "cli/campaign_stats.h"
+#include "cli/check_case.h"
 #include "cli/cli_args.h"
+#include "cli/junit_report.h"
 #include "cli/commands.h"
 #include "oracle/compare.h"
 #include "cli/exit_codes.h"
@@ -47,70 +52,6 @@ namespace rpa {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct Finding {
-  int64_t case_index = 0;  // which case of the run found it (findings are kept in this order)
-  std::string check;   // "validation (jax)", "kernel vs reference", "raw call", "exception",
-                       // "pallas"
-  std::string detail;  // one line
-  std::string spec;    // spec hex: rpa gen --spec replays it
-  std::string raw;     // a raw call's bytes in hex: fuzz_raw_inputs replays them
-};
-
-struct Stats {
-  int max_size = 100;
-  int64_t cases = 0, mutated = 0, validation_checks = 0, kernel_checks = 0;
-  int64_t raw_calls = 0, raw_strict_accepted = 0, raw_ran = 0;
-  std::map<std::string, int64_t> verdicts[2];  // per mode: rule name (or "valid") -> count
-  // "q/kv" dtypes -> most of the tolerance used, in the kernel semantics (the oracle's) and in
-  // JAX's reference semantics, and the weakest check's discrimination (kernel semantics).
-  std::map<std::string, double> worst_budget;
-  std::map<std::string, double> worst_budget_reference;
-  std::map<std::string, double> worst_discrimination;
-  std::map<std::string, int64_t> pair_checks;
-  int64_t could_not_reject_zero = 0;  // kernel-semantics checks an all-zero output would pass
-  int64_t findings_total = 0;
-  std::vector<Finding> findings;  // the first kMaxFindings
-  // The Pallas kernel cross-check: "" when not asked for, else its summary line.
-  std::string pallas;
-};
-
-constexpr size_t kMaxFindings = 20;
-constexpr Mode kModes[] = {Mode::kStrict, Mode::kJax};
-
-void record(Stats& st, Finding f) {
-  ++st.findings_total;
-  if (st.findings.size() < kMaxFindings) st.findings.push_back(std::move(f));
-}
-
-// One worker's tallies into the run's: counts add up, the worst budgets and discriminations
-// are the worst of either, and the findings are the first kMaxFindings by case index.
-void merge_into(Stats& to, const Stats& from) {
-  to.cases += from.cases;
-  to.mutated += from.mutated;
-  to.validation_checks += from.validation_checks;
-  to.kernel_checks += from.kernel_checks;
-  to.raw_calls += from.raw_calls;
-  to.raw_strict_accepted += from.raw_strict_accepted;
-  to.raw_ran += from.raw_ran;
-  for (int k = 0; k < 2; ++k) {
-    for (const auto& [rule, n] : from.verdicts[k]) to.verdicts[k][rule] += n;
-  }
-  for (const auto& [pair, w] : from.worst_budget) to.worst_budget[pair] = std::max(to.worst_budget[pair], w);
-  for (const auto& [pair, w] : from.worst_budget_reference) {
-    to.worst_budget_reference[pair] = std::max(to.worst_budget_reference[pair], w);
-  }
-  for (const auto& [pair, w] : from.worst_discrimination) {
-    to.worst_discrimination[pair] = std::max(to.worst_discrimination[pair], w);
-  }
-  for (const auto& [pair, n] : from.pair_checks) to.pair_checks[pair] += n;
-  to.could_not_reject_zero += from.could_not_reject_zero;
-  to.findings_total += from.findings_total;
-  to.findings.insert(to.findings.end(), from.findings.begin(), from.findings.end());
-  std::stable_sort(to.findings.begin(), to.findings.end(),
-                   [](const Finding& a, const Finding& b) { return a.case_index < b.case_index; });
-  if (to.findings.size() > kMaxFindings) to.findings.resize(kMaxFindings);
-}
 
 uint64_t case_seed(uint64_t seed, int64_t i) {
   return seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(i) * 0xbf58476d1ce4e5b9ULL;
@@ -188,6 +129,13 @@ void run_case(const props::CaseSpec& spec, int64_t i, Stats& st) {
     const bool kernel = semantics == Semantics::kKernel;
     double& worst = (kernel ? st.worst_budget : st.worst_budget_reference)[pair];
     worst = std::max(worst, c.max_budget_used);
+    if (kernel) {
+      ++st.budget_histogram[pair][budget_bin(c.agree() ? c.max_budget_used : INFINITY)];
+      if (c.agree() && c.bias.biased()) {
+        ++st.biased[pair];
+        record(st, {i, "kernel vs reference (bias)", bias_line(c), props::spec_hex(spec), ""});
+      }
+    }
     if (kernel && std::isfinite(c.discrimination)) {
       double& weakest = st.worst_discrimination[pair];
       weakest = std::max(weakest, c.discrimination);
@@ -205,22 +153,6 @@ double round_sig(double x) {
   if (x == 0.0 || !std::isfinite(x)) return x;
   const double scale = std::pow(10.0, 2 - std::floor(std::log10(std::fabs(x))));
   return std::round(x * scale) / scale;
-}
-
-std::string replay(const Finding& f) {
-  if (f.check == "pallas") {
-    return "build/jaxvenv/bin/python tools/cross_check_jax.py --pallas N --seed S "
-           "(the N and S above)";
-  }
-  if (!f.raw.empty()) {
-    return "python3 -c \"open('raw.bin', 'wb').write(bytes.fromhex('" + f.raw +
-           "'))\" && build/release/fuzz/fuzz_raw_inputs raw.bin";
-  }
-  return "rpa gen --spec " + f.spec + " -o case.npz && rpa " +
-         (f.check.starts_with("validation (jax)") ? "validate --mode jax case.npz"
-          : f.check.starts_with("validation")     ? "validate case.npz"
-          : f.check.ends_with("(reference semantics)") ? "check case.npz --semantics reference"
-                                                       : "check case.npz");
 }
 
 std::string pallas_line(const Stats& st) {
@@ -292,7 +224,7 @@ std::string summary_text(const Stats& st, double seconds, uint64_t seed) {
   s += "\n  Pallas kernel (TPU interpret mode): " + pallas_line(st);
   s += "\n  findings: " + std::to_string(st.findings_total) + "\n";
   for (const Finding& f : st.findings) {
-    s += "    " + f.check + ": " + f.detail + "\n      replay: " + replay(f) + "\n";
+    s += "    " + f.check + ": " + f.detail + "\n      replay: " + finding_replay(f) + "\n";
   }
   return s;
 }
@@ -314,6 +246,10 @@ std::string summary_json(const Stats& st, double seconds, uint64_t seed) {
   for (const auto& [pair, worst] : st.worst_budget_reference) j.key(pair).value(worst);
   j.end_object().key("max_discrimination").begin_object();
   for (const auto& [pair, weakest] : st.worst_discrimination) j.key(pair).value(weakest);
+  j.end_object().key("kernel_checks_per_pair").begin_object();
+  for (const auto& [pair, n] : st.pair_checks) j.key(pair).value(n);
+  j.end_object().key("biased_per_pair").begin_object();
+  for (const auto& [pair, n] : st.biased) j.key(pair).value(n);
   j.end_object().key("could_not_reject_zero").value(st.could_not_reject_zero);
   j.key("raw_calls").value(st.raw_calls);
   j.key("raw_strict_accepted").value(st.raw_strict_accepted).key("raw_ran").value(st.raw_ran);
@@ -323,7 +259,7 @@ std::string summary_json(const Stats& st, double seconds, uint64_t seed) {
     j.begin_object().key("check").value(f.check).key("detail").value(f.detail);
     j.key("spec").value(f.spec);
     if (!f.raw.empty()) j.key("raw").value(f.raw);
-    j.key("replay").value(replay(f)).end_object();
+    j.key("replay").value(finding_replay(f)).end_object();
   }
   return j.end_array().end_object().str();
 }
@@ -360,7 +296,7 @@ std::string summary_markdown(const Stats& st, double seconds, uint64_t seed) {
   s += "\n## Pallas kernel (TPU interpret mode)\n\n" + pallas_line(st) + "\n";
   s += "\n## Findings: " + std::to_string(st.findings_total) + "\n\n";
   for (const Finding& f : st.findings) {
-    s += "- **" + f.check + "**: " + f.detail + "\n  `" + replay(f) + "`\n";
+    s += "- **" + f.check + "**: " + f.detail + "\n  `" + finding_replay(f) + "`\n";
   }
   return s;
 }
@@ -369,6 +305,54 @@ bool write_text(const std::filesystem::path& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
   return static_cast<bool>(out);
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// One JUnit test case per check class: a failure when it found something.
+std::vector<JunitCase> junit_cases(const Stats& st, double seconds) {
+  struct Class {
+    std::string name, prefix;
+    int64_t checks;
+  };
+  const std::vector<Class> classes = {
+      {"validation (strict) vs spec model", "validation (strict)", st.cases},
+      {"validation (jax) vs spec model", "validation (jax)", st.cases},
+      {"kernel vs reference (kernel semantics)", "kernel vs reference (kernel semantics)",
+       st.kernel_checks},
+      {"kernel vs reference (reference semantics)", "kernel vs reference (reference semantics)",
+       st.kernel_checks},
+      {"kernel vs reference (bias)", "kernel vs reference (bias)", st.kernel_checks},
+      {"raw calls", "raw call", st.raw_calls},
+      {"exceptions", "exception", st.cases},
+      {"pallas kernel", "pallas", st.pallas.empty() ? 0 : 1},
+  };
+  std::vector<JunitCase> out;
+  for (const Class& c : classes) {
+    if (c.prefix == "pallas" && st.pallas.empty()) continue;
+    JunitCase j;
+    j.classname = "rpa.campaign";
+    j.name = c.name + " (" + std::to_string(c.checks) + " checks)";
+    j.seconds = c.prefix == "pallas" ? 0.0 : seconds;  // the classes ran side by side
+    const auto found = st.findings_by_check.find(c.prefix);
+    if (found != st.findings_by_check.end() && found->second > 0) {
+      j.outcome = JunitCase::Outcome::kFailure;
+      j.type = "finding";
+      j.message = std::to_string(found->second) + " findings";
+      for (const Finding& f : st.findings) {
+        if (f.check == c.prefix) j.details += f.detail + "\n  replay: " + finding_replay(f) + "\n";
+      }
+    }
+    out.push_back(std::move(j));
+  }
+  return out;
 }
 
 std::optional<uint64_t> parse_u64(std::string_view v) {
@@ -382,18 +366,18 @@ std::optional<uint64_t> parse_u64(std::string_view v) {
 
 int campaign_command(const std::vector<std::string_view>& args) {
   uint64_t seconds = 60, seed = 1, max_size = 100, pallas = 0;
-  std::optional<std::string> report;
+  std::optional<std::string> report, junit;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     if (a != "--seconds" && a != "--seed" && a != "--report" && a != "--max-size" &&
-        a != "--pallas") {
+        a != "--pallas" && a != "--junit") {
       return usage_error("unknown option " + std::string(a));
     }
     if (i + 1 >= args.size()) return usage_error(std::string(a) + " needs a value");
     const std::string_view v = args[++i];
-    if (a == "--report") {
-      if (v.empty()) return usage_error("--report needs a directory");
-      report = std::string(v);
+    if (a == "--report" || a == "--junit") {
+      if (v.empty()) return usage_error(std::string(a) + (a == "--junit" ? " needs a file" : " needs a directory"));
+      (a == "--report" ? report : junit) = std::string(v);
       continue;
     }
     const std::optional<uint64_t> n = parse_u64(v);
@@ -434,6 +418,7 @@ int campaign_command(const std::vector<std::string_view>& args) {
     return kExitUnreadable;
   }
 
+  const std::string started = utc_now();
   const bool tty = isatty(2) != 0;
   const double step = tty ? 0.25 : 10.0;
   const auto start = Clock::now();
@@ -512,12 +497,23 @@ int campaign_command(const std::vector<std::string_view>& args) {
 
   if (report) {
     const std::filesystem::path dir(*report);
+    const CampaignRun run{seed, seconds, took, workers, machine_description(), started};
     if (!write_text(dir / "summary.json", summary_json(st, took, seed) + "\n") ||
-        !write_text(dir / "summary.md", summary_markdown(st, took, seed))) {
+        !write_text(dir / "summary.md", summary_markdown(st, took, seed)) ||
+        !write_text(dir / "report.html",
+                    campaign_report_html(st, run, write_finding_files(st, dir)))) {
       std::fprintf(stderr, "rpa: cannot write the report to %s\n", report->c_str());
       return kExitUnreadable;
     }
-    std::printf("report: %s/summary.json, %s/summary.md\n", report->c_str(), report->c_str());
+    std::printf("report: %s/report.html, %s/summary.json, %s/summary.md\n", report->c_str(),
+                report->c_str(), report->c_str());
+  }
+  if (junit) {
+    if (const std::string err = write_junit(*junit, "rpa campaign", junit_cases(st, took), took);
+        !err.empty()) {
+      std::fprintf(stderr, "rpa: %s\n", err.c_str());
+      return kExitUnreadable;
+    }
   }
   return st.findings_total == 0 ? kExitOk : kExitMismatch;
 }

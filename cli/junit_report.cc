@@ -5,39 +5,20 @@
 #include <cstring>
 #include <fstream>
 
+#include "cli/xml_escape.h"
+
 namespace rpa {
 
-std::string xml_escape(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (const char ch : s) {
-    const auto u = static_cast<unsigned char>(ch);
-    switch (ch) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default:
-        if (u < 0x20 && ch != '\n' && ch != '\t') {
-          out += "?";  // XML 1.0 allows no other control character, escaped or not
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out;
-}
-
 std::string write_junit(const std::string& path, const std::string& suite,
-                        const std::vector<JunitCase>& cases) {
+                        const std::vector<JunitCase>& cases, double seconds) {
   int failures = 0, errors = 0;
-  double seconds = 0.0;
+  double sum = 0.0;
   for (const JunitCase& c : cases) {
     failures += c.outcome == JunitCase::Outcome::kFailure;
     errors += c.outcome == JunitCase::Outcome::kError;
-    seconds += c.seconds;
+    sum += c.seconds;
   }
+  if (seconds < 0.0) seconds = sum;
   char totals[160];
   std::snprintf(totals, sizeof totals, "tests=\"%zu\" failures=\"%d\" errors=\"%d\" time=\"%.3f\"",
                 cases.size(), failures, errors, seconds);

@@ -20,10 +20,9 @@ struct JunitCase {
 };
 
 // Writes the report; returns "" or the one-line error (the file could not be written).
+// The suite's time is the cases' sum, or seconds where given (>= 0: check classes that ran
+// side by side for the whole run).
 std::string write_junit(const std::string& path, const std::string& suite,
-                        const std::vector<JunitCase>& cases);
-
-// Text escaped for an XML attribute or element: & < > " ' and control characters.
-std::string xml_escape(const std::string& s);
+                        const std::vector<JunitCase>& cases, double seconds = -1.0);
 
 }  // namespace rpa

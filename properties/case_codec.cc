@@ -28,7 +28,7 @@ std::string to_hex(std::span<const uint8_t> bytes) {
 
 std::string spec_hex(const CaseSpec& spec) { return to_hex(encode_case(spec)); }
 
-std::optional<CaseSpec> spec_from_hex(std::string_view hex) {
+std::optional<std::vector<uint8_t>> from_hex(std::string_view hex) {
   auto digit = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -42,8 +42,14 @@ std::optional<CaseSpec> spec_from_hex(std::string_view hex) {
     if (hi < 0 || lo < 0) return std::nullopt;
     bytes.push_back(static_cast<uint8_t>(hi * 16 + lo));
   }
-  CaseSpec spec = decode_case(bytes);
-  if (encode_case(spec) != bytes) return std::nullopt;
+  return bytes;
+}
+
+std::optional<CaseSpec> spec_from_hex(std::string_view hex) {
+  const std::optional<std::vector<uint8_t>> bytes = from_hex(hex);
+  if (!bytes) return std::nullopt;
+  CaseSpec spec = decode_case(*bytes);
+  if (encode_case(spec) != *bytes) return std::nullopt;
   return spec;
 }
 

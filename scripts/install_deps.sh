@@ -14,6 +14,7 @@ packages=(
   python3-venv                                    # scripts/jax_venv.sh: the pinned JAX
   llvm-14                                         # llvm-cov, llvm-profdata for fuzz/coverage.sh
   zip unzip                                       # fuzz/build.sh seed zips, fuzz/check_build.sh
+  chromium fonts-dejavu-core                      # ctest cli.report renders report.html headless
 )
 
 missing=()

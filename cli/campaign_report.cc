@@ -1,0 +1,241 @@
+#include "cli/campaign_report.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "casefile/case_file.h"
+#include "cli/xml_escape.h"
+#include "kernel/python_repr.h"
+#include "kernel/rule.h"
+#include "properties/case_codec.h"
+#include "properties/materialize.h"
+
+namespace rpa {
+namespace {
+
+std::string num(double v, const char* format = "%.3g") {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string count(int64_t n) { return py_int_repr(n); }
+
+constexpr const char* kStyle = R"(
+body { font-family: "DejaVu Sans", Arial, sans-serif; margin: 24px; color: #222; max-width: 1100px; }
+h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 28px; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 8px 0; }
+td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: left; font-size: 13px; }
+th { background: #f0f0f0; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+td.unreached { background: #ffd6d6; color: #900; font-weight: bold; }
+td.na { color: #aaa; }
+.chart { display: inline-block; width: 500px; margin: 6px 18px 12px 0; vertical-align: top; }
+.chart h3 { font-size: 14px; margin: 4px 0; }
+svg text { font-family: "DejaVu Sans", Arial, sans-serif; font-size: 10px; fill: #333; }
+rect.bar { fill: #3366cc; } rect.bar.over { fill: #cc3333; }
+code { background: #f4f4f4; padding: 1px 4px; font-size: 12px; word-break: break-all; }
+.ok { color: #060; } .bad { color: #b00; font-weight: bold; }
+)";
+
+// One pair's histogram: bars of height proportional to each bin's count (the tallest bin
+// full height), the count above each bar, the bin's range below.
+std::string histogram_svg(const std::string& pair, const BudgetHistogram& h) {
+  const int bar = 28, gap = 6, left = 10, top = 18, height = 120, bottom = 46;
+  const int width = left + kBudgetBins * (bar + gap) + 10;
+  const int64_t tallest = std::max<int64_t>(1, *std::max_element(h.begin(), h.end()));
+  std::string s = "<svg class=\"histogram\" data-pair=\"" +
+                  xml_escape(pair) + "\" width=\"" + std::to_string(width) + "\" height=\"" +
+                  std::to_string(top + height + bottom) + "\" role=\"img\" aria-label=\"" +
+                  xml_escape("error / tolerance histogram for " + pair) + "\">\n";
+  s += "<line x1=\"" + std::to_string(left) + "\" y1=\"" + std::to_string(top + height) +
+       "\" x2=\"" + std::to_string(width - 10) + "\" y2=\"" + std::to_string(top + height) +
+       "\" stroke=\"#888\"/>\n";
+  for (int b = 0; b < kBudgetBins; ++b) {
+    const int x = left + b * (bar + gap);
+    const int bar_h = h[b] == 0 ? 0
+                                : std::max(2, static_cast<int>(static_cast<double>(height) *
+                                                               static_cast<double>(h[b]) /
+                                                               static_cast<double>(tallest)));
+    s += "<rect class=\"bar" + std::string(b == kBudgetBins - 1 ? " over" : "") + "\" data-bin=\"" +
+         xml_escape(budget_bin_label(b)) + "\" data-count=\"" + count(h[b]) + "\" x=\"" +
+         std::to_string(x) + "\" y=\"" + std::to_string(top + height - bar_h) + "\" width=\"" +
+         std::to_string(bar) + "\" height=\"" + std::to_string(bar_h) + "\"/>\n";
+    s += "<text x=\"" + std::to_string(x + bar / 2) + "\" y=\"" +
+         std::to_string(top + height - bar_h - 3) + "\" text-anchor=\"middle\">" + count(h[b]) +
+         "</text>\n";
+    s += "<text transform=\"translate(" + std::to_string(x + bar / 2 + 3) + "," +
+         std::to_string(top + height + 8) + ") rotate(50)\">" + xml_escape(budget_bin_axis_label(b)) +
+         "</text>\n";
+  }
+  return s + "</svg>\n";
+}
+
+std::string row(std::initializer_list<std::string> cells) {
+  std::string s = "<tr>";
+  for (const std::string& c : cells) s += c;
+  return s + "</tr>\n";
+}
+
+std::string td(const std::string& text, const char* cls = nullptr) {
+  return std::string("<td") + (cls ? std::string(" class=\"") + cls + "\"" : "") + ">" + text +
+         "</td>";
+}
+
+}  // namespace
+
+std::string finding_replay(const Finding& f) {
+  if (f.check == "pallas") {
+    return "build/jaxvenv/bin/python tools/cross_check_jax.py --pallas N --seed S "
+           "(the N and S above)";
+  }
+  if (!f.raw.empty()) {
+    return "python3 -c \"open('raw.bin', 'wb').write(bytes.fromhex('" + f.raw +
+           "'))\" && build/release/fuzz/fuzz_raw_inputs raw.bin";
+  }
+  return "rpa gen --spec " + f.spec + " -o case.npz && rpa " +
+         (f.check.starts_with("validation (jax)") ? "validate --mode jax case.npz"
+          : f.check.starts_with("validation")     ? "validate case.npz"
+          : f.check.ends_with("(reference semantics)") ? "check case.npz --semantics reference"
+                                                       : "check case.npz");
+}
+
+
+// Each finding's case next to the report (finding-N.npz from its spec, or finding-N.bin with
+// a raw call's bytes), with its replay command pointing at that file.
+std::vector<ReportedFinding> write_finding_files(const Stats& st, const std::filesystem::path& dir) {
+  std::vector<ReportedFinding> out;
+  for (size_t n = 0; n < st.findings.size(); ++n) {
+    const Finding& f = st.findings[n];
+    ReportedFinding r{f, finding_replay(f), ""};
+    const std::string stem = "finding-" + std::to_string(n + 1);
+    if (!f.raw.empty()) {
+      const std::optional<std::vector<uint8_t>> bytes = props::from_hex(f.raw);
+      std::ofstream file(dir / (stem + ".bin"), std::ios::binary);
+      if (bytes && file.write(reinterpret_cast<const char*>(bytes->data()),
+                              static_cast<std::streamsize>(bytes->size()))) {
+        r.case_file = stem + ".bin";
+        r.replay = "build/release/fuzz/fuzz_raw_inputs " + (dir / r.case_file).string();
+      }
+    } else if (const std::optional<props::CaseSpec> spec = props::spec_from_hex(f.spec)) {
+      const props::Materialized m = props::materialize(*spec);
+      std::string error;
+      if (write_case_file((dir / (stem + ".npz")).string(), Case{m.inputs, m.params, {}, {}},
+                          &error)) {
+        r.case_file = stem + ".npz";
+        const std::string path = (dir / r.case_file).string();
+        const size_t at = r.replay.find(" && rpa ");
+        if (at != std::string::npos) {
+          r.replay = "rpa " + r.replay.substr(at + 8);
+          r.replay.replace(r.replay.find("case.npz"), 8, path);
+        }
+      }
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string machine_description() {
+  std::string model;
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("model name")) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) model = line.substr(colon + 2);
+      break;
+    }
+  }
+  if (model.empty()) model = "unknown CPU";
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return model + " (" + std::to_string(cores) + (cores == 1 ? " core)" : " cores)");
+}
+
+std::string campaign_report_html(const Stats& st, const CampaignRun& run,
+                                 const std::vector<ReportedFinding>& findings) {
+  std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  h += "<title>rpa campaign, seed " + std::to_string(run.seed) + "</title>\n<style>" +
+       std::string(kStyle) + "</style>\n</head>\n<body>\n";
+  h += "<h1>rpa campaign: " +
+       std::string(st.findings_total == 0 ? "<span class=\"ok\">no findings</span>"
+                                          : "<span class=\"bad\">" + count(st.findings_total) +
+                                                " findings</span>") +
+       "</h1>\n";
+
+  h += "<h2 id=\"run\">The run</h2>\n<table>\n";
+  h += row({td("started"), td(xml_escape(run.started))});
+  h += row({td("seed"), td(std::to_string(run.seed))});
+  h += row({td("seconds"), td(num(run.seconds, "%.1f") + " (asked " +
+                                 std::to_string(run.seconds_asked) + ")")});
+  h += row({td("sizes"), td("0.." + std::to_string(st.max_size))});
+  h += row({td("machine"), td(xml_escape(run.machine) + ", " + std::to_string(run.workers) +
+                                 " workers")});
+  h += row({td("cases"), td(count(st.cases) + " (" + count(st.cases - st.mutated) + " valid, " +
+                               count(st.mutated) + " with named mutations)")});
+  h += row({td("cases / s"), td(num(run.seconds > 0 ? static_cast<double>(st.cases) / run.seconds
+                                                     : 0.0,
+                                     "%.0f"))});
+  h += row({td("checks"), td(count(st.validation_checks) + " validation vs spec model, " +
+                                count(st.kernel_checks) + " kernel vs reference, " +
+                                count(st.raw_calls) + " raw calls")});
+  h += row({td("Pallas kernel"), td(xml_escape(st.pallas.empty() ? "not run" : st.pallas))});
+  h += "</table>\n";
+
+  h += "<h2 id=\"error\">Kernel vs reference: error / tolerance</h2>\n";
+  h += "<p>Per strict-valid case, the largest |kernel &minus; reference| over its tolerance "
+       "(kernel semantics); 1 is the tolerance, a bar past it a mismatch.</p>\n";
+  for (const auto& [pair, hist] : st.budget_histogram) {
+    const auto biased = st.biased.find(pair);
+    h += "<div class=\"chart\"><h3>q/kv " + xml_escape(pair) + ": " +
+         count(st.pair_checks.count(pair) ? st.pair_checks.at(pair) : 0) + " checks, most " +
+         num(st.worst_budget.count(pair) ? st.worst_budget.at(pair) : 0.0) + " of tolerance, " +
+         count(biased == st.biased.end() ? 0 : biased->second) + " biased</h3>\n" +
+         histogram_svg(pair, hist) + "</div>\n";
+  }
+  if (st.budget_histogram.empty()) h += "<p>No strict-valid case reached the kernel.</p>\n";
+
+  h += "<h2 id=\"rules\">Rule coverage</h2>\n";
+  h += "<p>How many cases each rule rejected, per mode. <span class=\"bad\">Highlighted</span>: "
+       "a rule of that mode no case reached.</p>\n<table>\n";
+  h += "<tr><th>rule</th><th>strict</th><th>jax</th></tr>\n";
+  int unreached = 0;
+  const auto cell = [&](const std::string& name, int k, bool in_mode) {
+    if (!in_mode) return td("&mdash;", "na");
+    const auto it = st.verdicts[k].find(name);
+    const int64_t n = it == st.verdicts[k].end() ? 0 : it->second;
+    if (n == 0) ++unreached;
+    return td(count(n), n == 0 ? "n unreached" : "n");
+  };
+  h += row({td("valid"), cell("valid", 0, true), cell("valid", 1, true)});
+  for (const RuleInfo& r : rule_table()) {
+    const std::string name(r.name);
+    h += row({td("<code>" + xml_escape(name) + "</code>"), cell(name, 0, r.in_strict),
+              cell(name, 1, r.in_jax)});
+  }
+  h += "</table>\n<p id=\"unreached\">" + std::to_string(unreached) +
+       " (rule, mode) pairs never reached.</p>\n";
+
+  h += "<h2 id=\"findings\">Findings</h2>\n";
+  if (findings.empty()) {
+    h += "<p class=\"ok\">None.</p>\n";
+  } else {
+    if (st.findings_total > static_cast<int64_t>(findings.size())) {
+      h += "<p>The first " + std::to_string(findings.size()) + " of " + count(st.findings_total) +
+           ".</p>\n";
+    }
+    h += "<table>\n<tr><th>case</th><th>check</th><th>what</th><th>replay</th><th>file</th></tr>\n";
+    for (const ReportedFinding& f : findings) {
+      h += row({td(f.finding.case_index == INT64_MAX ? "-" : count(f.finding.case_index)),
+                td(xml_escape(f.finding.check)), td(xml_escape(f.finding.detail)),
+                td("<code>" + xml_escape(f.replay) + "</code>"),
+                td(f.case_file.empty() ? "-"
+                                       : "<a href=\"" + xml_escape(f.case_file) + "\">" +
+                                             xml_escape(f.case_file) + "</a>")});
+    }
+    h += "</table>\n";
+  }
+  return h + "</body>\n</html>\n";
+}
+
+}  // namespace rpa

@@ -1,0 +1,72 @@
+#include "cli/campaign_stats.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace rpa {
+
+int budget_bin(double used) {
+  if (used == 0.0) return 0;
+  if (!(used <= 1.0)) return kBudgetBins - 1;  // above 1, or NaN
+  if (used < 1e-5) return 1;
+  // Half decades: 1e-5 .. 10^-4.5 is bin 2, ..., 10^-0.5 .. 1 is bin 11.
+  const int k = static_cast<int>(std::floor(2.0 * (std::log10(used) + 5.0)));
+  return std::clamp(k, 0, 9) + 2;
+}
+
+// The half-decade edges 10^(-5 + k/2), k = 0..10, rounded for labels.
+constexpr const char* kEdges[] = {"1e-5",  "3e-5", "1e-4", "3e-4", "0.001", "0.003",
+                                  "0.01",  "0.03", "0.1",  "0.3",  "1"};
+
+std::string budget_bin_label(int bin) {
+  if (bin == 0) return "0";
+  if (bin == 1) return "<1e-5";
+  if (bin == kBudgetBins - 1) return ">1";
+  return std::string(kEdges[bin - 2]) + ".." + kEdges[bin - 1];
+}
+
+std::string budget_bin_axis_label(int bin) {
+  if (bin <= 1 || bin == kBudgetBins - 1) return budget_bin_label(bin);
+  return kEdges[bin - 2];
+}
+
+void record(Stats& st, Finding f) {
+  ++st.findings_total;
+  ++st.findings_by_check[f.check];
+  if (st.findings.size() < kMaxFindings) st.findings.push_back(std::move(f));
+}
+
+void merge_into(Stats& to, const Stats& from) {
+  to.cases += from.cases;
+  to.mutated += from.mutated;
+  to.validation_checks += from.validation_checks;
+  to.kernel_checks += from.kernel_checks;
+  to.raw_calls += from.raw_calls;
+  to.raw_strict_accepted += from.raw_strict_accepted;
+  to.raw_ran += from.raw_ran;
+  for (int k = 0; k < 2; ++k) {
+    for (const auto& [rule, n] : from.verdicts[k]) to.verdicts[k][rule] += n;
+  }
+  for (const auto& [pair, w] : from.worst_budget) to.worst_budget[pair] = std::max(to.worst_budget[pair], w);
+  for (const auto& [pair, w] : from.worst_budget_reference) {
+    to.worst_budget_reference[pair] = std::max(to.worst_budget_reference[pair], w);
+  }
+  for (const auto& [pair, w] : from.worst_discrimination) {
+    to.worst_discrimination[pair] = std::max(to.worst_discrimination[pair], w);
+  }
+  for (const auto& [pair, n] : from.pair_checks) to.pair_checks[pair] += n;
+  for (const auto& [pair, h] : from.budget_histogram) {
+    BudgetHistogram& mine = to.budget_histogram[pair];
+    for (int b = 0; b < kBudgetBins; ++b) mine[b] += h[b];
+  }
+  for (const auto& [pair, n] : from.biased) to.biased[pair] += n;
+  to.could_not_reject_zero += from.could_not_reject_zero;
+  to.findings_total += from.findings_total;
+  for (const auto& [check, n] : from.findings_by_check) to.findings_by_check[check] += n;
+  to.findings.insert(to.findings.end(), from.findings.begin(), from.findings.end());
+  std::stable_sort(to.findings.begin(), to.findings.end(),
+                   [](const Finding& a, const Finding& b) { return a.case_index < b.case_index; });
+  if (to.findings.size() > kMaxFindings) to.findings.resize(kMaxFindings);
+}
+
+}  // namespace rpa

@@ -1,0 +1,62 @@
+// What `rpa campaign` tallies: per worker, merged at the end, read by its summary (text, JSON,
+// markdown), its HTML report (cli/campaign_report.h) and its JUnit report.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "kernel/validate.h"
+
+namespace rpa {
+
+struct Finding {
+  int64_t case_index = 0;  // which case of the run found it (findings are kept in this order)
+  std::string check;   // "validation (jax)", "kernel vs reference (...)", "raw call",
+                       // "exception", "pallas"
+  std::string detail;  // one line
+  std::string spec;    // spec hex: rpa gen --spec replays it
+  std::string raw;     // a raw call's bytes in hex: fuzz_raw_inputs replays them
+};
+
+// Error / tolerance of the kernel-semantics checks, in bins: exactly 0; below 1e-5; half
+// decades from 1e-5 to 1 (10 bins); above 1 (a mismatch).
+inline constexpr int kBudgetBins = 13;
+using BudgetHistogram = std::array<int64_t, kBudgetBins>;
+int budget_bin(double used);
+std::string budget_bin_label(int bin);       // "0", "<1e-5", "1e-5..3e-5", ..., ">1"
+std::string budget_bin_axis_label(int bin);  // "0", "<1e-5", "1e-5", "3e-5", ..., ">1"
+
+struct Stats {
+  int max_size = 100;
+  int64_t cases = 0, mutated = 0, validation_checks = 0, kernel_checks = 0;
+  int64_t raw_calls = 0, raw_strict_accepted = 0, raw_ran = 0;
+  std::map<std::string, int64_t> verdicts[2];  // per mode (strict, jax): rule (or "valid") -> count
+  // "q/kv" dtypes -> most of the tolerance used, in the kernel semantics (the oracle's) and in
+  // JAX's reference semantics, and the weakest check's discrimination (kernel semantics).
+  std::map<std::string, double> worst_budget;
+  std::map<std::string, double> worst_budget_reference;
+  std::map<std::string, double> worst_discrimination;
+  std::map<std::string, int64_t> pair_checks;
+  std::map<std::string, BudgetHistogram> budget_histogram;  // kernel semantics, per pair
+  std::map<std::string, int64_t> biased;  // kernel-semantics checks found biased, per pair
+  int64_t could_not_reject_zero = 0;  // kernel-semantics checks an all-zero output would pass
+  int64_t findings_total = 0;
+  std::map<std::string, int64_t> findings_by_check;  // Finding::check -> count
+  std::vector<Finding> findings;  // the first kMaxFindings
+  // The Pallas kernel cross-check: "" when not asked for, else its summary line.
+  std::string pallas;
+};
+
+inline constexpr size_t kMaxFindings = 20;
+inline constexpr Mode kModes[] = {Mode::kStrict, Mode::kJax};
+
+void record(Stats& st, Finding f);
+
+// One worker's tallies into the run's: counts add up, the worst budgets and discriminations
+// are the worst of either, and the findings are the first kMaxFindings by case index.
+void merge_into(Stats& to, const Stats& from);
+
+}  // namespace rpa
