@@ -2,8 +2,9 @@
 """Writes corpus/modes/: one small case per difference between jax and strict validation.
 
 Each case is the same valid base batch with one change. corpus/modes/expectations.tsv
-records the verdict each mode must give (a rule id, or "valid"); ctest replays them
-(tests/corpus_modes_test.py) and the README's mode-difference table lists them.
+records the verdict each mode must give (a rule id, or "valid"); `rpa replay corpus/modes`
+(ctest corpus.replay) replays them and the README's mode-difference table lists them
+(ctest corpus.readme_table).
 
 Run from the repository root with numpy available:
     /usr/bin/python3 tools/make_mode_corpus.py
