@@ -323,12 +323,16 @@ std::string load_average() {
   return one + " " + five + " " + fifteen;
 }
 
-std::string now_string() {
+std::string now_string(bool utc_iso) {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
-  localtime_r(&t, &tm);
+  if (utc_iso) {
+    gmtime_r(&t, &tm);
+  } else {
+    localtime_r(&t, &tm);
+  }
   char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  std::strftime(buf, sizeof buf, utc_iso ? "%Y-%m-%dT%H:%M:%SZ" : "%Y-%m-%d %H:%M:%S", &tm);
   return buf;
 }
 

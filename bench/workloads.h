@@ -98,8 +98,8 @@ GemmResult measure_gemm(int64_t n = 2048, int threads = 2, int repetitions = 3);
 
 // lscpu's "Model name" (from /proc/cpuinfo), or "unknown".
 std::string cpu_model_name();
-// Local date and time, "YYYY-MM-DD HH:MM:SS".
-std::string now_string();
+// Local date and time, "YYYY-MM-DD HH:MM:SS"; utc_iso: UTC, "YYYY-MM-DDTHH:MM:SSZ".
+std::string now_string(bool utc_iso = false);
 // The 1, 5 and 15 minute load averages from /proc/loadavg ("0.12 0.30 0.25"), or
 // "unknown". On a shared 2-core machine a load above ~1 means other work competes with the
 // measurement and wall times stretch.

@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "bench/workloads.h"
+#include "cli/cli_args.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "cli/json_writer.h"
 #include "kernel/paged_kv_view.h"
 #include "kernel/python_repr.h"
 #include "kernel/tiled_kernel.h"
-#include "cli/cli_args.h"
-#include "cli/commands.h"
 #include "oracle/compare.h"
-#include "cli/exit_codes.h"
-#include "cli/json_writer.h"
 #include "oracle/tolerance.h"
 #include "reference/dense_reference.h"
 

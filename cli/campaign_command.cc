@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -24,22 +23,23 @@
 #include <thread>
 #include <vector>
 
+#include "bench/workloads.h"
+#include "casefile/case_file.h"
+#include "cli/campaign_report.h"
+#include "cli/campaign_stats.h"
+#include "cli/check_case.h"
+#include "cli/cli_args.h"
+#include "cli/commands.h"
+#include "cli/exit_codes.h"
+#include "cli/json_writer.h"
+#include "cli/junit_report.h"
 #include "fuzz/raw_call.h"
 #include "fuzz/raw_check.h"
 #include "kernel/paged_kv_view.h"
 #include "kernel/python_repr.h"
 #include "kernel/tiled_kernel.h"
 #include "kernel/validate.h"
-#include "casefile/case_file.h"
-#include "cli/campaign_report.h"
-#include "cli/campaign_stats.h"
-#include "cli/check_case.h"
-#include "cli/cli_args.h"
-#include "cli/junit_report.h"
-#include "cli/commands.h"
 #include "oracle/compare.h"
-#include "cli/exit_codes.h"
-#include "cli/json_writer.h"
 #include "oracle/tolerance.h"
 #include "properties/build_case.h"
 #include "properties/case_codec.h"
@@ -307,15 +307,6 @@ bool write_text(const std::filesystem::path& path, const std::string& text) {
   return static_cast<bool>(out);
 }
 
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 // One JUnit test case per check class: a failure when it found something.
 std::vector<JunitCase> junit_cases(const Stats& st, double seconds) {
   struct Class {
@@ -418,7 +409,7 @@ int campaign_command(const std::vector<std::string_view>& args) {
     return kExitUnreadable;
   }
 
-  const std::string started = utc_now();
+  const std::string started = bench::now_string(/*utc_iso=*/true);
   const bool tty = isatty(2) != 0;
   const double step = tty ? 0.25 : 10.0;
   const auto start = Clock::now();

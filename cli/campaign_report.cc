@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <string>
 #include <thread>
 
+#include "bench/workloads.h"
 #include "casefile/case_file.h"
 #include "cli/xml_escape.h"
 #include "kernel/python_repr.h"
@@ -138,18 +140,8 @@ std::vector<ReportedFinding> write_finding_files(const Stats& st, const std::fil
 }
 
 std::string machine_description() {
-  std::string model;
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    if (line.starts_with("model name")) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) model = line.substr(colon + 2);
-      break;
-    }
-  }
-  if (model.empty()) model = "unknown CPU";
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  return model + " (" + std::to_string(cores) + (cores == 1 ? " core)" : " cores)");
+  return bench::cpu_model_name() + " (" + std::to_string(cores) + (cores == 1 ? " core)" : " cores)");
 }
 
 std::string campaign_report_html(const Stats& st, const CampaignRun& run,

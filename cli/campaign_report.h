@@ -40,7 +40,7 @@ std::vector<ReportedFinding> write_finding_files(const Stats& st, const std::fil
 std::string campaign_report_html(const Stats& st, const CampaignRun& run,
                                  const std::vector<ReportedFinding>& findings);
 
-// "AMD EPYC 7B13 (2 cores)", from /proc/cpuinfo where there is one.
+// "AMD EPYC 7B13 (2 cores)": bench::cpu_model_name() and the core count.
 std::string machine_description();
 
 }  // namespace rpa

@@ -8,10 +8,10 @@
 #include <string_view>
 #include <vector>
 
-#include "kernel/tiled_kernel.h"
-#include "kernel/validate.h"
 #include "casefile/case_file.h"
 #include "cli/json_writer.h"
+#include "kernel/tiled_kernel.h"
+#include "kernel/validate.h"
 #include "reference/semantics.h"
 
 namespace rpa {

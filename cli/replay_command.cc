@@ -21,6 +21,7 @@
 #include <fstream>
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -128,15 +129,21 @@ std::string validate_verdict(const Case& c, const CliArgs& a, Mode mode) {
   return f ? std::string(rule_info(f->rule).name) : "valid";
 }
 
+// dir/expectations.tsv's rows, or nullopt with its problem recorded as a failed line.
+std::optional<std::vector<std::vector<std::string>>> expectations(Replay& r, const std::string& kind,
+                                                                  const fs::path& dir) {
+  std::string error;
+  auto rows = read_tsv(dir / "expectations.tsv", 4, error);
+  if (error.empty()) return rows;
+  r.record(kind, "expectations.tsv", 0.0, error, "");
+  return std::nullopt;
+}
+
 // modes/ and findings/: the verdict of each mode.
 void replay_modes(Replay& r, const std::string& kind, const fs::path& dir) {
-  std::string error;
-  const auto rows = read_tsv(dir / "expectations.tsv", 4, error);
-  if (!error.empty()) {
-    r.record(kind, "expectations.tsv", 0.0, error, "");
-    return;
-  }
-  for (const auto& row : rows) {
+  const auto rows = expectations(r, kind, dir);
+  if (!rows) return;
+  for (const auto& row : *rows) {
     const auto start = std::chrono::steady_clock::now();
     const fs::path file = dir / (row[0] + ".npz");
     CaseReadResult read = read_case_file(file.string(), r.args->read);
@@ -156,18 +163,14 @@ void replay_modes(Replay& r, const std::string& kind, const fs::path& dir) {
     }
     r.record(kind, row[0] + ".npz", since(start), problem, got);
   }
-  check_listing(r, kind, dir, rows);
+  check_listing(r, kind, dir, *rows);
 }
 
 // regressions/: rpa check with the listed options gives the listed verdict.
 void replay_regressions(Replay& r, const std::string& kind, const fs::path& dir) {
-  std::string error;
-  const auto rows = read_tsv(dir / "expectations.tsv", 4, error);
-  if (!error.empty()) {
-    r.record(kind, "expectations.tsv", 0.0, error, "");
-    return;
-  }
-  for (const auto& row : rows) {
+  const auto rows = expectations(r, kind, dir);
+  if (!rows) return;
+  for (const auto& row : *rows) {
     const auto start = std::chrono::steady_clock::now();
     const std::string file = (dir / (row[0] + ".npz")).string();
     std::vector<std::string> words;
@@ -190,7 +193,7 @@ void replay_regressions(Replay& r, const std::string& kind, const fs::path& dir)
     r.record(kind, label, since(start),
              got == row[2] ? "" : "got " + note + ", expected " + row[2], note);
   }
-  check_listing(r, kind, dir, rows);
+  check_listing(r, kind, dir, *rows);
 }
 
 // Runs body on bytes in a child process; returns "" or what went wrong (the first line the

@@ -1,11 +1,11 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "kernel/paged_kv_view.h"
-#include "kernel/tiled_kernel.h"
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "kernel/paged_kv_view.h"
+#include "kernel/tiled_kernel.h"
 #include "reference/dense_reference.h"
 
 namespace rpa {

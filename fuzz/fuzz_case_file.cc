@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "kernel/validate.h"
 #include "casefile/case_file.h"
 #include "fuzz/targets.h"
+#include "kernel/validate.h"
 
 namespace {
 

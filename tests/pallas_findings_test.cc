@@ -13,10 +13,10 @@
 
 #include <gtest/gtest.h>
 
+#include "casefile/case_file.h"
 #include "kernel/paged_kv_view.h"
 #include "kernel/tiled_kernel.h"
 #include "kernel/validate.h"
-#include "casefile/case_file.h"
 #include "oracle/compare.h"
 #include "oracle/tolerance.h"
 #include "reference/dense_reference.h"
