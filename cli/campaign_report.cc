@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <fstream>
 #include <string>
 #include <thread>
@@ -87,53 +88,54 @@ std::string td(const std::string& text, const char* cls = nullptr) {
 
 }  // namespace
 
-std::string finding_replay(const Finding& f) {
+std::string finding_replay(const Finding& f, const std::string& file) {
   if (f.check == "pallas") {
     return "build/jaxvenv/bin/python tools/cross_check_jax.py --pallas N --seed S "
            "(the N and S above)";
   }
   if (!f.raw.empty()) {
+    if (!file.empty()) return "build/release/fuzz/fuzz_raw_inputs " + file;
     return "python3 -c \"open('raw.bin', 'wb').write(bytes.fromhex('" + f.raw +
            "'))\" && build/release/fuzz/fuzz_raw_inputs raw.bin";
   }
-  return "rpa gen --spec " + f.spec + " -o case.npz && rpa " +
-         (f.check.starts_with("validation (jax)") ? "validate --mode jax case.npz"
-          : f.check.starts_with("validation")     ? "validate case.npz"
-          : f.check.ends_with("(reference semantics)") ? "check case.npz --semantics reference"
-                                                       : "check case.npz");
+  const std::string path = file.empty() ? "case.npz" : file;
+  const std::string command =
+      "rpa " + (f.check.starts_with("validation (jax)") ? "validate --mode jax " + path
+                : f.check.starts_with("validation")     ? "validate " + path
+                : f.check.ends_with("(reference semantics)")
+                    ? "check " + path + " --semantics reference"
+                    : "check " + path);
+  return file.empty() ? "rpa gen --spec " + f.spec + " -o case.npz && " + command : command;
 }
 
-
-// Each finding's case next to the report (finding-N.npz from its spec, or finding-N.bin with
-// a raw call's bytes), with its replay command pointing at that file.
 std::vector<ReportedFinding> write_finding_files(const Stats& st, const std::filesystem::path& dir) {
   std::vector<ReportedFinding> out;
   for (size_t n = 0; n < st.findings.size(); ++n) {
     const Finding& f = st.findings[n];
     ReportedFinding r{f, finding_replay(f), ""};
     const std::string stem = "finding-" + std::to_string(n + 1);
-    if (!f.raw.empty()) {
-      const std::optional<std::vector<uint8_t>> bytes = props::from_hex(f.raw);
-      std::ofstream file(dir / (stem + ".bin"), std::ios::binary);
-      if (bytes && file.write(reinterpret_cast<const char*>(bytes->data()),
-                              static_cast<std::streamsize>(bytes->size()))) {
-        r.case_file = stem + ".bin";
-        r.replay = "build/release/fuzz/fuzz_raw_inputs " + (dir / r.case_file).string();
-      }
-    } else if (const std::optional<props::CaseSpec> spec = props::spec_from_hex(f.spec)) {
-      const props::Materialized m = props::materialize(*spec);
-      std::string error;
-      if (write_case_file((dir / (stem + ".npz")).string(), Case{m.inputs, m.params, {}, {}},
-                          &error)) {
-        r.case_file = stem + ".npz";
-        const std::string path = (dir / r.case_file).string();
-        const size_t at = r.replay.find(" && rpa ");
-        if (at != std::string::npos) {
-          r.replay = "rpa " + r.replay.substr(at + 8);
-          r.replay.replace(r.replay.find("case.npz"), 8, path);
+    // Whatever goes wrong writing one finding's file (an exception finding's spec may be the
+    // case that threw), the page still lists it, with the command that needs no file.
+    try {
+      if (!f.raw.empty()) {
+        const std::optional<std::vector<uint8_t>> bytes = props::from_hex(f.raw);
+        std::ofstream file(dir / (stem + ".bin"), std::ios::binary);
+        if (bytes && file.write(reinterpret_cast<const char*>(bytes->data()),
+                                static_cast<std::streamsize>(bytes->size()))) {
+          r.case_file = stem + ".bin";
+        }
+      } else if (const std::optional<props::CaseSpec> spec = props::spec_from_hex(f.spec)) {
+        const props::Materialized m = props::materialize(*spec);
+        std::string error;
+        if (write_case_file((dir / (stem + ".npz")).string(), Case{m.inputs, m.params, {}, {}},
+                            &error)) {
+          r.case_file = stem + ".npz";
         }
       }
+    } catch (const std::exception&) {
+      r.case_file.clear();
     }
+    if (!r.case_file.empty()) r.replay = finding_replay(f, (dir / r.case_file).string());
     out.push_back(std::move(r));
   }
   return out;

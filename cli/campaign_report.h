@@ -30,8 +30,8 @@ struct ReportedFinding {
 };
 
 // The command that replays a finding: from its spec (rpa gen --spec), its raw bytes
-// (fuzz_raw_inputs) or the Pallas cross-check.
-std::string finding_replay(const Finding& f);
+// (fuzz_raw_inputs) or the Pallas cross-check; given file, the case or bytes written there.
+std::string finding_replay(const Finding& f, const std::string& file = "");
 
 // Writes each finding's case next to the report: finding-N.npz from its spec, or
 // finding-N.bin with a raw call's bytes; the replay commands then name those files.

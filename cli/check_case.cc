@@ -126,20 +126,25 @@ CheckOutcome check_file(const CliArgs& a) {
   return check_case(*read.value, a);
 }
 
+namespace {
+
+// "+0.012 ulp (SE 0.020), toward zero -0.003 ulp (SE 0.011)"
+std::string bias_numbers(const BiasStats& b) {
+  return signed_fixed(b.mean_signed(), 3) + " ulp (SE " + fixed(b.se_signed(), 3) +
+         "), toward zero " + signed_fixed(-b.mean_magnitude(), 3) + " ulp (SE " +
+         fixed(b.se_magnitude(), 3) + ")";
+}
+
+}  // namespace
+
 std::string comparison_summary(const Comparison& c) {
-  const BiasStats& b = c.bias;
-  return fixed(c.max_budget_used, 2) + " of tolerance; bias " + signed_fixed(b.mean_signed(), 3) +
-         " ulp (SE " + fixed(b.se_signed(), 3) + "), toward zero " +
-         signed_fixed(-b.mean_magnitude(), 3) + " ulp (SE " + fixed(b.se_magnitude(), 3) +
-         "); " + fixed(100.0 * b.exact_share(), 1) + "% exact of " + py_int_repr(b.elements);
+  return fixed(c.max_budget_used, 2) + " of tolerance; bias " + bias_numbers(c.bias) + "; " +
+         fixed(100.0 * c.bias.exact_share(), 1) + "% exact of " + py_int_repr(c.bias.elements);
 }
 
 std::string bias_line(const Comparison& c) {
-  const BiasStats& b = c.bias;
-  return "mean error " + signed_fixed(b.mean_signed(), 3) + " ulp (SE " +
-         fixed(b.se_signed(), 3) + "), toward zero " + signed_fixed(-b.mean_magnitude(), 3) +
-         " ulp (SE " + fixed(b.se_magnitude(), 3) + ") over " + py_int_repr(b.elements) +
-         " elements in " + py_int_repr(b.units) + " (row, head) units: a mean beyond " +
+  return "mean error " + bias_numbers(c.bias) + " over " + py_int_repr(c.bias.elements) +
+         " elements in " + py_int_repr(c.bias.units) + " (row, head) units: a mean beyond " +
          fixed(kBiasSigmas, 0) + " standard errors and " + fixed(kBiasMinUlps, 1) +
          " ulp is a systematic bias (oracle/bias.cc); --allow-bias accepts it";
 }

@@ -2,6 +2,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <exception>
+#include <string>
 #include <vector>
 
 #include "cli/case_paths.h"
@@ -111,7 +113,7 @@ int check_one(const CliArgs& a) {
 }
 
 // The exit code of many checks: 1 if any disagrees or is biased, else the worst of the rest
-// (unreadable 3 over rejected 2 over agree 0).
+// (64 where the options do not apply to a case, over unreadable 3, over rejected 2, over 0).
 int worst_exit(const std::vector<CheckVerdict>& verdicts) {
   int code = kExitOk;
   for (const CheckVerdict v : verdicts) {
@@ -143,7 +145,13 @@ int check_many(const CliArgs& a) {
       o.verdict = CheckVerdict::kUnreadable;
       o.detail = f.error;
     } else {
-      o = check_file(one);
+      try {
+        o = check_file(one);
+      } catch (const std::exception& e) {  // a bug in rpa: say so on this case's line, go on
+        o = CheckOutcome{};
+        o.verdict = CheckVerdict::kUnreadable;
+        o.detail = std::string("internal error: ") + e.what();
+      }
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -211,7 +219,9 @@ int check_many(const CliArgs& a) {
     }
   }
   if (files.empty()) {
-    std::fprintf(stderr, "rpa: no case files (.npz) below %s\n", a.path.c_str());
+    std::string named;
+    for (const std::string& p : a.paths) named += (named.empty() ? "" : ", ") + p;
+    std::fprintf(stderr, "rpa: no case files (.npz) below %s\n", named.c_str());
     return kExitUnreadable;
   }
   return worst_exit(verdicts);

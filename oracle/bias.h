@@ -23,7 +23,7 @@ struct BiasStats {
   int64_t exact = 0;     // ... of which got == want
   int64_t units = 0;     // (row, head) units with at least one counted element
   // Whether biased() can say yes: the output dtype is narrower than the float32 accumulator
-  // (bfloat16, float8), so its final cast rounds (derivation in bias.cc).
+  // (bfloat16), so its final cast rounds (derivation in bias.cc).
   bool judged = false;
   // x_i = (got - want) in steps of the dtype at the smaller of |got| and |want| (ulps),
   // clipped to +-kBiasClipUlps: a bias toward +inf or -inf.

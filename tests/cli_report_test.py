@@ -87,6 +87,7 @@ class Dom(html.parser.HTMLParser):
     def __init__(self):
         super().__init__()
         self.svgs, self.bars, self.cells, self.links, self.codes = [], [], [], [], []
+        self.rows, self.row = [], None  # each <tr>'s cell texts
         self.in_td, self.in_code, self.text = None, False, ""
         self.scripts = 0
 
@@ -99,6 +100,8 @@ class Dom(html.parser.HTMLParser):
         if tag == "rect" and "bar" in a.get("class", ""):
             self.bars.append((self.svgs[-1], a.get("data-bin"), int(a["data-count"]),
                               float(a["height"])))
+        if tag == "tr":
+            self.row = []
         if tag == "td":
             self.in_td, self.text = a.get("class", ""), ""
         if tag == "code":
@@ -109,7 +112,12 @@ class Dom(html.parser.HTMLParser):
     def handle_endtag(self, tag):
         if tag == "td" and self.in_td is not None:
             self.cells.append((self.in_td, self.text.strip()))
+            if self.row is not None:
+                self.row.append(self.text.strip())
             self.in_td = None
+        if tag == "tr" and self.row is not None:
+            self.rows.append(self.row)
+            self.row = None
         if tag == "code":
             self.in_code = False
             self.codes.append(self.code)
@@ -123,7 +131,7 @@ class Dom(html.parser.HTMLParser):
 
 def dom_of(page):
     p = chromium("--dump-dom", "file://" + page)
-    check("chromium --dump-dom ran", p.returncode == 0 and "<svg" in p.stdout or "</html>" in p.stdout,
+    check("chromium --dump-dom ran", p.returncode == 0 and "</html>" in p.stdout,
           f"exit {p.returncode}: {p.stderr[-400:]}")
     d = Dom()
     d.feed(p.stdout)
@@ -174,13 +182,21 @@ def campaign_page(work):
     unreached = sum(1 for cls, _ in numeric if "unreached" in cls)
     with open(page) as f:
         check("the page says how many", f"{unreached} (rule, mode) pairs never reached" in f.read())
-    for mode in ("strict", "jax"):
-        for rule, n in summary[f"{mode}_verdicts"].items():
-            check(f"{mode} {rule} counted", n > 0)
+    # Each coverage row: the rule's count in each mode as summary.json has it (0 if absent),
+    # or a dash where the rule is not one of that mode's.
+    coverage = {r[0]: r[1:] for r in d.rows if len(r) == 3}
+    check("coverage: valid and every rule the run reached, in both modes",
+          set(summary["strict_verdicts"]) | set(summary["jax_verdicts"]) <= set(coverage) and
+          len(coverage) > 40, str(sorted(coverage))[:300])
+    for rule, (strict, jax) in coverage.items():
+        for mode, cell in (("strict", strict), ("jax", jax)):
+            want = str(summary[f"{mode}_verdicts"].get(rule, 0))
+            check(f"coverage {rule} {mode}", cell == want or (cell == "\u2014" and want == "0"),
+                  f"{cell!r} vs {want}")
     png = os.path.join(work, "run.png")
     screenshot(page, png)
     check("the bars rendered", colour_count(png, BAR) > 2000, str(colour_count(png, BAR)))
-    if unreached:
+    if unreached:  # (the fixture's page, below, always has unreached rules)
         check("the highlight rendered", colour_count(png, UNREACHED) > 200)
     tree = ET.parse(junit).getroot()
     suite = tree.find("testsuite")
@@ -213,6 +229,10 @@ def findings_page(work):
     screenshot(page, png)
     check("the fixture's bar rendered (red past the tolerance)",
           colour_count(png, (0xCC, 0x33, 0x33)) > 200)
+    unreached = sum(1 for cls, _ in d.cells if "unreached" in cls.split())
+    check("the fixture's page has unreached rules", unreached > 40, str(unreached))
+    check("the highlight rendered", colour_count(png, UNREACHED) > 200 * 40,
+          str(colour_count(png, UNREACHED)))
 
 
 def main():

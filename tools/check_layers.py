@@ -26,7 +26,8 @@ LEVELS = {
     "cli": 5,
 }
 UNCHECKED = {"tests", "tools", "build", "corpus", "scripts", ".git", ".ci"}
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+# "dir/file.h", and <dir/file.h> where dir is one of the project's folders.
+INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<([^>]+)>)')
 SOURCE = (".cc", ".h")
 
 
@@ -49,7 +50,9 @@ def violations(root):
                         m = INCLUDE.match(line)
                         if not m:
                             continue
-                        target = m.group(1)
+                        target = m.group(1) or m.group(2)
+                        if m.group(2) and target.split("/")[0] not in LEVELS:
+                            continue  # a system or library header
                         where = f"{rel}:{lineno}: includes \"{target}\""
                         folder = target.split("/")[0] if "/" in target else top
                         if not os.path.isfile(os.path.join(root, target)) and not os.path.isfile(
@@ -70,7 +73,8 @@ def self_test():
         "kernel/a.h": '#include "oracle/b.h"\n',        # up
         "oracle/b.h": '#include "casefile/c.h"\n',      # sideways
         "casefile/c.h": '#include "kernel/missing.h"\n',  # no such header
-        "cli/d.cc": '#include "oracle/b.h"\n#include "kernel/a.h"\n',  # fine
+        "cli/d.cc": '#include "oracle/b.h"\n#include "kernel/a.h"\n#include <vector>\n',  # fine
+        "reference/f.h": "#include <cli/d.h>\n",          # up, in angle brackets
         "gadgets/e.cc": "",                               # unknown folder
     }
     with tempfile.TemporaryDirectory() as root:
@@ -79,7 +83,7 @@ def self_test():
             with open(os.path.join(root, rel), "w") as f:
                 f.write(text)
         got = violations(root)
-    want = ["kernel/a.h:1", "oracle/b.h:1", "casefile/c.h:1", "gadgets/e.cc"]
+    want = ["kernel/a.h:1", "oracle/b.h:1", "casefile/c.h:1", "gadgets/e.cc", "reference/f.h:1"]
     missing = [w for w in want if not any(g.startswith(w) for g in got)]
     extra = [g for g in got if not any(g.startswith(w) for w in want)]
     if missing or extra or len(got) != len(want):
