@@ -1,0 +1,53 @@
+#!/usr/bin/env python3
+"""Writes corpus/regressions/f32_long_sum.npz, finding 12: float32 K and V with every value
+equal, one decode row over kv_len 1024. Softmax weights are all 1 and the output is V's
+value exactly, but a float32 running sum of 1024 equal terms rounds the same way at every
+step within a binade: the tiled kernel (both schedules) and JAX's Pallas kernel (TPU
+interpret mode, bit for bit the literal schedule) are 1.24e-5 M off, beyond the 1e-5 M
+float32 budget of both semantics' tolerances (oracle/tolerance.cc, items 1 and K1).
+
+head_dim 1 keeps the file small (the Pallas kernel cannot trace it); --pallas-case DIR also
+writes the same case at head_dim 128 for tools/cross_check_jax.py --pallas 0 DIR, which
+shows `rpa check` rejecting the Pallas kernel's own output on it.
+
+Run from the repository root with numpy: /usr/bin/python3 tools/make_long_sum_regression.py
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import rpa_case  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "corpus", "regressions")
+KV_LEN, PAGE_SIZE, V, K, Q = 1024, 16, -0.8737030029296875, 0.5, 0.25
+
+
+def write(path, head_dim):
+    pages = KV_LEN // PAGE_SIZE
+    kv = np.zeros((pages, PAGE_SIZE, 2, head_dim), np.float32)
+    kv[:, :, 0, :] = K
+    kv[:, :, 1, :] = V
+    rpa_case.save_case(path, compressed=True, q=np.full((1, 1, head_dim), Q, np.float32),
+                       kv_pages=kv, kv_lens=np.array([KV_LEN], np.int32),
+                       page_indices=np.arange(pages, dtype=np.int32)[None, :],
+                       cu_q_lens=np.array([0, 1], np.int32), num_seqs=np.array([1], np.int32))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pallas-case", metavar="DIR",
+                        help="also write DIR/f32_long_sum_d128.npz (head_dim 128)")
+    args = parser.parse_args()
+    write(os.path.join(OUT, "f32_long_sum.npz"), 1)
+    print(f"wrote {OUT}/f32_long_sum.npz")
+    if args.pallas_case:
+        os.makedirs(args.pallas_case, exist_ok=True)
+        write(os.path.join(args.pallas_case, "f32_long_sum_d128.npz"), 128)
+        print(f"wrote {args.pallas_case}/f32_long_sum_d128.npz")
+
+
+if __name__ == "__main__":
+    main()
