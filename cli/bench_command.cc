@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/json_writer.h"
+#include "cli/number_text.h"
 #include "kernel/paged_kv_view.h"
 #include "kernel/python_repr.h"
 #include "kernel/tiled_kernel.h"
@@ -80,12 +81,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-std::string fixed(double x, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, x);
-  return buf;
 }
 
 struct Row {
@@ -179,23 +174,35 @@ const Limits& limits_for(const std::vector<Limits>& limits, int threads) {
   throw std::logic_error("bench: no limits measured for " + std::to_string(threads) + " threads");
 }
 
+// A row's rates against the limits measured on its thread count: what the table and the JSON
+// both print.
+struct RowRates {
+  double gflops, pct_gemm, gbps, pct_triad, pct_limit;
+  Roofline roof;
+};
+
+RowRates row_rates(const Row& r, const std::vector<Limits>& limits) {
+  const Limits& m = limits_for(limits, r.threads);
+  const double kernel_s = r.kernel_ms * 1e-3;
+  const double gflops = r.flops / kernel_s / 1e9;
+  const double gbps = r.kv_bytes / kernel_s / 1e9;
+  const Roofline roof = roofline(r.flops, r.kv_bytes, m);
+  return {gflops, 100.0 * gflops / m.gemm.gflop_per_s, gbps, 100.0 * gbps / m.triad.gb_per_s,
+          100.0 * roof.seconds / kernel_s, roof};
+}
+
 void print_table(const std::vector<Row>& rows, const std::vector<Limits>& limits) {
   std::printf("%-8s %-8s %3s %10s %8s %8s %6s %8s %7s %8s %11s %9s  %s\n", "workload", "dtype",
               "thr", "kernel ms", "(cpu ms)", "GFLOP/s", "%GEMM", "GB/s", "%triad", "%limit",
               "ref ms", "speed-up", "check");
   for (const Row& r : rows) {
-    const Limits& m = limits_for(limits, r.threads);
-    const double kernel_s = r.kernel_ms * 1e-3;
-    const double gflops = r.flops / kernel_s / 1e9;
-    const double gbps = r.kv_bytes / kernel_s / 1e9;
-    const Roofline roof = roofline(r.flops, r.kv_bytes, m);
+    const RowRates q = row_rates(r, limits);
     const std::string ref_ms =
         fixed(r.reference_ms, 1) + (r.reference_runs == 1 ? "*" : "");
     std::printf("%-8s %-8s %3d %10.3f %8.1f %8.2f %5.1f%% %8.2f %6.1f%% %6.1f%%%c %11s %8.1fx  %s\n",
                 r.workload.c_str(), r.dtype.c_str(), r.threads, r.kernel_ms, r.kernel_cpu_ms,
-                gflops, 100.0 * gflops / m.gemm.gflop_per_s, gbps,
-                100.0 * gbps / m.triad.gb_per_s, 100.0 * roof.seconds / kernel_s,
-                roof.bound[0] == 'm' ? 'm' : 'c', ref_ms.c_str(), r.reference_ms / r.kernel_ms,
+                q.gflops, q.pct_gemm, q.gbps, q.pct_triad, q.pct_limit,
+                q.roof.bound[0] == 'm' ? 'm' : 'c', ref_ms.c_str(), r.reference_ms / r.kernel_ms,
                 r.cmp.agree() ? "agree" : "MISMATCH");
   }
   std::printf("\n");
@@ -243,11 +250,7 @@ void print_json(const std::vector<Row>& rows, const Preset& preset, const std::s
   bool all_agree = true;
   j.key("results").begin_array();
   for (const Row& r : rows) {
-    const Limits& m = limits_for(limits, r.threads);
-    const double kernel_s = r.kernel_ms * 1e-3;
-    const double gflops = r.flops / kernel_s / 1e9;
-    const double gbps = r.kv_bytes / kernel_s / 1e9;
-    const Roofline roof = roofline(r.flops, r.kv_bytes, m);
+    const RowRates q = row_rates(r, limits);
     all_agree = all_agree && r.cmp.agree();
     j.begin_object();
     j.key("workload").value(r.workload).key("dtype").value(r.dtype);
@@ -257,9 +260,9 @@ void print_json(const std::vector<Row>& rows, const Preset& preset, const std::s
     j.key("kv_pages_per_block").value(r.bkv).key("queries_per_block").value(r.bq);
     j.key("kernel_ms").value(r.kernel_ms).key("kernel_cpu_ms").value(r.kernel_cpu_ms);
     j.key("kernel_runs").value(r.kernel_runs);
-    j.key("gflop_per_s").value(gflops).key("pct_gemm").value(100.0 * gflops / m.gemm.gflop_per_s);
-    j.key("gb_per_s").value(gbps).key("pct_triad").value(100.0 * gbps / m.triad.gb_per_s);
-    j.key("bound").value(roof.bound).key("pct_limit").value(100.0 * roof.seconds / kernel_s);
+    j.key("gflop_per_s").value(q.gflops).key("pct_gemm").value(q.pct_gemm);
+    j.key("gb_per_s").value(q.gbps).key("pct_triad").value(q.pct_triad);
+    j.key("bound").value(q.roof.bound).key("pct_limit").value(q.pct_limit);
     j.key("reference_ms").value(r.reference_ms).key("reference_runs").value(r.reference_runs);
     j.key("speedup").value(r.reference_ms / r.kernel_ms);
     j.key("agree").value(r.cmp.agree());

@@ -9,6 +9,7 @@
 
 #include "bench/workloads.h"
 #include "casefile/case_file.h"
+#include "cli/number_text.h"
 #include "cli/xml_escape.h"
 #include "kernel/python_repr.h"
 #include "kernel/rule.h"
@@ -18,11 +19,7 @@
 namespace rpa {
 namespace {
 
-std::string num(double v, const char* format = "%.3g") {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
+std::string num(double v, const char* format = "%.3g") { return formatted(v, format); }
 
 std::string count(int64_t n) { return py_int_repr(n); }
 

@@ -1,31 +1,15 @@
 #include "cli/check_case.h"
 
 #include <cmath>
-#include <cstdio>
 #include <utility>
 
 #include "cli/exit_codes.h"
+#include "cli/number_text.h"
 #include "kernel/python_repr.h"
 #include "kernel/tiled_kernel.h"
 #include "reference/dense_reference.h"
 
 namespace rpa {
-namespace {
-
-std::string fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
-  return buf;
-}
-
-std::string signed_fixed(double v, int digits) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%+.*f", digits, v);
-  return buf;
-}
-
-}  // namespace
-
 std::string_view verdict_name(CheckVerdict v) {
   switch (v) {
     case CheckVerdict::kAgree: return "agree";

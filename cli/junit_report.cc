@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "cli/number_text.h"
 #include "cli/xml_escape.h"
 
 namespace rpa {
@@ -26,10 +27,8 @@ std::string write_junit(const std::string& path, const std::string& suite,
   x += "<testsuites name=\"" + xml_escape(suite) + "\" " + totals + ">\n";
   x += "  <testsuite name=\"" + xml_escape(suite) + "\" " + totals + " skipped=\"0\">\n";
   for (const JunitCase& c : cases) {
-    char time[32];
-    std::snprintf(time, sizeof time, "%.3f", c.seconds);
     x += "    <testcase classname=\"" + xml_escape(c.classname) + "\" name=\"" +
-         xml_escape(c.name) + "\" time=\"" + time + "\"";
+         xml_escape(c.name) + "\" time=\"" + fixed(c.seconds, 3) + "\"";
     if (c.outcome == JunitCase::Outcome::kPassed) {
       x += "/>\n";
       continue;
