@@ -40,6 +40,7 @@
 #include "kernel/tiled_kernel.h"
 #include "kernel/validate.h"
 #include "oracle/compare.h"
+#include "oracle/dot_precision.h"
 #include "oracle/tolerance.h"
 #include "properties/build_case.h"
 #include "properties/case_codec.h"
@@ -93,7 +94,7 @@ void run_raw_call(const props::Materialized& m, uint64_t seed, int64_t i, Stats&
 }
 
 // Threads alternate 1 and 2 over the valid cases.
-void run_case(const props::CaseSpec& spec, int64_t i, Stats& st) {
+void run_case(const props::CaseSpec& spec, int64_t i, DotPasses passes, Stats& st) {
   ++st.cases;
   st.mutated += spec.mutations.empty() ? 0 : 1;
   const props::Materialized m = props::materialize(spec);
@@ -123,9 +124,10 @@ void run_case(const props::CaseSpec& spec, int64_t i, Stats& st) {
       std::string(dtype_name(spec.q_dtype)) + "/" + std::string(dtype_name(spec.kv_dtype));
   ++st.pair_checks[pair];
   for (Semantics semantics : {Semantics::kKernel, Semantics::kReference}) {
-    const ReferenceResult ref = dense_reference(m.inputs, m.params, semantics);
+    const ReferenceResult ref =
+        dense_reference(m.inputs, m.params, semantics, most_logit_error(passes));
     const Comparison c = compare_outputs(out, ref.out, PagedKvView(m.inputs),
-                                         tolerance_for_case(m.inputs, m.params, ref));
+                                         tolerance_for_case(m.inputs, m.params, ref, passes));
     const bool kernel = semantics == Semantics::kKernel;
     double& worst = (kernel ? st.worst_budget : st.worst_budget_reference)[pair];
     worst = std::max(worst, c.max_budget_used);
@@ -135,6 +137,9 @@ void run_case(const props::CaseSpec& spec, int64_t i, Stats& st) {
         ++st.biased[pair];
         record(st, {i, "kernel vs reference (bias)", bias_line(c), props::spec_hex(spec), ""});
       }
+    }
+    if (kernel && std::isfinite(c.min_detectable_key_weight)) {
+      st.key_weights[pair].push_back(c.min_detectable_key_weight);
     }
     if (kernel && std::isfinite(c.discrimination)) {
       double& weakest = st.worst_discrimination[pair];
@@ -206,15 +211,16 @@ std::string summary_text(const Stats& st, double seconds, uint64_t seed) {
   }
   s += "  validation vs spec model: " + std::to_string(st.validation_checks) + " checks\n";
   s += "  kernel vs reference: " + std::to_string(st.kernel_checks) +
-       " cases; most of the tolerance used (kernel semantics / reference semantics) and the "
-       "weakest discrimination, per q/kv dtypes:";
+       " cases; most of the tolerance used (kernel semantics / reference semantics), the "
+       "weakest discrimination and the least weight of a dropped key caught (median / "
+       "largest), per q/kv dtypes:";
   for (const auto& [pair, worst] : st.worst_budget) {
     const auto weakest = st.worst_discrimination.find(pair);
     s += " " + pair + " " + py_float_repr(round_sig(worst)) + " / " +
          py_float_repr(round_sig(st.worst_budget_reference.at(pair))) + ", " +
          (weakest == st.worst_discrimination.end() ? std::string("-")
                                                    : py_float_repr(round_sig(weakest->second))) +
-         " (" + std::to_string(st.pair_checks.at(pair)) + ")";
+         ", " + key_weight_text(st, pair) + " (" + std::to_string(st.pair_checks.at(pair)) + ")";
   }
   s += "\n  kernel-semantics checks that could not reject an all-zero output (answer ~0): " +
        std::to_string(st.could_not_reject_zero);
@@ -246,6 +252,14 @@ std::string summary_json(const Stats& st, double seconds, uint64_t seed) {
   for (const auto& [pair, worst] : st.worst_budget_reference) j.key(pair).value(worst);
   j.end_object().key("max_discrimination").begin_object();
   for (const auto& [pair, weakest] : st.worst_discrimination) j.key(pair).value(weakest);
+  j.end_object().key("min_detectable_key_weight").begin_object();
+  for (const auto& [pair, w] : st.key_weights) {
+    if (w.empty()) continue;
+    std::vector<double> sorted = w;
+    std::sort(sorted.begin(), sorted.end());
+    j.key(pair).begin_object().key("median").value(sorted[sorted.size() / 2]);
+    j.key("largest").value(sorted.back()).end_object();
+  }
   j.end_object().key("kernel_checks_per_pair").begin_object();
   for (const auto& [pair, n] : st.pair_checks) j.key(pair).value(n);
   j.end_object().key("biased_per_pair").begin_object();
@@ -277,15 +291,16 @@ std::string summary_markdown(const Stats& st, double seconds, uint64_t seed) {
     s += "| " + rule + " | " + std::to_string(n.first) + " | " + std::to_string(n.second) + " |\n";
   }
   s += "\n## Kernel vs reference\n\n| q / kv | cases | most of the tolerance used, kernel "
-       "semantics | reference semantics | weakest discrimination (kernel) |\n"
-       "|---|---|---|---|---|\n";
+       "semantics | reference semantics | weakest discrimination (kernel) | least dropped key "
+       "weight caught (median / largest) |\n"
+       "|---|---|---|---|---|---|\n";
   for (const auto& [pair, worst] : st.worst_budget) {
     const auto weakest = st.worst_discrimination.find(pair);
     s += "| " + pair + " | " + std::to_string(st.pair_checks.at(pair)) + " | " +
          py_float_repr(worst) + " | " + py_float_repr(st.worst_budget_reference.at(pair)) + " | " +
          (weakest == st.worst_discrimination.end() ? std::string("-")
                                                    : py_float_repr(weakest->second)) +
-         " |\n";
+         " | " + key_weight_text(st, pair) + " |\n";
   }
   s += "\n" + std::to_string(st.could_not_reject_zero) +
        " kernel-semantics checks could not have rejected an all-zero output.\n";
@@ -357,11 +372,12 @@ std::optional<uint64_t> parse_u64(std::string_view v) {
 
 int campaign_command(const std::vector<std::string_view>& args) {
   uint64_t seconds = 60, seed = 1, max_size = 100, pallas = 0;
+  DotPasses passes = DotPasses::kSix;
   std::optional<std::string> report, junit;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     if (a != "--seconds" && a != "--seed" && a != "--report" && a != "--max-size" &&
-        a != "--pallas" && a != "--junit") {
+        a != "--pallas" && a != "--junit" && a != "--dot-passes") {
       return usage_error("unknown option " + std::string(a));
     }
     if (i + 1 >= args.size()) return usage_error(std::string(a) + " needs a value");
@@ -369,6 +385,12 @@ int campaign_command(const std::vector<std::string_view>& args) {
     if (a == "--report" || a == "--junit") {
       if (v.empty()) return usage_error(std::string(a) + (a == "--junit" ? " needs a file" : " needs a directory"));
       (a == "--report" ? report : junit) = std::string(v);
+      continue;
+    }
+    if (a == "--dot-passes") {
+      const auto parsed = parse_dot_passes(v);
+      if (!parsed) return usage_error("--dot-passes takes 6, 3 or 1");
+      passes = *parsed;
       continue;
     }
     const std::optional<uint64_t> n = parse_u64(v);
@@ -431,7 +453,7 @@ int campaign_command(const std::vector<std::string_view>& args) {
       std::optional<props::CaseSpec> spec;
       try {
         spec = case_spec(seed, i, st.max_size);
-        run_case(*spec, i, mine);
+        run_case(*spec, i, passes, mine);
       } catch (const std::exception& e) {  // nothing may escape a worker thread
         record(mine, {i, "exception", e.what(), spec ? props::spec_hex(*spec) : "", ""});
       }

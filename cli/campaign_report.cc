@@ -181,7 +181,9 @@ std::string campaign_report_html(const Stats& st, const CampaignRun& run,
     h += "<div class=\"chart\"><h3>q/kv " + xml_escape(pair) + ": " +
          count(st.pair_checks.count(pair) ? st.pair_checks.at(pair) : 0) + " checks, most " +
          num(st.worst_budget.count(pair) ? st.worst_budget.at(pair) : 0.0) + " of tolerance, " +
-         count(biased == st.biased.end() ? 0 : biased->second) + " biased</h3>\n" +
+         count(biased == st.biased.end() ? 0 : biased->second) +
+         " biased; least dropped key weight caught, median / largest: " +
+         xml_escape(key_weight_text(st, pair)) + "</h3>\n" +
          histogram_svg(pair, hist) + "</div>\n";
   }
   if (st.budget_histogram.empty()) h += "<p>No strict-valid case reached the kernel.</p>\n";

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cli/number_text.h"
+
 namespace rpa {
 
 int budget_bin(double used) {
@@ -54,6 +56,10 @@ void merge_into(Stats& to, const Stats& from) {
   for (const auto& [pair, w] : from.worst_discrimination) {
     to.worst_discrimination[pair] = std::max(to.worst_discrimination[pair], w);
   }
+  for (const auto& [pair, w] : from.key_weights) {
+    std::vector<double>& mine = to.key_weights[pair];
+    mine.insert(mine.end(), w.begin(), w.end());
+  }
   for (const auto& [pair, n] : from.pair_checks) to.pair_checks[pair] += n;
   for (const auto& [pair, h] : from.budget_histogram) {
     BudgetHistogram& mine = to.budget_histogram[pair];
@@ -67,6 +73,15 @@ void merge_into(Stats& to, const Stats& from) {
   std::stable_sort(to.findings.begin(), to.findings.end(),
                    [](const Finding& a, const Finding& b) { return a.case_index < b.case_index; });
   if (to.findings.size() > kMaxFindings) to.findings.resize(kMaxFindings);
+}
+
+std::string key_weight_text(const Stats& st, const std::string& pair) {
+  const auto it = st.key_weights.find(pair);
+  if (it == st.key_weights.end() || it->second.empty()) return "-";
+  std::vector<double> w = it->second;
+  const auto mid = w.begin() + static_cast<std::ptrdiff_t>(w.size() / 2);
+  std::nth_element(w.begin(), mid, w.end());
+  return formatted(*mid, "%.2g") + " / " + formatted(*std::max_element(w.begin(), w.end()), "%.2g");
 }
 
 }  // namespace rpa

@@ -39,6 +39,10 @@ struct Stats {
   std::map<std::string, double> worst_budget;
   std::map<std::string, double> worst_budget_reference;
   std::map<std::string, double> worst_discrimination;
+  // The least weight of a dropped key each kernel-semantics check is sure to catch
+  // (Comparison::min_detectable_key_weight), every finite one, per pair: the summary gives
+  // the median and the largest.
+  std::map<std::string, std::vector<double>> key_weights;
   std::map<std::string, int64_t> pair_checks;
   std::map<std::string, BudgetHistogram> budget_histogram;  // kernel semantics, per pair
   std::map<std::string, int64_t> biased;  // kernel-semantics checks found biased, per pair
@@ -54,6 +58,9 @@ inline constexpr size_t kMaxFindings = 20;
 inline constexpr Mode kModes[] = {Mode::kStrict, Mode::kJax};
 
 void record(Stats& st, Finding f);
+
+// The median and the largest of a pair's key_weights ("-" for none): "0.00012 / 0.0031".
+std::string key_weight_text(const Stats& st, const std::string& pair);
 
 // One worker's tallies into the run's: counts add up, the worst budgets and discriminations
 // are the worst of either, and the findings are the first kMaxFindings by case index.

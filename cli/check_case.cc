@@ -79,8 +79,9 @@ CheckOutcome check_case(const Case& c, const CliArgs& a) {
         c.inputs, c.params,
         plan_kernel(c.inputs, c.params, options.target, options.untuned_blocks));
   } else {
-    ReferenceResult ref = dense_reference(c.inputs, c.params, a.reference_semantics());
-    tol = tolerance_for_case(c.inputs, c.params, ref);
+    ReferenceResult ref = dense_reference(c.inputs, c.params, a.reference_semantics(),
+                                          most_logit_error(a.dot_passes));
+    tol = tolerance_for_case(c.inputs, c.params, ref, a.dot_passes);
     want = std::move(ref.out);
   }
   o.oracle = literal_oracle ? "the literal schedule"
@@ -120,6 +121,14 @@ std::string bias_numbers(const BiasStats& b) {
 }
 
 }  // namespace
+
+std::string key_weight_phrase(const Comparison& c) {
+  const double w = c.min_detectable_key_weight, all = c.key_weight_every_row;
+  if (!(w < 1.0)) return "catches no dropped key";
+  std::string s = "catches a dropped key of weight >= " + formatted(w, "%.2g");
+  if (all > w) s += " (in every row: " + (all < 1.0 ? formatted(all, "%.2g") : std::string("none")) + ")";
+  return s;
+}
 
 std::string comparison_summary(const Comparison& c) {
   return fixed(c.max_budget_used, 2) + " of tolerance; bias " + bias_numbers(c.bias) + "; " +

@@ -40,7 +40,11 @@ struct CheckOutcome {
 // The options rpa check takes (replay reads them from regressions/expectations.tsv too).
 inline const std::set<std::string_view> kCheckFlags = {
     "--mode",   "--json",      "--threads",    "--literal",    "--schedule", "--oracle",
-    "--semantics", "--target", "--max-bytes", "--allow-bias", "--junit"};
+    "--semantics", "--target", "--max-bytes", "--allow-bias", "--junit", "--dot-passes"};
+
+// The check's power in words: "catches a dropped key of weight >= 0.00061 (in every row:
+// 0.0012)", or "catches no dropped key" where nothing is guaranteed (Comparison).
+std::string key_weight_phrase(const Comparison& c);
 
 // Checks a loaded case as `rpa check` does with these options (nothing printed).
 CheckOutcome check_case(const Case& c, const CliArgs& args);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/case_paths.h"
@@ -42,6 +43,16 @@ void write_comparison_json(JsonWriter& j, const Comparison& c) {
     j.key("discrimination").null();
   }
   j.key("rejects_zero").value(c.rejects_zero());
+  // The least weight of a dropped key sure to be caught (Comparison): null when nothing is
+  // guaranteed (infinite: no value scale or nothing compared).
+  for (const auto& [name, w] : {std::pair{"min_detectable_key_weight", c.min_detectable_key_weight},
+                                std::pair{"key_weight_every_row", c.key_weight_every_row}}) {
+    if (std::isfinite(w)) {
+      j.key(name).value(w);
+    } else {
+      j.key(name).null();
+    }
+  }
   j.key("compared").value(c.compared).key("mismatches").value(c.mismatches);
   if (c.first) {
     const ElementMismatch& m = *c.first;
@@ -78,6 +89,7 @@ int check_one(const CliArgs& a) {
     j.key("oracle").value(a.oracle == "literal" ? "literal" : "reference");
     if (a.oracle != "literal") j.key("semantics").value(semantics_name(a.reference_semantics()));
     if (!o.has_out) j.key("schedule").value(a.literal ? "literal" : "default");
+    if (a.oracle != "literal") j.key("dot_passes").value(dot_pass_count(a.dot_passes));
     write_comparison_json(j, cmp);
     std::printf("%s\n", j.end_object().str().c_str());
   } else if (o.verdict == CheckVerdict::kMismatch) {
@@ -94,11 +106,11 @@ int check_one(const CliArgs& a) {
                 py_float_repr(cmp.max_abs_err).c_str(), py_float_repr(cmp.tol.atol).c_str(),
                 py_float_repr(cmp.tol.rtol).c_str());
     if (cmp.tol.element_atol) {
-      std::printf(", per-element logit term up to %s",
+      std::printf(", per-element terms up to %s",
                   py_float_repr(cmp.tol.max_element_atol()).c_str());
     }
-    std::printf("; discrimination %s; %s%s)\n", py_float_repr(cmp.discrimination).c_str(),
-                comparison_summary(cmp).c_str(),
+    std::printf("; discrimination %s; %s; %s%s)\n", py_float_repr(cmp.discrimination).c_str(),
+                key_weight_phrase(cmp).c_str(), comparison_summary(cmp).c_str(),
                 cmp.bias.biased() ? "; biased, accepted by --allow-bias" : "");
   }
   // A check that would pass an all-zero output says so: its verdict carries no weight.

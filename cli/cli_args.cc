@@ -27,7 +27,7 @@ const char* const kUsage =
     "      the TPU kernel computes where the definition does not hold.\n"
     "  check CASE.npz|DIR... [--mode jax|strict] [--threads N] [--schedule default|literal]\n"
     "      [--oracle reference|literal] [--semantics kernel|reference] [--allow-bias]\n"
-    "      [--junit FILE] [--json]\n"
+    "      [--dot-passes 6|3|1] [--junit FILE] [--json]\n"
     "      Validate, then compare the case's `out` (without one: the tiled kernel's\n"
     "      output) with the dense reference in the given semantics (default kernel:\n"
     "      what a correct TPU kernel computes; reference: JAX's reference, with the\n"
@@ -35,7 +35,11 @@ const char* const kUsage =
     "      literal schedule under its much tighter tolerance: is `out` what the Pallas\n"
     "      kernel computes? With --mode jax on any input jax mode accepts. Reports the\n"
     "      check's discrimination (least allowed / |want|; below 1 an all-zero output\n"
-    "      fails) and warns when it could not reject an all-zero output. Also reports\n"
+    "      fails) and warns when it could not reject an all-zero output, and the least\n"
+    "      weight of a key whose dropping it is sure to catch (a key whose value lies\n"
+    "      max|V| from the other keys' mean). --dot-passes: the bfloat16 passes a TPU\n"
+    "      makes of a float32 dot in the kernel semantics (default 6, float32 contract\n"
+    "      precision; 3 is Precision.HIGH, 1 DEFAULT, which rounds p). Also reports\n"
     "      the signed error in ulps of the output dtype (mean, standard error, exact\n"
     "      share): a bfloat16 output biased beyond 6 standard errors and 0.1 ulp\n"
     "      is 'biased' (exit 1) unless --allow-bias.\n"
@@ -57,7 +61,7 @@ const char* const kUsage =
     "      failing property printed. Prints the case and the verdicts the spec model\n"
     "      expects in each mode.\n"
     "  campaign [--seconds N] [--seed S] [--max-size 0..400] [--report DIR] [--pallas N]\n"
-    "      [--junit FILE]\n"
+    "      [--junit FILE] [--dot-passes 6|3|1]\n"
     "      The main job, on every core: for N seconds (default 60) draw cases from the\n"
     "      property generators (sizes cycling 0..max-size, default 100), check both\n"
     "      validation modes against the spec model and the tiled kernel against the\n"
@@ -155,6 +159,10 @@ std::string parse_cli_args(const std::vector<std::string_view>& args,
     } else if (a == "--semantics") {
       out.semantics = parse_semantics(v);
       if (!out.semantics) return "--semantics takes kernel or reference";
+    } else if (a == "--dot-passes") {
+      const auto passes = parse_dot_passes(v);
+      if (!passes) return "--dot-passes takes 6, 3 or 1";
+      out.dot_passes = *passes;
     } else if (a == "--impl") {
       out.impl = v;
     } else if (a == "-o") {

@@ -12,6 +12,7 @@
 #include "cli/json_writer.h"
 #include "kernel/tiled_kernel.h"
 #include "kernel/validate.h"
+#include "oracle/dot_precision.h"
 #include "reference/semantics.h"
 
 namespace rpa {
@@ -31,6 +32,9 @@ struct CliArgs {
   bool literal = false;  // --schedule literal (--literal): the Pallas program (KernelOptions)
   std::string oracle = "reference";  // check --oracle reference|literal
   std::optional<Semantics> semantics;  // --semantics kernel|reference, when given
+  // --dot-passes 6|3|1: how a TPU evaluates float32 dots, for the kernel semantics' tolerance
+  // (oracle/dot_precision.h).
+  DotPasses dot_passes = DotPasses::kSix;
   // The dense reference's semantics: as given, else kernel (the oracle judges kernels).
   Semantics reference_semantics() const { return semantics.value_or(Semantics::kKernel); }
 };

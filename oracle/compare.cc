@@ -16,6 +16,13 @@ bool same_special(double a, double b) {
 
 }  // namespace
 
+double detectable_key_weight(double allowed, double want, double value_scale, DType out_dtype) {
+  if (!(value_scale > 0.0)) return INFINITY;
+  const double half_ulp =
+      std::ldexp(std::fabs(want) + 2.0 * allowed, -precision_bits(out_dtype));
+  return (allowed + half_ulp) / value_scale;
+}
+
 Comparison compare_outputs(const Tensor& got, const Tensor& want, const PagedKvView& view,
                            Tolerance tol) {
   if (tol.element_atol && static_cast<int64_t>(tol.element_atol->size()) != want.numel()) {
@@ -23,6 +30,7 @@ Comparison compare_outputs(const Tensor& got, const Tensor& want, const PagedKvV
   }
   Comparison c;
   c.tol = tol;
+  double least_key = INFINITY, most_key = -INFINITY;
   const int64_t heads = view.num_q_heads();
   const int64_t d = view.head_dim();
   for (int64_t s = 0; s < view.num_seqs(); ++s) {
@@ -41,6 +49,11 @@ Comparison compare_outputs(const Tensor& got, const Tensor& want, const PagedKvV
           if (std::isfinite(b)) {
             c.max_abs_want = std::max(c.max_abs_want, std::fabs(b));
             if (b != 0.0) c.discrimination = std::min(c.discrimination, allowed / std::fabs(b));
+            if (tol.value_scale > 0.0) {
+              const double w = detectable_key_weight(allowed, b, tol.value_scale, got.dtype());
+              least_key = std::min(least_key, w);
+              most_key = std::max(most_key, w);
+            }
           }
           if (same_special(a, b)) continue;
           const double err = std::fabs(a - b);  // NaN or inf when one side is special
@@ -60,6 +73,10 @@ Comparison compare_outputs(const Tensor& got, const Tensor& want, const PagedKvV
         c.bias.end_unit();
       }
     }
+  }
+  if (most_key >= 0.0) {
+    c.min_detectable_key_weight = least_key;
+    c.key_weight_every_row = most_key;
   }
   return c;
 }

@@ -38,6 +38,13 @@ struct Comparison {
   // nonzero want (atol / max|want| + rtol where atol is the same everywhere); infinite when
   // there is none. Below 1 an all-zero output is rejected, below 2 the negated output.
   double discrimination = INFINITY;
+  // The power in a kernel engineer's terms (detectable_key_weight below, per element):
+  // min_detectable_key_weight is the least over the compared elements with a finite want (a
+  // dropped key of at least that weight is rejected in the row and column the check watches
+  // closest), key_weight_every_row the largest (rejected wherever it is dropped). At 1 or
+  // more nothing is guaranteed; infinite without a value scale or compared elements.
+  double min_detectable_key_weight = INFINITY;
+  double key_weight_every_row = INFINITY;
   double max_abs_want = 0.0;  // over compared elements with a finite want
   bool rejects_zero() const { return discrimination < 1.0; }
   std::optional<ElementMismatch> first;  // the first mismatch in row-major order
@@ -45,6 +52,14 @@ struct Comparison {
   BiasStats bias;
   bool agree() const { return mismatches == 0; }
 };
+
+// The least softmax weight w of a key whose dropping is sure to be rejected at an element
+// with this allowance and wanted value, for an output of out_dtype: dropping a key of weight
+// w whose value lies M = value_scale (max |V_eff|) from the mean of the row's other keys
+// moves the exact output by w M (doubling it, by w M (1 - w) / (1 + w)); rounded to
+// out_dtype it still moves by w M - h, h = 2^-prec (|want| + 2 allowed) at most half an ulp
+// of the moved value, so it is rejected once w M > allowed + h. Infinite without M.
+double detectable_key_weight(double allowed, double want, double value_scale, DType out_dtype);
 
 // got and want have q's shape and float dtype (any of the four). Rows at or past
 // cu_q_lens[num_seqs] are not compared. NaN equals NaN and an infinity equals the same

@@ -40,10 +40,9 @@ double min_subnormal(DType t) {
 // Every output is o = sum_t p_t v_t with p_t >= 0, sum_t p_t = 1, so |o| <= max|V_eff| =: M.
 // Two correct implementations differ only by where and how they round:
 //
-// 1. Float32 arithmetic (logits, exp, the running sums of an online softmax): relative
-//    errors of a few float32 ulps in each p_t, amplified by the logit's magnitude. DESIGN.md
-//    section 6 fixes the budget at 1e-5 * M, about 84 float32 ulps of M; it holds for
-//    logits of moderate size (|s| up to ~50 after scaling), which softmax attention keeps.
+// F. Float32 arithmetic: exp, the running sums of the softmax's numerator and denominator,
+//    an online softmax's rescaling, the division. Derived per element below (float32_terms);
+//    it replaces the measured 1e-5 M budget of earlier versions (finding 12).
 // 2. Rounding p to V_eff's dtype (JAX's reference does, the TPU kernel feeds unrounded f32
 //    weights to the MXU): one side may land one ulp away from the other per p_t, i.e. at
 //    most 2^(1-prec) * p_t, or the smallest subnormal where p_t underflows. Summed against
@@ -58,15 +57,13 @@ double min_subnormal(DType t) {
 //    the reference keeps them. Each of the kv_len products p_t v_t may lose up to the
 //    smallest normal float32, 2^-126, and so may the result: (kv_len + 1) * 2^-126.
 //
-// So atol = M * (1e-5 + [V narrow] (2^(1-prec_V) + kv_len * min_subnormal_V))
-//           + [V narrow] min_subnormal_V + [q narrower than V] min_subnormal_q
-//           + (kv_len + 1) * 2^-126 and
-// rtol = [V narrow] 2^(1-prec_V) + [q narrower than V] 2^(1-prec_q). For float32 this is the
-// DESIGN target of 1e-5 * M; for bfloat16 q and V it is 2^-7 * M plus one bf16 ulp of the
-// value.
+// So, besides item F's element terms, atol = M * [V narrow] (2^(1-prec_V) + kv_len *
+// min_subnormal_V) + [V narrow] min_subnormal_V + [q narrower than V] min_subnormal_q +
+// (kv_len + 1) * 2^-126 and rtol = [V narrow] 2^(1-prec_V) + [q narrower than V]
+// 2^(1-prec_q). For bfloat16 q and V that is 2^-7 * M plus one bf16 ulp of the value.
 Tolerance tolerance_for(DType q_dtype, DType v_dtype, double max_abs_v, int64_t max_kv_len) {
   Tolerance tol;
-  double abs_scale = 1e-5;
+  double abs_scale = 0.0;
   double abs_floor = static_cast<double>(max_kv_len + 1) * std::ldexp(1.0, -126);
   if (v_dtype != DType::kFloat32) {
     const double ulp = std::ldexp(1.0, 1 - precision_bits(v_dtype));
@@ -79,21 +76,116 @@ Tolerance tolerance_for(DType q_dtype, DType v_dtype, double max_abs_v, int64_t 
     abs_floor += min_subnormal(q_dtype);
   }
   tol.atol = abs_scale * max_abs_v + abs_floor;
+  tol.value_scale = max_abs_v;
   return tol;
+}
+
+// F. The float32 accumulation term: a bound that holds for every implementation whose
+//    softmax numerator N_c = sum_t w_t v_tc and denominator L = sum_t w_t (w_t = exp(s_t -
+//    m), o_c = N_c / L) are float32 sums of float32 products in any order and any blocking:
+//    token by token, pairwise, reversed, compensated, per KV block then across blocks with
+//    the online softmax's rescale, flash-decoding chunks merged in any order, a TPU's MXU
+//    accumulating in float32. Per row, with p_t the exact weights, n the number of p_t > 0,
+//    u = 2^-24 (round to nearest), and, per column c, X_c = sum_t p_t |v_tc|, Y_c = sum_t
+//    p_t |v_tc - o_c|, V_c = max_t |v_tc| (ReferenceResult's abs_weighted, deviation,
+//    column_max):
+//
+//    (a) Sums. Any way of summing leaves x_t is a binary tree whose inner nodes each round
+//        once, by at most u |node value| <= u sum_{leaves below} |x_t| (to first order), so
+//        the error is at most u sum_t |x_t| depth_t. Over all trees with n leaves the sum is
+//        largest for a chain with the largest |x_t| deepest: depths n-1, n-1, n-2, ..., 1,
+//        so sum_t p_t depth_t <= C := sum_k p_(k) a_k (row_chain; C = (n+1)/2 - 1/n for
+//        equal weights, ~n for one dominant weight). A numerator leaf is the rounded product
+//        w_t v_tc (one more rounding); the MXU with P passes sums P partial products per
+//        term (P - 1 more, magnitudes within (1 + 2^-7) |w_t v_tc|: dot_precision.cc).
+//    (b) Rescales. An online softmax multiplies its partial sums by alpha = exp(m_old -
+//        m_new) when its running max grows, and flash-decoding multiplies each chunk's sums
+//        when it merges them: one more rounding for every term already summed, each time.
+//        Every kernel in scope (JAX's Pallas kernel, tpu-inference's, this project's) does
+//        so only between blocks of whole pages, so a term meets at most R = ceil(kv_len /
+//        page_size) - 1 of them (row_blocks - 1). In units of the final max these scaled
+//        partial sums are still at most sum_{leaves below} |x_t| (alpha <= 1).
+//    So |dN_c| / L <= u [V_c C + X_c (R + 1 + P')] (P' = P - 1 where the MXU splits float32
+//    V, else 0; the first term (1 + 2^-7) times larger then) and |dL| / L <= u (C + R), and
+//    with the final division, |o'_c - o_c| <= (|dN_c| + |o_c| |dL|) / (L - |dL|) + u |o'_c|
+//    <= Phi u [kappa (V_c C + X_c (R + 1 + P')) + X_c (C + R + 1)] using |o_c| <= X_c, where
+//    Phi = 1 / (1 - 2 D u) with D = n + R + P' + 1 the deepest chain absorbs the
+//    higher-order terms ((1 + u)^D - 1 <= D u / (1 - D u)).
+//    (c) Weights. The computed w_t differ from the exact ones by relative errors eta_t that
+//        the numerator and the denominator share, and o'_c - o_c = sum_t p_t eta_t (v_tc -
+//        o_c) / (1 + sum_t p_t eta_t) exactly, so |o'_c - o_c| <= sum_t p_t |eta_t| |v_tc -
+//        o_c| / (1 - max |eta|). Sources: exp itself (kExpError, once per token and once per
+//        rescale factor alpha, which scales all earlier tokens alike: at most (R + 1)
+//        kExpError); the rounding of s_t - m (u |s_t - m| <= u (B_t + B_max) with B_t >= |s_t|
+//        the reference's logit scale: u times the spread of item K3); the roundings of the
+//        alpha arguments m_old - m_new, whose magnitudes add up to at most m_last - m_first
+//        <= 2 B_max (u 2 B_max on every earlier token). So the weights add
+//        Phi_w [(R + 1) kExpError Y_c + u spread_c + 2 u B_max Y_c], Phi_w = 1 / (1 - 2 eta),
+//        eta = (R + 1) kExpError + 4 u B_max. The reference semantics keeps no spread: there
+//        B_t + B_max <= 2 B' (B' = max_logit_abs_sum + |soft_cap|, every B_t's bound).
+//    Not covered: an exp less accurate than kExpError, flushed subnormals (item 4 / K5),
+//    errors in the logits themselves (item 5 / K3). A row that cannot be bounded (Phi or
+//    Phi_w infinite: D u >= 1/2) gets 2M, what any two averages of its values can differ by.
+std::vector<double> float32_terms(const Inputs& in, const Params& p, const ReferenceResult& r,
+                                  DotPasses passes) {
+  const auto numel = static_cast<size_t>(in.q.numel());
+  const int64_t d = in.q.dim(2);
+  if (r.abs_weighted.size() != numel || r.deviation.size() != numel ||
+      r.column_max.size() != numel || r.row_chain.size() != numel / static_cast<size_t>(d) ||
+      r.row_terms.size() != r.row_chain.size() || r.row_blocks.size() != r.row_chain.size()) {
+    throw std::logic_error("float32_terms: the reference result's sums do not match q");
+  }
+  const bool kernel = r.semantics == Semantics::kKernel;
+  if (kernel && r.spread.size() != numel) {
+    throw std::logic_error("float32_terms: the kernel semantics' spread does not match q");
+  }
+  const DType v_dtype = p.v_scale ? in.q.dtype() : in.kv_pages.dtype();
+  const bool split = kernel && v_dtype == DType::kFloat32 && passes != DotPasses::kOne;
+  const double extra = split ? dot_pass_count(passes) - 1 : 0.0;
+  const double kappa = split ? 1.0 + std::ldexp(1.0, -7) : 1.0;
+  const double u = std::ldexp(1.0, -24);
+  const double cap = p.soft_cap ? std::fabs(*p.soft_cap) : 0.0;
+  const double b_all = r.max_logit_abs_sum + cap;
+  const double limit = 2.0 * r.max_abs_v_eff;
+  std::vector<double> terms(numel, 0.0);
+  for (size_t row = 0; row < r.row_chain.size(); ++row) {
+    const double n = r.row_terms[row];
+    if (n == 0.0) continue;
+    const double chain = r.row_chain[row];
+    const double rescales = std::max(r.row_blocks[row] - 1.0, 0.0);
+    const double depth = n + rescales + extra + 1.0;
+    const double b_max = kernel ? r.row_logit_max[row] : b_all;
+    const double eta = (rescales + 1.0) * kExpError + 4.0 * u * b_max;
+    const double phi = 1.0 - 2.0 * depth * u > 0.0 ? 1.0 / (1.0 - 2.0 * depth * u) : INFINITY;
+    const double phi_w = 1.0 - 2.0 * eta > 0.0 ? 1.0 / (1.0 - 2.0 * eta) : INFINITY;
+    for (size_t e = row * static_cast<size_t>(d); e < (row + 1) * static_cast<size_t>(d); ++e) {
+      const double x = r.abs_weighted[e], y = r.deviation[e];
+      const double sums =
+          phi * u * (kappa * (r.column_max[e] * chain + x * (rescales + 1.0 + extra)) +
+                     x * (chain + rescales + 1.0));
+      const double subtraction = kernel ? u * r.spread[e] : 2.0 * u * b_all * y;
+      const double weights =
+          phi_w * ((rescales + 1.0) * kExpError * y + subtraction + 2.0 * u * b_max * y);
+      const double bound = sums + weights;
+      terms[e] = std::isfinite(bound) ? std::min(bound, limit) : limit;
+    }
+  }
+  return terms;
 }
 
 // 5. Large logits: a float32 dot product of length D is off by up to about 2^-24 *
 //    sum_d |q_d k_d| (times |sm_scale|), measured 1.3e-4 at a bound of 2432 against JAX's
 //    own float32 reference. Softmax turns logit errors of at most e into output errors of
 //    at most 2 e M (dp_t = p_t (ds_t - sum_u p_u ds_u)), so atol grows by
-//    2 * 2^-24 * bound * M. For |s| ~ 50 that is 6e-6 M, within the budget of 1.; logits
-//    in the hundreds (JAX's cross-check found one near-tied row at |s| ~ 400 off by 2.7e-5 M)
-//    need it.
-Tolerance tolerance_for_case(const Inputs& in, const Params& p, const ReferenceResult& r) {
-  if (r.semantics == Semantics::kKernel) return kernel_tolerance(in, p, r);
+//    2 * 2^-24 * bound * M. For |s| ~ 50 that is 6e-6 M; logits in the hundreds (JAX's
+//    cross-check found one near-tied row at |s| ~ 400 off by 2.7e-5 M) need it.
+Tolerance tolerance_for_case(const Inputs& in, const Params& p, const ReferenceResult& r,
+                             DotPasses passes) {
+  if (r.semantics == Semantics::kKernel) return kernel_tolerance(in, p, r, passes);
   const DType v_dtype = p.v_scale ? in.q.dtype() : in.kv_pages.dtype();
   Tolerance tol = tolerance_for(in.q.dtype(), v_dtype, r.max_abs_v_eff, r.max_kv_len);
   tol.atol += 2.0 * std::ldexp(1.0, -24) * r.max_logit_abs_sum * r.max_abs_v_eff;
+  tol.element_atol = std::make_shared<const std::vector<double>>(float32_terms(in, p, r, passes));
   return tol;
 }
 
@@ -109,6 +201,7 @@ Tolerance Tolerance::scaled(double k) const {
   Tolerance t;
   t.atol = atol * k;
   t.rtol = rtol * k;
+  t.value_scale = value_scale;
   if (element_atol) {
     auto more = std::make_shared<std::vector<double>>(*element_atol);
     for (double& x : *more) x *= k;
@@ -117,51 +210,32 @@ Tolerance Tolerance::scaled(double k) const {
   return t;
 }
 
-namespace {
-
-// Relative error per product of a matmul a.b that a TPU's MXU may make when it evaluates
-// float32 operands in bfloat16 passes (item K2 below). Each float32 x splits exactly into
-// bfloat16s x = x1 + x2 + x3 with |x2| <= 2^-8 |x|, |x3| <= 2^-16 |x| (8 bits each). The
-// kernel's dots carry no precision, which Mosaic takes as float32 contract precision: six
-// passes, a1 b1 + a1 b2 + a2 b1 + a2 b2 + a1 b3 + a3 b1, dropping a2 b3 + a3 b2 + a3 b3 <=
-// (2 * 2^-24 + 2^-32) |a b| <= 2^-22 |a b|. With one operand exact in bfloat16 (b2 = b3 = 0)
-// nothing is dropped, and with both (bfloat16 or float8 values) the products are exact.
-// Three passes (Precision.HIGH, bf16_3x) would drop a1 b3 + a2 b2 + a3 b1, up to 2^-14
-// |a b| (2^-16 with one exact operand): 256x more, and not covered (a run that way shows
-// up where float32 logits are large); one pass (XLA's DEFAULT on a TPU) rounds p itself.
-double mxu_product_error(bool a_float32, bool b_float32) {
-  return a_float32 && b_float32 ? std::ldexp(1.0, -22) : 0.0;
-}
-
-}  // namespace
-
 // The kernel semantics: o = sum_t p_t V_eff_t with p = softmax(s) unrounded and one
 // rounding to q's dtype (what JAX's Pallas kernel computes: float32 p, float32 accumulation
 // over V_eff's exact values). The dense reference computes it in double. A correct kernel
 // computes the same in float32 on a CPU or a TPU; what it may do differently:
 //
-// K1. Float32 arithmetic after the logits: exp, the online softmax's m / l / alpha rescaling,
-//     the accumulator's sums. Relative errors of a few float32 ulps in each weight and in
-//     the sums: the DESIGN.md budget of 1e-5 M (M = max |V_eff|, |o| <= M), about 84
-//     float32 ulps of M, as in the reference semantics (measured against the tiled kernel
-//     and the Pallas kernel at kv_len 8192: see the README's semantics table).
-// K2. A TPU's MXU may evaluate a matmul with float32 operands in bfloat16 passes (six, the
-//     float32 contract precision; mxu_product_error shows the bound and why three or one
-//     pass are not covered). p is float32 in every kernel, so p.V may lose
-//     e_pv = mxu(float32, V_eff is float32) of each |p_t v_t|: at most e_pv M. In q.K it
-//     adds e = mxu(q is float32, K_eff is float32) of each |q_d k_d| to the logit (next).
+// K1. Float32 arithmetic after the logits: exp, the sums of the numerator and the
+//     denominator in any order and blocking, the online softmax's rescaling, the division:
+//     item F above, per element (float32_terms).
+// K2. A TPU's MXU may evaluate a matmul with float32 operands in bfloat16 passes (`passes`:
+//     six, the float32 contract precision, by default; dot_precision.cc has the bound per
+//     product for six, three and one). p is float32 in every kernel, so p.V may lose
+//     e_pv = mxu(float32, V_eff is float32) of each |p_t v_tc|: e_pv X_c (X_c = sum_t p_t
+//     |v_tc|, at most M). In q.K it adds e = mxu(q is float32, K_eff is float32) of each
+//     |q_d k_d| to the logit (next).
 // K3. Logit errors. Logit t of a row may be off by E_t = e_qk B_t, B_t = |sm_scale|
 //     sum_d |q_d k_td| + |soft_cap| (the reference's scale; tanh passes an error through
 //     with slope <= 1 and adds a few ulps of |soft_cap|), e_qk = 2^-21 (kLeastLogitError:
 //     float32 accumulation of the dot and the scaling, a budget of 8 ulps of the absolute
-//     sum; measured, like K1, not a worst case: the worst case grows with head_dim, the
-//     typical error with its square root, and the properties at head_dim up to 256, the
-//     long property budget and the Pallas cross-check stay within it) + the MXU's e from
-//     K2 (so 2^-21 <= e_qk <= 2^-20, kMostLogitError). Under a soft cap the
-//     logit moves by at most 2 |soft_cap| whatever the dot's error, and by tanh's slope
-//     sech^2 where the logit before the cap is far from 0: the reference shrinks B_t's first
-//     term accordingly (dense_reference.h), valid for any e_qk in that range. Then
-//     p'_t = p_t e^{d_t} / sum_u p_u e^{d_u} with |d_u| <= E_u <= E_max, so
+//     sum; measured, not a worst case: the worst case grows with head_dim, the typical error
+//     with its square root, and the properties at head_dim up to 256, the long property
+//     budget and the Pallas cross-check stay within it) + the MXU's e from K2 (so e_qk <=
+//     most_logit_error(passes), which the reference must have been computed with). Under a
+//     soft cap the logit moves by at most 2 |soft_cap| whatever the dot's error, and by
+//     tanh's slope sech^2 where the logit before the cap is far from 0: the reference
+//     shrinks B_t's first term accordingly (dense_reference.h), valid for any e_qk in that
+//     range. Then p'_t = p_t e^{d_t} / sum_u p_u e^{d_u} with |d_u| <= E_u <= E_max, so
 //     |p'_t / p_t - 1| <= e^{E_t + E_max} - 1 <= (E_t + E_max) g(E_max), g(x) = (e^{2x} - 1)
 //     / (2x) >= 1 (convexity; g -> 1 for small x). Since sum_t (p'_t - p_t) = 0,
 //     |o'_c - o_c| = |sum_t (p'_t - p_t)(v_tc - o_c)| <= e_qk g(e_qk B_max) sum_t p_t
@@ -176,16 +250,17 @@ double mxu_product_error(bool a_float32, bool b_float32) {
 // K5. Flushed float32 subnormals (TPUs, the tiled kernel): (kv_len + 1) * 2^-126.
 // Not covered, by design: rounding p or p.V to a narrower dtype (the reference semantics'
 // item 2 / 3, whose kv_len * 2^-9 float8 term made `rpa check` accept any output at long
-// context). So atol = M (1e-5 + e_pv) + (kv_len + 1) 2^-126 + [q narrow] min_subnormal_q,
-// rtol = [q narrow] 2^(1-prec_q), element_atol[e] = min(e_qk g(e_qk B_max) spread[e], 2M).
-double kernel_logit_error(const Inputs& in, const Params& p) {
+// context). So atol = (kv_len + 1) 2^-126 + [q narrow] min_subnormal_q, rtol = [q narrow]
+// 2^(1-prec_q), element_atol[e] = min(F_e + e_pv X_c + e_qk g(e_qk B_max) spread[e], 2M).
+double kernel_logit_error(const Inputs& in, const Params& p, DotPasses passes) {
   const DType q_dtype = in.q.dtype();
   const DType k_dtype = p.k_scale ? q_dtype : in.kv_pages.dtype();
   return kLeastLogitError +
-         mxu_product_error(q_dtype == DType::kFloat32, k_dtype == DType::kFloat32);
+         mxu_product_error(passes, q_dtype == DType::kFloat32, k_dtype == DType::kFloat32);
 }
 
-Tolerance kernel_tolerance(const Inputs& in, const Params& p, const ReferenceResult& r) {
+Tolerance kernel_tolerance(const Inputs& in, const Params& p, const ReferenceResult& r,
+                           DotPasses passes) {
   if (r.semantics != Semantics::kKernel) {
     throw std::logic_error("kernel_tolerance: the reference result is not in the kernel semantics");
   }
@@ -193,30 +268,47 @@ Tolerance kernel_tolerance(const Inputs& in, const Params& p, const ReferenceRes
       static_cast<int64_t>(r.row_logit_max.size()) != in.q.dim(0) * in.q.dim(1)) {
     throw std::logic_error("kernel_tolerance: the reference result's spread does not match q");
   }
+  const double e_qk = kernel_logit_error(in, p, passes);
+  if (e_qk > r.most_logit_error) {
+    throw std::logic_error(
+        "kernel_tolerance: the reference result was computed for smaller logit errors than "
+        "these dot passes make (dense_reference's most_logit_error)");
+  }
   const DType q_dtype = in.q.dtype();
   const DType v_dtype = p.v_scale ? q_dtype : in.kv_pages.dtype();
   const double m = r.max_abs_v_eff;
-  const double e_pv = mxu_product_error(true, v_dtype == DType::kFloat32);
-  const double e_qk = kernel_logit_error(in, p);
+  const double e_pv = mxu_product_error(passes, true, v_dtype == DType::kFloat32);
   Tolerance tol;
-  tol.atol = m * (1e-5 + e_pv) + static_cast<double>(r.max_kv_len + 1) * std::ldexp(1.0, -126);
+  tol.value_scale = m;
+  tol.atol = static_cast<double>(r.max_kv_len + 1) * std::ldexp(1.0, -126);
   if (q_dtype != DType::kFloat32) {
     tol.rtol = std::ldexp(1.0, 1 - precision_bits(q_dtype));
     tol.atol += min_subnormal(q_dtype);
   }
-  auto extra = std::make_shared<std::vector<double>>(r.spread.size(), 0.0);
-  const int64_t d = in.q.dim(2);
-  for (size_t e = 0; e < r.spread.size(); ++e) {
-    const double w = r.spread[e];
-    if (w == 0.0) continue;
-    const double x = e_qk * r.row_logit_max[e / static_cast<size_t>(d)];
-    const double g = x == 0.0 ? 1.0 : std::expm1(2.0 * x) / (2.0 * x);
-    const double bound = e_qk * g * w;
-    // NaN (inf * 0 cannot happen: w > 0) or past 2M: the values' own range bounds it.
+  auto extra = std::make_shared<std::vector<double>>(float32_terms(in, p, r, passes));
+  const std::vector<double> logit = kernel_logit_terms(in, p, r, passes);
+  for (size_t e = 0; e < extra->size(); ++e) {
+    const double bound = (*extra)[e] + e_pv * r.abs_weighted[e] + logit[e];
+    // Past 2M, the values' own range bounds it.
     (*extra)[e] = std::isfinite(bound) ? std::min(bound, 2.0 * m) : 2.0 * m;
   }
   tol.element_atol = std::move(extra);
   return tol;
+}
+
+std::vector<double> kernel_logit_terms(const Inputs& in, const Params& p, const ReferenceResult& r,
+                                       DotPasses passes) {
+  const double e_qk = kernel_logit_error(in, p, passes);
+  const auto d = static_cast<size_t>(in.q.dim(2));
+  std::vector<double> terms(r.spread.size(), 0.0);
+  for (size_t e = 0; e < r.spread.size(); ++e) {
+    const double w = r.spread[e];
+    if (w == 0.0) continue;
+    const double x = e_qk * r.row_logit_max[e / d];
+    const double g = x == 0.0 ? 1.0 : std::expm1(2.0 * x) / (2.0 * x);
+    terms[e] = e_qk * g * w;  // NaN cannot happen (w > 0); infinite where g overflows
+  }
+  return terms;
 }
 
 namespace {
@@ -317,6 +409,7 @@ Tolerance schedule_tolerance(const Inputs& in, const Params& p, const KernelPlan
   const double logits =
       std::fabs(p.sm_scale) * scale.max_logit + (p.soft_cap ? std::fabs(*p.soft_cap) : 0.0);
   Tolerance tol;
+  tol.value_scale = scale.max_v;
   tol.atol = (std::ldexp(1.0, -19) + std::ldexp(1.0, -21) * logits) * scale.max_v;
   tol.rtol = std::ldexp(1.0, -19);
   if (in.q.dtype() != DType::kFloat32) {

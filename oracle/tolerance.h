@@ -11,6 +11,7 @@
 #include "kernel/inputs.h"
 #include "kernel/params.h"
 #include "kernel/tiled_kernel.h"
+#include "oracle/dot_precision.h"
 #include "reference/dense_reference.h"
 
 namespace rpa {
@@ -22,6 +23,9 @@ struct Tolerance {
 
   double atol = 0.0;
   double rtol = 0.0;
+  // M = max |V_eff| of the case (0 where unknown): the scale in which the check's power is
+  // stated (Comparison::min_detectable_key_weight).
+  double value_scale = 0.0;
   // Optional: more absolute allowance for some elements (q's layout, one per element of
   // the output), e.g. the kernel semantics' bound on logit errors, which depends on the row.
   std::shared_ptr<const std::vector<double>> element_atol;
@@ -37,27 +41,47 @@ struct Tolerance {
   Tolerance scaled(double k) const;
 };
 
-// The tolerance for one case. q_dtype is the output's dtype; v_dtype is V_eff's (q's when
-// v_scale is set, else the KV dtype); max_abs_v is max |V_eff| over the tokens read;
-// max_kv_len the longest sequence that produced rows. The derivation is in the
-// definition's comment.
+// The reference semantics' dtype terms for one case (items 2 to 4 of tolerance.cc): the
+// rounding of p, of p.V and of the output to narrower dtypes, and flushed subnormals; no
+// float32 arithmetic (item F, float32_terms). q_dtype is the output's dtype; v_dtype is
+// V_eff's (q's when v_scale is set, else the KV dtype); max_abs_v is max |V_eff| over the
+// tokens read; max_kv_len the longest sequence that produced rows.
 Tolerance tolerance_for(DType q_dtype, DType v_dtype, double max_abs_v, int64_t max_kv_len);
 
 // The tolerance for comparing an output of (in, p) with the dense reference's result r, in
 // r's semantics (derivations in tolerance.cc). What every caller should use.
-// - reference semantics: tolerance_for plus the float32 rounding of large logits,
-//   2 * M * 2^-24 * r.max_logit_abs_sum;
+// - reference semantics: tolerance_for, the float32 rounding of large logits
+//   (2 * M * 2^-24 * r.max_logit_abs_sum) and per element the float32 term (item F);
 // - kernel semantics: kernel_tolerance.
-Tolerance tolerance_for_case(const Inputs& in, const Params& p, const ReferenceResult& r);
+// `passes` is how a TPU evaluates float32 dots (kernel semantics only; r must have been
+// computed with most_logit_error(passes) or more).
+Tolerance tolerance_for_case(const Inputs& in, const Params& p, const ReferenceResult& r,
+                             DotPasses passes = DotPasses::kSix);
 
-// The kernel semantics' tolerance: float32 arithmetic, a TPU's bfloat16 MXU passes on
-// float32 operands, and per element the logit errors r.spread bounds;
+// The kernel semantics' tolerance: per element the float32 accumulation term (item F), a
+// TPU's bfloat16 MXU passes on float32 operands, and the logit errors r.spread bounds;
 // never the rounding of p. Needs r computed in the kernel semantics.
-Tolerance kernel_tolerance(const Inputs& in, const Params& p, const ReferenceResult& r);
+Tolerance kernel_tolerance(const Inputs& in, const Params& p, const ReferenceResult& r,
+                           DotPasses passes = DotPasses::kSix);
+
+// Item F of tolerance.cc, per element of the output (q's layout, 0 on rows no sequence
+// defines): how far any float32 computation of r's weighted sums, in any order and blocking,
+// can be from r's, for both semantics. passes: the MXU's, for the kernel semantics' p.V.
+std::vector<double> float32_terms(const Inputs& in, const Params& p, const ReferenceResult& r,
+                                  DotPasses passes = DotPasses::kSix);
+
+// Item K3 of tolerance.cc per element (q's layout): how far the logit errors e_qk B_t can
+// move each output, e_qk g(e_qk B_max) r.spread[e] (kernel semantics; not yet cut to 2M).
+std::vector<double> kernel_logit_terms(const Inputs& in, const Params& p, const ReferenceResult& r,
+                                       DotPasses passes = DotPasses::kSix);
 
 // The relative logit error e_qk kernel_tolerance assumes per unit of B_t (item K3): between
-// kLeastLogitError and kMostLogitError (dense_reference.h).
-double kernel_logit_error(const Inputs& in, const Params& p);
+// kLeastLogitError and most_logit_error(passes) (dense_reference.h, dot_precision.h).
+double kernel_logit_error(const Inputs& in, const Params& p, DotPasses passes = DotPasses::kSix);
+
+// The relative error of exp in float32 that item F assumes of every implementation (four
+// float32 ulps; tests/exp_accuracy_test.cc measures the kernel's).
+inline constexpr double kExpError = 0x1p-22;
 
 // The tolerance for comparing an output with the literal schedule's (the Pallas program,
 // KernelOptions::literal_schedule, run with `plan`), e.g. the Pallas kernel's own output:

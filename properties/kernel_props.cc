@@ -20,6 +20,7 @@
 #include "properties/kernel_check.h"
 #include "properties/materialize.h"
 #include "properties/rc_case.h"
+#include "properties/row_softmax.h"
 #include "reference/dense_reference.h"
 
 namespace rpa::props {
@@ -112,7 +113,7 @@ RC_GTEST_PROP(Tolerance, IsHonest, ()) {
 // (row, head) by its full allowance, e_qk * |sm_scale| sum_d |q_d k_td| before the soft cap,
 // each up or down by the sign of (v_tc - o_c) (the direction that moves column c most; and
 // once against it), recompute that softmax in double, and column c moves by no more than
-// the element's logit allowance, element_atol.
+// the element's logit term (kernel_logit_terms, cut to 2M as in the tolerance).
 RC_GTEST_PROP(Tolerance, LogitTermCoversLogitErrors, ()) {
   BuildOptions rows;
   rows.query_rows = true;
@@ -122,59 +123,27 @@ RC_GTEST_PROP(Tolerance, LogitTermCoversLogitErrors, ()) {
   const Params& p = m.params;
   const PagedKvView view(in);
   const ReferenceResult ref = dense_reference(in, p, Semantics::kKernel);
-  const Tolerance tol = tolerance_for_case(in, p, ref);
   const int64_t d = view.head_dim(), hq = view.num_q_heads();
   const int64_t e = *rc::gen::inRange<int64_t>(0, view.total_q_tokens() * hq * d).as("element");
-  const int64_t row = e / (hq * d), head = e / d % hq, col = e % d;
-  int64_t s = 0;
-  while (view.q_start(s + 1) <= row) ++s;
-  const int64_t kv_len = view.kv_len(s), kv_head = head / view.q_heads_per_kv();
-  const int64_t q_pos = view.q_position(s, row - view.q_start(s));
-  const DType qt = in.q.dtype(), kt = in.kv_pages.dtype();
+  const RowSoftmax row = row_softmax(in, p, e / (hq * d), e / d % hq, e % d);
+  const std::vector<double>& v = row.value;
   const double e_qk = kernel_logit_error(in, p);
-  const double mask = static_cast<float>(p.effective_mask_value());
-  std::vector<double> x(static_cast<size_t>(kv_len)), b(x.size()), v(x.size());
-  for (int64_t t = 0; t < kv_len; ++t) {
-    double dot = 0.0, abs = 0.0;
-    for (int64_t c = 0; c < d; ++c) {
-      const double q = load_float(qt, in.q.data(), view.q_offset(row, head) + c);
-      const double k = kv_eff(qt, kt, p.k_scale, true,
-                              load_as_float32(kt, in.kv_pages.data(), view.k_offset(s, t, kv_head) + c));
-      dot += q * k;
-      abs += std::fabs(q * k);
-    }
-    x[static_cast<size_t>(t)] = dot * p.sm_scale;
-    b[static_cast<size_t>(t)] = abs * std::fabs(p.sm_scale);
-    v[static_cast<size_t>(t)] = kv_eff(qt, kt, p.v_scale, false,
-                                       load_as_float32(kt, in.kv_pages.data(), view.v_offset(s, t, kv_head) + col));
-  }
   // o_c of the row with every logit moved by step[t] (in units of its allowance).
   auto output = [&](const std::vector<double>& step) {
-    std::vector<double> z(x.size());
-    double top = -INFINITY;
-    for (int64_t t = 0; t < kv_len; ++t) {
-      double y = x[static_cast<size_t>(t)] + step[static_cast<size_t>(t)] * e_qk * b[static_cast<size_t>(t)];
-      if (p.soft_cap) y = *p.soft_cap * std::tanh(y / *p.soft_cap);
-      if (q_pos < t || (p.sliding_window && q_pos - *p.sliding_window >= t)) y += mask;
-      z[static_cast<size_t>(t)] = y;
-      top = std::max(top, y);
-    }
-    double sum = 0.0, acc = 0.0;
-    for (int64_t t = 0; t < kv_len; ++t) {
-      const double w = std::exp(z[static_cast<size_t>(t)] - top);
-      sum += w;
-      acc += w * v[static_cast<size_t>(t)];
-    }
-    return acc / sum;
+    std::vector<double> shift(step.size());
+    for (size_t t = 0; t < step.size(); ++t) shift[t] = step[t] * e_qk * row.scale[t];
+    return row_output(row, row_weights(row, p, shift));
   };
-  const double o = output(std::vector<double>(x.size(), 0.0));
+  const double o = output(std::vector<double>(v.size(), 0.0));
   RC_PRE(std::isfinite(o));
-  std::vector<double> toward(x.size()), against(x.size());
-  for (size_t t = 0; t < x.size(); ++t) {
+  std::vector<double> toward(v.size()), against(v.size());
+  for (size_t t = 0; t < v.size(); ++t) {
     toward[t] = v[t] > o ? 1.0 : v[t] < o ? -1.0 : 0.0;
     against[t] = -toward[t];
   }
-  const double allowed = (*tol.element_atol)[static_cast<size_t>(e)];
+  // The logit term alone (the element's allowance also holds item F's float32 term).
+  const double allowed = std::min(kernel_logit_terms(in, p, ref)[static_cast<size_t>(e)],
+                                  2.0 * ref.max_abs_v_eff);
   const double moved = std::max(std::fabs(output(toward) - o), std::fabs(output(against) - o));
   RC_LOG() << "column moved " << moved << ", logit allowance " << allowed << "\n";
   RC_CLASSIFY(moved > 0.0, "moves");
@@ -217,6 +186,109 @@ RC_GTEST_PROP(Tolerance, CanFail, ()) { assert_can_fail(*gen_valid_case()); }
 
 RC_GTEST_PROP(Tolerance, CanFailAtLongContext, ()) {
   assert_can_fail(*gen_valid_case(long_context_options()));
+}
+
+// The power each check states (Comparison::min_detectable_key_weight), by dropping a key.
+// In the row of the element the check watches closest, the heaviest key t (weight p_t) gets,
+// in that element's column, the value -sign(o_rest) M (M = max |V_eff|, so M stays the
+// scale, and the value lies at least M from o_rest, the mean of the row's other keys). The
+// case is recomputed; where p_t reaches the element's detectable weight
+// (detectable_key_weight), the exact output of the row without key t, rounded to q's dtype,
+// must be rejected at that element. Fails on a comparison looser than the figure it reports.
+RC_GTEST_PROP(Tolerance, DetectsADroppedKey, ()) {
+  BuildOptions rows;
+  rows.query_rows = true;
+  const CaseSpec spec = *gen_valid_case(rows);
+  Materialized m = materialize(spec);
+  Inputs& in = m.inputs;
+  const Params& p = m.params;
+  const PagedKvView view(in);
+  const ReferenceResult before = dense_reference(in, p, Semantics::kKernel);
+  const Comparison self = compare_outputs(before.out, before.out, view, tolerance_for_case(in, p, before));
+  RC_PRE(self.min_detectable_key_weight < 1.0);
+  // The element the check watches closest.
+  const int64_t d = view.head_dim(), hq = view.num_q_heads();
+  int64_t e = -1;
+  for (int64_t x = 0; x < view.total_q_tokens() * hq * d && e < 0; ++x) {
+    const double want = before.out.float_at(x);
+    if (std::isfinite(want) &&
+        detectable_key_weight(self.tol.allowed(x, want), want, self.tol.value_scale,
+                              in.q.dtype()) == self.min_detectable_key_weight) {
+      e = x;
+    }
+  }
+  RC_ASSERT(e >= 0);
+  const int64_t row = e / (hq * d), head = e / d % hq, col = e % d;
+  RowSoftmax r = row_softmax(in, p, row, head, col);
+  const std::vector<double> w = row_weights(r, p);
+  size_t t = 0;
+  for (size_t u = 1; u < w.size(); ++u) t = w[u] > w[t] ? u : t;
+  RC_PRE(w[t] < 1.0);
+  // Plant the value: the stored V element that is M (or its negation) at token t, column col.
+  const double m_scale = before.max_abs_v_eff;
+  const double rest = (row_output(r, w) - w[t] * r.value[t]) / (1.0 - w[t]);
+  const double planted = rest > 0.0 ? -m_scale : m_scale;
+  bool stored = false;
+  const DType kt = in.kv_pages.dtype();
+  for (int64_t s = 0; s < view.num_seqs() && !stored; ++s) {
+    for (int64_t u = 0; u < view.kv_len(s) && !stored; ++u) {
+      for (int64_t h = 0; h < view.num_kv_heads() && !stored; ++h) {
+        for (int64_t c = 0; c < d && !stored; ++c) {
+          const int64_t at = view.v_offset(s, u, h) + c;
+          const float x = load_as_float32(kt, in.kv_pages.data(), at);
+          const double v = kv_eff(in.q.dtype(), kt, p.v_scale, false, x);
+          if (std::fabs(v) != m_scale) continue;
+          const int64_t to = view.v_offset(r.seq, static_cast<int64_t>(t), r.kv_head) + col;
+          in.kv_pages.set_float(to, v == planted ? x : -x);
+          stored = true;
+        }
+      }
+    }
+  }
+  RC_ASSERT(stored);
+  const ReferenceResult after = dense_reference(in, p, Semantics::kKernel);
+  const Tolerance tol = tolerance_for_case(in, p, after);
+  RC_ASSERT(after.max_abs_v_eff == m_scale);
+  r = row_softmax(in, p, row, head, col);
+  RC_ASSERT(r.value[t] == planted);
+  const double want = after.out.float_at(e);
+  const double allowed = tol.allowed(e, want);
+  const double figure = detectable_key_weight(allowed, want, tol.value_scale, in.q.dtype());
+  // The row without key t: its other weights renormalized, exactly.
+  std::vector<double> dropped = w;
+  dropped[t] = 0.0;
+  for (double& x : dropped) x /= 1.0 - w[t];
+  // Pages shared within the sequence (page_indices may repeat one) give other keys the
+  // planted value too: then the key may lie nearer the others' mean than M.
+  const double distance = std::fabs(r.value[t] - row_output(r, dropped));
+  RC_CLASSIFY(distance < m_scale, "shared page: key nearer the others than M");
+  RC_CLASSIFY(w[t] >= figure, "key at least the figure");
+  RC_CLASSIFY(figure < 1e-3, "figure < 1e-3");
+  if (w[t] < figure || distance < m_scale) return;
+  Tensor got = after.out;
+  got.set_float(e, row_output(r, dropped));
+  RC_LOG() << "key weight " << w[t] << ", figure " << figure << ", want " << want << ", got "
+           << got.float_at(e) << ", allowed " << allowed << ", M " << m_scale << "\n";
+  const Comparison c = compare_outputs(got, after.out, view, tol);
+  RC_ASSERT(!c.agree());
+  RC_ASSERT(c.first->row == row && c.first->head == head && c.first->col == col);
+}
+
+// The figure is not vacuous where the check can reject anything: wherever discrimination
+// < 1, a dropped key of some weight below 1 is caught, for the kernel's own output too.
+RC_GTEST_PROP(Tolerance, DetectableKeyWeightIsNotVacuous, ()) {
+  const CaseSpec spec = *gen_valid_case();
+  const Materialized m = materialize(spec);
+  const ReferenceResult ref = dense_reference(m.inputs, m.params, Semantics::kKernel);
+  const Tensor got = tiled_attention(m.inputs, m.params, {});
+  const Comparison c = compare_outputs(got, ref.out, PagedKvView(m.inputs),
+                                       tolerance_for_case(m.inputs, m.params, ref));
+  RC_LOG() << "discrimination " << c.discrimination << ", key weight "
+           << c.min_detectable_key_weight << " (every row " << c.key_weight_every_row << ")\n";
+  RC_CLASSIFY(c.discrimination < 1.0, "discriminates");
+  RC_CLASSIFY(c.min_detectable_key_weight < 1e-3, "key weight < 1e-3");
+  if (c.discrimination < 1.0) RC_ASSERT(c.min_detectable_key_weight < 1.0);
+  RC_ASSERT(c.min_detectable_key_weight <= c.key_weight_every_row);
 }
 
 // The tiled kernel at long context with float8 KV: within the kernel semantics' tolerance,

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <utility>
+#include <vector>
 
 #include <Eigen/Dense>
 
@@ -44,6 +47,22 @@ HeadKv gather(const Inputs& in, const PagedKvView& view, const Params& p, int64_
   return kv;
 }
 
+// row_chain (ReferenceResult) of one row's weights: sorted in decreasing order, the k-th
+// (from 1) counted n + 1 - k times, the first n - 1 times, over the n weights > 0.
+std::pair<double, int64_t> chain_of(const double* p, int64_t len, std::vector<double>& scratch) {
+  scratch.clear();
+  for (int64_t t = 0; t < len; ++t) {
+    if (p[t] > 0.0) scratch.push_back(p[t]);
+  }
+  std::sort(scratch.begin(), scratch.end(), std::greater<>());
+  const auto n = static_cast<int64_t>(scratch.size());
+  double chain = 0.0;
+  for (int64_t k = 1; k <= n; ++k) {
+    chain += scratch[static_cast<size_t>(k - 1)] * static_cast<double>(k == 1 ? n - 1 : n + 1 - k);
+  }
+  return {chain, n};
+}
+
 double max_abs_finite(const Matrix& m) {
   double best = 0.0;
   for (Eigen::Index i = 0; i < m.size(); ++i) {
@@ -55,7 +74,8 @@ double max_abs_finite(const Matrix& m) {
 
 }  // namespace
 
-ReferenceResult dense_reference(const Inputs& in, const Params& p, Semantics semantics) {
+ReferenceResult dense_reference(const Inputs& in, const Params& p, Semantics semantics,
+                                double most_logit_error) {
   const PagedKvView view(in);
   const DType q_dtype = in.q.dtype();
   // V_eff's dtype. In the reference semantics p and the output are rounded to it (JAX:
@@ -71,6 +91,16 @@ ReferenceResult dense_reference(const Inputs& in, const Params& p, Semantics sem
   ReferenceResult result;
   result.out = Tensor(q_dtype, in.q.shape());
   result.semantics = semantics;
+  result.most_logit_error = most_logit_error;
+  const auto numel = static_cast<size_t>(in.q.numel());
+  const auto num_rows = static_cast<size_t>(in.q.dim(0) * view.num_q_heads());
+  result.abs_weighted.assign(numel, 0.0);
+  result.deviation.assign(numel, 0.0);
+  result.column_max.assign(numel, 0.0);
+  result.row_terms.assign(num_rows, 0.0);
+  result.row_chain.assign(num_rows, 0.0);
+  result.row_blocks.assign(num_rows, 0.0);
+  std::vector<double> sorted;
   if (kernel) {
     result.spread.assign(static_cast<size_t>(in.q.numel()), 0.0);
     result.row_logit_max.assign(static_cast<size_t>(in.q.dim(0) * view.num_q_heads()), 0.0);
@@ -83,6 +113,14 @@ ReferenceResult dense_reference(const Inputs& in, const Params& p, Semantics sem
     for (int64_t kv_head = 0; kv_head < view.num_kv_heads(); ++kv_head) {
       const HeadKv kv = gather(in, view, p, s, kv_head);
       result.max_abs_v_eff = std::max(result.max_abs_v_eff, max_abs_finite(kv.v));
+      const Matrix abs_v = kv.v.cwiseAbs();
+      Eigen::RowVectorXd column_max = Eigen::RowVectorXd::Zero(d);
+      for (int64_t t = 0; t < kv_len; ++t) {
+        for (int64_t c = 0; c < d; ++c) {
+          if (std::isfinite(abs_v(t, c))) column_max(c) = std::max(column_max(c), abs_v(t, c));
+        }
+      }
+      const double blocks = static_cast<double>((kv_len + view.page_size() - 1) / view.page_size());
       for (int64_t g = 0; g < view.q_heads_per_kv(); ++g) {
         const int64_t q_head = kv_head * view.q_heads_per_kv() + g;
         Matrix q(q_len, d);
@@ -96,6 +134,7 @@ ReferenceResult dense_reference(const Inputs& in, const Params& p, Semantics sem
           const double bound = abs_sums.maxCoeff<Eigen::PropagateNumbers>();
           if (std::isfinite(bound)) result.max_logit_abs_sum = std::max(result.max_logit_abs_sum, bound);
         }
+        const double most_error = most_logit_error;
         // The logit scale B_t of each (row, token) for the spread (ReferenceResult).
         Matrix scale;
         if (kernel) scale = abs_sums;
@@ -104,9 +143,9 @@ ReferenceResult dense_reference(const Inputs& in, const Params& p, Semantics sem
           for (int64_t t = 0; t < kv_len; ++t) {
             double& x = logits(r, t);
             if (kernel && p.soft_cap) {
-              // The dot's error is at most kMostLogitError * B_t (the uncapped B_t).
+              // The dot's error is at most most_logit_error * B_t (the uncapped B_t).
               double& b = scale(r, t);
-              const double far = std::max(0.0, std::fabs(x) - kMostLogitError * b);
+              const double far = std::max(0.0, std::fabs(x) - most_error * b);
               const double slope = 1.0 / std::cosh(far / cap);
               b = std::min(b, kCappedLogitScale * cap) * slope * slope;
             }
@@ -131,6 +170,22 @@ ReferenceResult dense_reference(const Inputs& in, const Params& p, Semantics sem
             if (round_to_v) x = round_double_to(v_dtype, x);
             store_float(q_dtype, result.out.data(), o0 + c, round_double_to(q_dtype, x));
           }
+          // The float32 accumulation term's sums (ReferenceResult), over this row's weights.
+          const int64_t row = view.q_start(s) + r;
+          const auto at = static_cast<size_t>(row * view.num_q_heads() + q_head);
+          const auto [chain, terms] = chain_of(logits.row(r).data(), kv_len, sorted);
+          result.row_chain[at] = chain;
+          result.row_terms[at] = static_cast<double>(terms);
+          result.row_blocks[at] = blocks;
+          const Matrix abs_dev = (kv.v.rowwise() - o.row(r)).cwiseAbs();
+          const Eigen::RowVectorXd weighted = logits.row(r) * abs_v;
+          const Eigen::RowVectorXd deviation = logits.row(r) * abs_dev;
+          for (int64_t c = 0; c < d; ++c) {
+            const auto e = static_cast<size_t>(o0 + c);
+            result.abs_weighted[e] = weighted(c);
+            result.deviation[e] = deviation(c);
+            result.column_max[e] = column_max(c);
+          }
           if (!kernel) continue;
           // The spread of this row (ReferenceResult): weights a_t = p_t (B_t + B_max).
           const Eigen::RowVectorXd b = (scale.row(r).array() + cap).matrix();
@@ -139,9 +194,8 @@ ReferenceResult dense_reference(const Inputs& in, const Params& p, Semantics sem
             if (logits(r, t) > 0.0) b_max = std::max(b_max, b(t));
           }
           const Eigen::RowVectorXd a = logits.row(r).cwiseProduct((b.array() + b_max).matrix());
-          const Eigen::RowVectorXd w = a * (kv.v.rowwise() - o.row(r)).cwiseAbs();
-          const int64_t row = view.q_start(s) + r;
-          result.row_logit_max[static_cast<size_t>(row * view.num_q_heads() + q_head)] = b_max;
+          const Eigen::RowVectorXd w = a * abs_dev;
+          result.row_logit_max[at] = b_max;
           for (int64_t c = 0; c < d; ++c) result.spread[static_cast<size_t>(o0 + c)] = w(c);
         }
       }

@@ -49,13 +49,43 @@ struct ReferenceResult {
   // no logit error can move it.
   std::vector<double> spread;
   std::vector<double> row_logit_max;
+
+  // Both semantics: what the float32 accumulation term of the tolerance needs (item F of
+  // oracle/tolerance.cc derives the bound from them), with p_t the weights this semantics
+  // multiplies V_eff by (rounded to V_eff's dtype in the reference semantics) and o the
+  // unrounded output. Per output element e = (row, head, column c), in q's layout (0 on rows
+  // no sequence defines):
+  //   abs_weighted[e] = sum_t p_t |V_eff_tc|,
+  //   deviation[e]    = sum_t p_t |V_eff_tc - o_c|,
+  //   column_max[e]   = max_t |V_eff_tc| over the row's sequence and kv head (finite values);
+  // per (row, head), at row * Hq + head:
+  //   row_terms[i]  = n, the number of tokens with p_t > 0,
+  //   row_chain[i]  = sum_k p_(k) a_k, the weights sorted in decreasing order and a_k the
+  //                   depth of the k-th leaf of the deepest summation tree (a chain):
+  //                   a_1 = n - 1, a_k = n + 1 - k for k >= 2 (the most any float32 sum of the
+  //                   n terms can round a term, largest first),
+  //   row_blocks[i] = ceil(kv_len / page_size), the most page blocks (or chunks of them) an
+  //                   online softmax can merge with a rescale.
+  std::vector<double> abs_weighted;
+  std::vector<double> deviation;
+  std::vector<double> column_max;
+  std::vector<double> row_terms;
+  std::vector<double> row_chain;
+  std::vector<double> row_blocks;
   Semantics semantics = Semantics::kKernel;  // the rounding points `out` follows
+  // The largest relative logit error (per unit of B_t) the soft cap's slope in `spread`
+  // allows for: a tolerance may assume any e_qk between kLeastLogitError and this.
+  double most_logit_error = kMostLogitError;
 };
 
 // Precondition: strict validation accepted (in, params). It does not validate: the oracle
 // does that first. It reads nothing past kv_len: no page slot, no page_indices entry.
 // The kernel semantics is the default: the oracle judges kernels.
+// most_logit_error (>= kLeastLogitError) is the largest logit error per unit of B_t the
+// spread's soft-cap slope allows for (a TPU's float32 dots in fewer bfloat16 passes need more
+// than the default: oracle/dot_precision.h).
 ReferenceResult dense_reference(const Inputs& in, const Params& params,
-                                Semantics semantics = Semantics::kKernel);
+                                Semantics semantics = Semantics::kKernel,
+                                double most_logit_error = kMostLogitError);
 
 }  // namespace rpa

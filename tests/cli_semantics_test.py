@@ -29,9 +29,14 @@ def main():
             check(f"{label}: kernel semantics accepts the tiled kernel", k["kernel_agrees"], k["json"])
             check(f"{label}: kernel semantics rejects zero", k["zero_rejected"])
             check(f"{label}: kernel semantics rejects negated", k["negated_rejected"])
-            check(f"{label}: kernel discrimination under 1%",
-                  k["json"].get("discrimination", 1) < 0.01 and k["json"].get("rejects_zero") is True,
+            # The derived float32 term (oracle/tolerance.cc item F) grows with kv_len: a
+            # float32 sum of 8192 terms in any order may be ~n/2 ulps off (3.3% measured here).
+            limit = 0.01 if kv_len == 1024 else 0.05
+            check(f"{label}: kernel discrimination under {limit:.0%}",
+                  k["json"].get("discrimination", 1) < limit and k["json"].get("rejects_zero") is True,
                   k["json"])
+            check(f"{label}: a dropped key of weight 1e-3 is caught",
+                  (k["json"].get("min_detectable_key_weight") or 1) < 1e-3, k["json"])
             check(f"{label}: reference semantics accepts the tiled kernel", r["kernel_agrees"])
             check(f"{label}: reference semantics cannot reject zero (the issue)",
                   not r["zero_rejected"] and r["json"].get("rejects_zero") is False, r["json"])

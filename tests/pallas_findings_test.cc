@@ -69,7 +69,7 @@ TEST_P(PallasFinding, LiteralScheduleIsThePallasKernelAndNotTheDefinition) {
       for (int64_t col = 0; col < d; ++col) {
         const int64_t at = view.q_offset(row, h) + col;
         const double a = c.expected->float_at(at), b = ref.out.float_at(at);
-        if (!(std::fabs(a - b) <= tol.atol + tol.rtol * std::fabs(b))) {
+        if (!(std::fabs(a - b) <= tol.allowed(at, b))) {
           rows.insert(row);
           heads.insert(h);
         }
