@@ -113,11 +113,11 @@ ReferenceResult dense_reference(const Inputs& in, const Params& p, Semantics sem
     for (int64_t kv_head = 0; kv_head < view.num_kv_heads(); ++kv_head) {
       const HeadKv kv = gather(in, view, p, s, kv_head);
       result.max_abs_v_eff = std::max(result.max_abs_v_eff, max_abs_finite(kv.v));
-      const Matrix abs_v = kv.v.cwiseAbs();
       Eigen::RowVectorXd column_max = Eigen::RowVectorXd::Zero(d);
       for (int64_t t = 0; t < kv_len; ++t) {
         for (int64_t c = 0; c < d; ++c) {
-          if (std::isfinite(abs_v(t, c))) column_max(c) = std::max(column_max(c), abs_v(t, c));
+          const double a = std::fabs(kv.v(t, c));
+          if (std::isfinite(a)) column_max(c) = std::max(column_max(c), a);
         }
       }
       const double blocks = static_cast<double>((kv_len + view.page_size() - 1) / view.page_size());
@@ -177,26 +177,31 @@ ReferenceResult dense_reference(const Inputs& in, const Params& p, Semantics sem
           result.row_chain[at] = chain;
           result.row_terms[at] = static_cast<double>(terms);
           result.row_blocks[at] = blocks;
-          const Matrix abs_dev = (kv.v.rowwise() - o.row(r)).cwiseAbs();
-          const Eigen::RowVectorXd weighted = logits.row(r) * abs_v;
-          const Eigen::RowVectorXd deviation = logits.row(r) * abs_dev;
-          for (int64_t c = 0; c < d; ++c) {
-            const auto e = static_cast<size_t>(o0 + c);
-            result.abs_weighted[e] = weighted(c);
-            result.deviation[e] = deviation(c);
-            result.column_max[e] = column_max(c);
-          }
-          if (!kernel) continue;
-          // The spread of this row (ReferenceResult): weights a_t = p_t (B_t + B_max).
-          const Eigen::RowVectorXd b = (scale.row(r).array() + cap).matrix();
+          // B_max, the largest B_t = scale + |soft_cap| with p_t > 0 (kernel semantics).
           double b_max = 0.0;
-          for (int64_t t = 0; t < kv_len; ++t) {
-            if (logits(r, t) > 0.0) b_max = std::max(b_max, b(t));
+          if (kernel) {
+            for (int64_t t = 0; t < kv_len; ++t) {
+              if (logits(r, t) > 0.0) b_max = std::max(b_max, scale(r, t) + cap);
+            }
+            result.row_logit_max[at] = b_max;
           }
-          const Eigen::RowVectorXd a = logits.row(r).cwiseProduct((b.array() + b_max).matrix());
-          const Eigen::RowVectorXd w = a * abs_dev;
-          result.row_logit_max[at] = b_max;
-          for (int64_t c = 0; c < d; ++c) result.spread[static_cast<size_t>(o0 + c)] = w(c);
+          // One pass over the keys with a weight (p_t = 0 adds nothing): abs_weighted,
+          // deviation and, in the kernel semantics, the spread with a_t = p_t (B_t + B_max).
+          double* weighted = &result.abs_weighted[static_cast<size_t>(o0)];
+          double* deviation = &result.deviation[static_cast<size_t>(o0)];
+          double* spread = kernel ? &result.spread[static_cast<size_t>(o0)] : nullptr;
+          for (int64_t t = 0; t < kv_len; ++t) {
+            const double w = logits(r, t);
+            if (w == 0.0) continue;
+            const double a = kernel ? w * (scale(r, t) + cap + b_max) : 0.0;
+            for (int64_t c = 0; c < d; ++c) {
+              const double v = kv.v(t, c), dev = std::fabs(v - o(r, c));
+              weighted[c] += w * std::fabs(v);
+              deviation[c] += w * dev;
+              if (kernel) spread[c] += a * dev;
+            }
+          }
+          for (int64_t c = 0; c < d; ++c) result.column_max[static_cast<size_t>(o0 + c)] = column_max(c);
         }
       }
     }
