@@ -123,9 +123,11 @@ void run_case(const props::CaseSpec& spec, int64_t i, DotPasses passes, Stats& s
   const std::string pair =
       std::string(dtype_name(spec.q_dtype)) + "/" + std::string(dtype_name(spec.kv_dtype));
   ++st.pair_checks[pair];
-  for (Semantics semantics : {Semantics::kKernel, Semantics::kReference}) {
-    const ReferenceResult ref =
-        dense_reference(m.inputs, m.params, semantics, most_logit_error(passes));
+  const auto [kernel_ref, reference_ref] =
+      dense_reference_both(m.inputs, m.params, most_logit_error(passes));
+  for (const ReferenceResult* r : {&kernel_ref, &reference_ref}) {
+    const ReferenceResult& ref = *r;
+    const Semantics semantics = ref.semantics;
     const Comparison c = compare_outputs(out, ref.out, PagedKvView(m.inputs),
                                          tolerance_for_case(m.inputs, m.params, ref, passes));
     const bool kernel = semantics == Semantics::kKernel;

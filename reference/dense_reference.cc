@@ -74,50 +74,59 @@ double max_abs_finite(const Matrix& m) {
 
 }  // namespace
 
-ReferenceResult dense_reference(const Inputs& in, const Params& p, Semantics semantics,
-                                double most_logit_error) {
+namespace {
+
+// Both semantics share everything up to the unrounded softmax weights: one pass computes
+// any of them (dense_reference, dense_reference_both).
+std::vector<ReferenceResult> reference_pass(const Inputs& in, const Params& p,
+                                            const std::vector<Semantics>& semantics,
+                                            double most_logit_error) {
   const PagedKvView view(in);
   const DType q_dtype = in.q.dtype();
   // V_eff's dtype. In the reference semantics p and the output are rounded to it (JAX:
   // softmax(...).astype(v.dtype), and the einsum's result type); float32 rounds nothing the
   // double result would keep. The kernel semantics rounds only the output, to q's dtype.
   const DType v_dtype = p.v_scale ? q_dtype : in.kv_pages.dtype();
-  const bool kernel = semantics == Semantics::kKernel;
-  const bool round_to_v = !kernel && v_dtype != DType::kFloat32;
   const double mask_value = static_cast<float>(p.effective_mask_value());
   const double cap = p.soft_cap ? std::fabs(*p.soft_cap) : 0.0;
   const int64_t d = view.head_dim();
-
-  ReferenceResult result;
-  result.out = Tensor(q_dtype, in.q.shape());
-  result.semantics = semantics;
-  result.most_logit_error = most_logit_error;
   const auto numel = static_cast<size_t>(in.q.numel());
   const auto num_rows = static_cast<size_t>(in.q.dim(0) * view.num_q_heads());
-  result.abs_weighted.assign(numel, 0.0);
-  result.deviation.assign(numel, 0.0);
-  result.column_max.assign(numel, 0.0);
-  result.row_terms.assign(num_rows, 0.0);
-  result.row_chain.assign(num_rows, 0.0);
-  result.row_blocks.assign(num_rows, 0.0);
-  std::vector<double> sorted;
-  if (kernel) {
-    result.spread.assign(static_cast<size_t>(in.q.numel()), 0.0);
-    result.row_logit_max.assign(static_cast<size_t>(in.q.dim(0) * view.num_q_heads()), 0.0);
+  bool any_kernel = false;
+  std::vector<ReferenceResult> results(semantics.size());
+  for (size_t i = 0; i < semantics.size(); ++i) {
+    ReferenceResult& result = results[i];
+    result.out = Tensor(q_dtype, in.q.shape());
+    result.semantics = semantics[i];
+    result.most_logit_error = most_logit_error;
+    result.abs_weighted.assign(numel, 0.0);
+    result.deviation.assign(numel, 0.0);
+    result.column_max.assign(numel, 0.0);
+    result.row_terms.assign(num_rows, 0.0);
+    result.row_chain.assign(num_rows, 0.0);
+    result.row_blocks.assign(num_rows, 0.0);
+    if (semantics[i] == Semantics::kKernel) {
+      any_kernel = true;
+      result.spread.assign(numel, 0.0);
+      result.row_logit_max.assign(num_rows, 0.0);
+    }
   }
+  std::vector<double> sorted;
   for (int64_t s = 0; s < view.num_seqs(); ++s) {
     const int64_t q_len = view.q_len(s);
     const int64_t kv_len = view.kv_len(s);
     if (q_len == 0) continue;
-    result.max_kv_len = std::max(result.max_kv_len, kv_len);
+    for (ReferenceResult& result : results) result.max_kv_len = std::max(result.max_kv_len, kv_len);
     for (int64_t kv_head = 0; kv_head < view.num_kv_heads(); ++kv_head) {
       const HeadKv kv = gather(in, view, p, s, kv_head);
-      result.max_abs_v_eff = std::max(result.max_abs_v_eff, max_abs_finite(kv.v));
-      Eigen::RowVectorXd column_max = Eigen::RowVectorXd::Zero(d);
+      const double max_v = max_abs_finite(kv.v);
+      for (ReferenceResult& result : results) result.max_abs_v_eff = std::max(result.max_abs_v_eff, max_v);
+      std::vector<double> column_max(static_cast<size_t>(d), 0.0);
       for (int64_t t = 0; t < kv_len; ++t) {
+        const double* v = kv.v.row(t).data();
         for (int64_t c = 0; c < d; ++c) {
-          const double a = std::fabs(kv.v(t, c));
-          if (std::isfinite(a)) column_max(c) = std::max(column_max(c), a);
+          const double a = std::fabs(v[c]);
+          if (std::isfinite(a)) column_max[static_cast<size_t>(c)] = std::max(column_max[static_cast<size_t>(c)], a);
         }
       }
       const double blocks = static_cast<double>((kv_len + view.page_size() - 1) / view.page_size());
@@ -129,84 +138,114 @@ ReferenceResult dense_reference(const Inputs& in, const Params& p, Semantics sem
           for (int64_t c = 0; c < d; ++c) q(r, c) = load_float(q_dtype, in.q.data(), q0 + c);
         }
         Matrix logits = (q * kv.k.transpose()) * p.sm_scale;
-        const Matrix abs_sums = (q.cwiseAbs() * kv.k.cwiseAbs().transpose()) * std::fabs(p.sm_scale);
-        if (abs_sums.size() > 0) {
-          const double bound = abs_sums.maxCoeff<Eigen::PropagateNumbers>();
-          if (std::isfinite(bound)) result.max_logit_abs_sum = std::max(result.max_logit_abs_sum, bound);
+        // The logit scale B_t of each (row, token): |sm_scale| sum_d |q_d K_eff_td|.
+        Matrix scale = (q.cwiseAbs() * kv.k.cwiseAbs().transpose()) * std::fabs(p.sm_scale);
+        if (scale.size() > 0) {
+          const double bound = scale.maxCoeff<Eigen::PropagateNumbers>();
+          if (std::isfinite(bound)) {
+            for (ReferenceResult& result : results) {
+              result.max_logit_abs_sum = std::max(result.max_logit_abs_sum, bound);
+            }
+          }
         }
-        const double most_error = most_logit_error;
-        // The logit scale B_t of each (row, token) for the spread (ReferenceResult).
-        Matrix scale;
-        if (kernel) scale = abs_sums;
         for (int64_t r = 0; r < q_len; ++r) {
           const int64_t q_pos = view.q_position(s, r);
+          double* x = logits.row(r).data();
+          double* b = scale.row(r).data();
           for (int64_t t = 0; t < kv_len; ++t) {
-            double& x = logits(r, t);
-            if (kernel && p.soft_cap) {
-              // The dot's error is at most most_logit_error * B_t (the uncapped B_t).
-              double& b = scale(r, t);
-              const double far = std::max(0.0, std::fabs(x) - most_error * b);
+            if (any_kernel && p.soft_cap) {
+              // For the spread: the dot's error is at most most_logit_error * B_t (the
+              // uncapped B_t).
+              const double far = std::max(0.0, std::fabs(x[t]) - most_logit_error * b[t]);
               const double slope = 1.0 / std::cosh(far / cap);
-              b = std::min(b, kCappedLogitScale * cap) * slope * slope;
+              b[t] = std::min(b[t], kCappedLogitScale * cap) * slope * slope;
             }
             // Soft cap before the mask; the mask value is added, not substituted.
-            if (p.soft_cap) x = *p.soft_cap * std::tanh(x / *p.soft_cap);
+            if (p.soft_cap) x[t] = *p.soft_cap * std::tanh(x[t] / *p.soft_cap);
             const bool masked =
                 q_pos < t || (p.sliding_window && q_pos - *p.sliding_window >= t);
-            if (masked) x += mask_value;
+            if (masked) x[t] += mask_value;
           }
           const double m = logits.row(r).maxCoeff<Eigen::PropagateNaN>();
           // std::exp, not Eigen's vectorized exp: that returns subnormals around 5e-309
           // instead of 0 for masked logits, which are then slow to multiply (and not 0).
-          for (int64_t t = 0; t < kv_len; ++t) logits(r, t) = std::exp(logits(r, t) - m);
-          logits.row(r) /= logits.row(r).sum();
+          double sum = 0.0;
+          for (int64_t t = 0; t < kv_len; ++t) sum += (x[t] = std::exp(x[t] - m));
+          for (int64_t t = 0; t < kv_len; ++t) x[t] /= sum;
         }
-        if (round_to_v) logits = logits.unaryExpr([&](double x) { return double{round_double_to(v_dtype, x)}; });
-        Matrix o = logits * kv.v;
-        for (int64_t r = 0; r < q_len; ++r) {
-          const int64_t o0 = view.q_offset(view.q_start(s) + r, q_head);
-          for (int64_t c = 0; c < d; ++c) {
-            double x = o(r, c);
-            if (round_to_v) x = round_double_to(v_dtype, x);
-            store_float(q_dtype, result.out.data(), o0 + c, round_double_to(q_dtype, x));
+        for (ReferenceResult& result : results) {
+          const bool kernel = result.semantics == Semantics::kKernel;
+          const bool round_to_v = !kernel && v_dtype != DType::kFloat32;
+          Matrix rounded;
+          if (round_to_v) {
+            rounded = logits.unaryExpr([&](double w) { return double{round_double_to(v_dtype, w)}; });
           }
-          // The float32 accumulation term's sums (ReferenceResult), over this row's weights.
-          const int64_t row = view.q_start(s) + r;
-          const auto at = static_cast<size_t>(row * view.num_q_heads() + q_head);
-          const auto [chain, terms] = chain_of(logits.row(r).data(), kv_len, sorted);
-          result.row_chain[at] = chain;
-          result.row_terms[at] = static_cast<double>(terms);
-          result.row_blocks[at] = blocks;
-          // B_max, the largest B_t = scale + |soft_cap| with p_t > 0 (kernel semantics).
-          double b_max = 0.0;
-          if (kernel) {
-            for (int64_t t = 0; t < kv_len; ++t) {
-              if (logits(r, t) > 0.0) b_max = std::max(b_max, scale(r, t) + cap);
-            }
-            result.row_logit_max[at] = b_max;
-          }
-          // One pass over the keys with a weight (p_t = 0 adds nothing): abs_weighted,
-          // deviation and, in the kernel semantics, the spread with a_t = p_t (B_t + B_max).
-          double* weighted = &result.abs_weighted[static_cast<size_t>(o0)];
-          double* deviation = &result.deviation[static_cast<size_t>(o0)];
-          double* spread = kernel ? &result.spread[static_cast<size_t>(o0)] : nullptr;
-          for (int64_t t = 0; t < kv_len; ++t) {
-            const double w = logits(r, t);
-            if (w == 0.0) continue;
-            const double a = kernel ? w * (scale(r, t) + cap + b_max) : 0.0;
+          const Matrix& weights = round_to_v ? rounded : logits;
+          const Matrix o = weights * kv.v;
+          for (int64_t r = 0; r < q_len; ++r) {
+            const int64_t o0 = view.q_offset(view.q_start(s) + r, q_head);
+            const double* orow = o.row(r).data();
             for (int64_t c = 0; c < d; ++c) {
-              const double v = kv.v(t, c), dev = std::fabs(v - o(r, c));
-              weighted[c] += w * std::fabs(v);
-              deviation[c] += w * dev;
-              if (kernel) spread[c] += a * dev;
+              double y = orow[c];
+              if (round_to_v) y = round_double_to(v_dtype, y);
+              store_float(q_dtype, result.out.data(), o0 + c, round_double_to(q_dtype, y));
+            }
+            // The float32 accumulation term's sums (ReferenceResult), over this row's weights.
+            const double* w = weights.row(r).data();
+            const double* b = scale.row(r).data();
+            const int64_t row = view.q_start(s) + r;
+            const auto at = static_cast<size_t>(row * view.num_q_heads() + q_head);
+            const auto [chain, terms] = chain_of(w, kv_len, sorted);
+            result.row_chain[at] = chain;
+            result.row_terms[at] = static_cast<double>(terms);
+            result.row_blocks[at] = blocks;
+            // B_max, the largest B_t = scale + |soft_cap| with p_t > 0 (kernel semantics).
+            double b_max = 0.0;
+            if (kernel) {
+              for (int64_t t = 0; t < kv_len; ++t) {
+                if (w[t] > 0.0) b_max = std::max(b_max, b[t] + cap);
+              }
+              result.row_logit_max[at] = b_max;
+            }
+            // One pass over the keys with a weight (p_t = 0 adds nothing): abs_weighted,
+            // deviation and, in the kernel semantics, the spread with a_t = p_t (B_t + B_max).
+            double* weighted = &result.abs_weighted[static_cast<size_t>(o0)];
+            double* deviation = &result.deviation[static_cast<size_t>(o0)];
+            double* spread = kernel ? &result.spread[static_cast<size_t>(o0)] : nullptr;
+            for (int64_t t = 0; t < kv_len; ++t) {
+              if (w[t] == 0.0) continue;
+              const double a = kernel ? w[t] * (b[t] + cap + b_max) : 0.0;
+              const double* v = kv.v.row(t).data();
+              for (int64_t c = 0; c < d; ++c) {
+                const double dev = std::fabs(v[c] - orow[c]);
+                weighted[c] += w[t] * std::fabs(v[c]);
+                deviation[c] += w[t] * dev;
+                if (kernel) spread[c] += a * dev;
+              }
+            }
+            for (int64_t c = 0; c < d; ++c) {
+              result.column_max[static_cast<size_t>(o0 + c)] = column_max[static_cast<size_t>(c)];
             }
           }
-          for (int64_t c = 0; c < d; ++c) result.column_max[static_cast<size_t>(o0 + c)] = column_max(c);
         }
       }
     }
   }
-  return result;
+  return results;
+}
+
+}  // namespace
+
+ReferenceResult dense_reference(const Inputs& in, const Params& p, Semantics semantics,
+                                double most_logit_error) {
+  return std::move(reference_pass(in, p, {semantics}, most_logit_error)[0]);
+}
+
+std::pair<ReferenceResult, ReferenceResult> dense_reference_both(const Inputs& in, const Params& p,
+                                                                 double most_logit_error) {
+  std::vector<ReferenceResult> both =
+      reference_pass(in, p, {Semantics::kKernel, Semantics::kReference}, most_logit_error);
+  return {std::move(both[0]), std::move(both[1])};
 }
 
 }  // namespace rpa

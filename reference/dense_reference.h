@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "kernel/inputs.h"
@@ -87,5 +88,10 @@ struct ReferenceResult {
 ReferenceResult dense_reference(const Inputs& in, const Params& params,
                                 Semantics semantics = Semantics::kKernel,
                                 double most_logit_error = kMostLogitError);
+
+// Both semantics at once, in one pass (they share everything up to the softmax weights):
+// {kernel, reference}, each as dense_reference gives it.
+std::pair<ReferenceResult, ReferenceResult> dense_reference_both(const Inputs& in, const Params& params,
+                                                                 double most_logit_error = kMostLogitError);
 
 }  // namespace rpa
