@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Writes corpus/regressions/f32_long_sum.npz, finding 12: float32 K and V with every value
-equal, one decode row over kv_len 1024. Softmax weights are all 1 and the output is V's
-value exactly, but a float32 running sum of 1024 equal terms rounds the same way at every
-step within a binade: the tiled kernel (both schedules) and JAX's Pallas kernel (TPU
-interpret mode, bit for bit the literal schedule) are 1.24e-5 M off, beyond the 1e-5 M
-float32 budget of both semantics' tolerances (oracle/tolerance.cc, items 1 and K1).
+"""Writes corpus/regressions/f32_long_sum.npz and f32_long_sum_d128.npz, finding 12: float32
+K and V with every value equal, one decode row over kv_len 1024. Softmax weights are all 1
+and the output is V's value exactly, but a float32 running sum of 1024 equal terms rounds
+the same way at every step within a binade: the tiled kernel (both schedules) and JAX's
+Pallas kernel (TPU interpret mode, bit for bit the literal schedule) are 1.24e-5 M off. That
+was past the old measured 1e-5 M float32 budget; the derived float32 term (oracle/tolerance.cc
+item F) allows 6.1e-5 M, and both semantics now agree (0.18 of the tolerance).
 
-head_dim 1 keeps the file small (the Pallas kernel cannot trace it); --pallas-case DIR also
-writes the same case at head_dim 128 for tools/cross_check_jax.py --pallas 0 DIR, which
-shows `rpa check` rejecting the Pallas kernel's own output on it.
+The head_dim 1 case keeps the file small (the Pallas kernel cannot trace it); the head_dim
+128 one is what the ctest label jax sends through the Pallas kernel (tools/cross_check_jax.py
+--pallas on corpus/regressions), whose output rpa check must accept.
 
 Run from the repository root with numpy: /usr/bin/python3 tools/make_long_sum_regression.py
 """
@@ -37,16 +38,10 @@ def write(path, head_dim):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pallas-case", metavar="DIR",
-                        help="also write DIR/f32_long_sum_d128.npz (head_dim 128)")
-    args = parser.parse_args()
-    write(os.path.join(OUT, "f32_long_sum.npz"), 1)
-    print(f"wrote {OUT}/f32_long_sum.npz")
-    if args.pallas_case:
-        os.makedirs(args.pallas_case, exist_ok=True)
-        write(os.path.join(args.pallas_case, "f32_long_sum_d128.npz"), 128)
-        print(f"wrote {args.pallas_case}/f32_long_sum_d128.npz")
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
+    for name, head_dim in (("f32_long_sum.npz", 1), ("f32_long_sum_d128.npz", 128)):
+        write(os.path.join(OUT, name), head_dim)
+        print(f"wrote {OUT}/{name}")
 
 
 if __name__ == "__main__":
