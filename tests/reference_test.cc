@@ -1,7 +1,9 @@
 // The dense reference against closed forms worked out by hand (one comment each) and
 // against tests/naive_attention.h on JAX's test scenarios, scaled down.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -222,6 +224,137 @@ TEST(DenseReference, ZeroLengthSequencesProduceNoRows) {
     EXPECT_NEAR(r.out.float_at(i), naive[static_cast<size_t>(i)], 1e-6) << i;
   }
   EXPECT_EQ(r.max_kv_len, 5);  // the q_len 0 sequences produced no rows
+}
+
+// ---- The float32 sums of the tolerance's item F (ReferenceResult), by hand ---------------
+
+// Relative agreement with a closed form evaluated in double: the reference sums in another
+// order (Eigen), a few double ulps away.
+void expect_close(double got, double closed_form) {
+  EXPECT_NEAR(got, closed_form, 1e-14 * std::max(1.0, std::fabs(closed_form)));
+}
+
+TEST(DenseReferenceSums, ThreeWeightedTokensAndAMaskedOne) {
+  // One query at position 3 over keys 0..3, q = 1, k = (0, 0, 1, 2): logits s = (0, 0, 1, 2);
+  // a window of 3 masks key 0 (3 - 3 >= 0): its logit gets -0.7 * FLT_MAX added and its
+  // weight is exactly 0. The others: p = (0, 1, e, e^2) / Z, Z = 1 + e + e^2.
+  // v = (100, 4, -2, 1): o = (4 - 2e + e^2) / Z = 0.5359..., between -2 and 1, so
+  //   abs_weighted = (4 + 2e + e^2) / Z,
+  //   deviation    = ((4 - o) + e (2 + o) + e^2 (1 - o)) / Z,
+  //   column_max   = 100: the masked key's value counts (the max over the sequence's keys),
+  //   row_terms    = 3 (p > 0 on keys 1..3 only),
+  //   row_chain    = sorted p = (e^2, e, 1) / Z with depths n - 1, n - 1, n - 2 = 2, 2, 1:
+  //                  (2 e^2 + 2 e + 1) / Z,
+  //   row_blocks   = ceil(4 / 4) = 1 (one page of 4).
+  // float32 V: the reference semantics rounds nothing more, so both semantics agree.
+  const Inputs in = tiny({1}, {0, 0, 1, 2}, {100, 4, -2, 1});
+  Params p;
+  p.sliding_window = 3;
+  const double e = std::exp(1.0), e2 = std::exp(2.0), z = 1 + e + e2;
+  const double o = (4 - 2 * e + e2) / z;
+  for (const Semantics semantics : {Semantics::kKernel, Semantics::kReference}) {
+    SCOPED_TRACE(std::string(semantics_name(semantics)));
+    const ReferenceResult r = dense_reference(in, p, semantics);
+    ASSERT_EQ(r.abs_weighted.size(), 1u);
+    ASSERT_EQ(r.row_terms.size(), 1u);
+    expect_close(r.out.float_at(0), static_cast<float>(o));
+    expect_close(r.abs_weighted[0], (4 + 2 * e + e2) / z);
+    expect_close(r.deviation[0], ((4 - o) + e * (2 + o) + e2 * (1 - o)) / z);
+    EXPECT_EQ(r.column_max[0], 100.0);
+    EXPECT_EQ(r.row_terms[0], 3.0);
+    expect_close(r.row_chain[0], (2 * e2 + 2 * e + 1) / z);
+    EXPECT_EQ(r.row_blocks[0], 1.0);
+  }
+}
+
+TEST(DenseReferenceSums, OneTokenAndEqualWeights) {
+  // One key: p = 1 at depth 0: row_chain 0, row_terms 1; v = -3: X = V_c = 3, Y = 0.
+  const ReferenceResult one = dense_reference(tiny({0.5f}, {2}, {-3}), Params{});
+  EXPECT_EQ(one.row_terms[0], 1.0);
+  EXPECT_EQ(one.row_chain[0], 0.0);
+  EXPECT_EQ(one.abs_weighted[0], 3.0);
+  EXPECT_EQ(one.deviation[0], 0.0);
+  EXPECT_EQ(one.column_max[0], 3.0);
+  // Four equal logits (q = 0): p = 1/4 exactly, depths 3, 3, 2, 1: row_chain = 9/4
+  // (= (n + 1)/2 - 1/n); v = (1, -1, 1, -1): o = 0, X = Y = 1, V_c = 1; page of 4: 1 block.
+  const ReferenceResult four = dense_reference(tiny({0}, {5, 6, 7, 8}, {1, -1, 1, -1}), Params{});
+  EXPECT_EQ(four.row_terms[0], 4.0);
+  EXPECT_EQ(four.row_chain[0], 2.25);
+  EXPECT_EQ(four.abs_weighted[0], 1.0);
+  EXPECT_EQ(four.deviation[0], 1.0);
+  EXPECT_EQ(four.column_max[0], 1.0);
+  EXPECT_EQ(four.row_blocks[0], 1.0);
+}
+
+TEST(DenseReferenceSums, ReferenceSemanticsSumsTheRoundedWeights) {
+  // Three equal logits over bfloat16 V = (1, 1, 1): p = 1/3, which the reference semantics
+  // rounds to bfloat16 171/512 (1/3 = 1.0101010|1... 2^-2 rounds up to 1.0101011 2^-2):
+  //   abs_weighted = 3 171/512 = 513/512, o = 513/512 (unrounded),
+  //   deviation = 513/512 |1 - 513/512| = 513/512^2, row_chain = (2 + 2 + 1) 171/512 = 855/512.
+  // The kernel semantics keeps p = 1/3: abs_weighted 1, deviation ~0, row_chain 5/3.
+  const Inputs in = tiny({0}, {0, 0, 0}, {1, 1, 1}, DType::kBFloat16, DType::kBFloat16);
+  const ReferenceResult ref = dense_reference(in, Params{}, Semantics::kReference);
+  EXPECT_EQ(ref.abs_weighted[0], 513.0 / 512);
+  EXPECT_EQ(ref.deviation[0], 513.0 / (512.0 * 512.0));
+  EXPECT_EQ(ref.row_chain[0], 855.0 / 512);
+  EXPECT_EQ(ref.row_terms[0], 3.0);
+  const ReferenceResult ker = dense_reference(in, Params{}, Semantics::kKernel);
+  expect_close(ker.abs_weighted[0], 1.0);
+  EXPECT_NEAR(ker.deviation[0], 0.0, 1e-15);
+  expect_close(ker.row_chain[0], 5.0 / 3);
+  EXPECT_EQ(ker.row_terms[0], 3.0);
+}
+
+TEST(DenseReferenceSums, RowBlocksAndRowsOfNoSequence) {
+  // (q_len, kv_len) = (1, 5), (2, 9), (0, 7), (1, 4): q rows 0 | 1, 2 | none | 3; rows 4..15
+  // belong to no sequence (NaN in q there: never read). 4 q heads over 2 kv heads, head_dim 8,
+  // q = 0 (equal logits over what each row sees), every K and V value 1.5.
+  // Row r of a sequence sees kv_len - q_len + r + 1 keys (causal): n = 5 | 8, 9 | 4, with
+  // row_chain (n + 1)/2 - 1/n = 14/5 | 35/8, 44/9 | 9/4; X = V_c = 1.5, Y = 0.
+  // row_blocks = ceil(kv_len / page_size): page 4: 2 | 3, 3 | 1; page 2: 3 | 5, 5 | 2.
+  for (const int64_t page_size : {4, 2}) {
+    InputsSpec spec;
+    spec.seqs = {{1, 5}, {2, 9}, {0, 7}, {1, 4}};
+    spec.page_size = page_size;
+    spec.pages_per_seq = 5;
+    Inputs in = testing::build_inputs(spec);
+    for (int64_t i = 0; i < in.kv_pages.numel(); ++i) in.kv_pages.set_float(i, 1.5);
+    for (int64_t i = 4 * 4 * 8; i < in.q.numel(); ++i) in.q.set_float(i, NAN);
+    const std::vector<double> n = {5, 8, 9, 4};
+    const std::vector<double> chain = {14.0 / 5, 35.0 / 8, 44.0 / 9, 9.0 / 4};
+    const std::vector<double> blocks =
+        page_size == 4 ? std::vector<double>{2, 3, 3, 1} : std::vector<double>{3, 5, 5, 2};
+    for (const Semantics semantics : {Semantics::kKernel, Semantics::kReference}) {
+      SCOPED_TRACE(std::string(semantics_name(semantics)) + ", page_size " +
+                   std::to_string(page_size));
+      const ReferenceResult r = dense_reference(in, Params{}, semantics);
+      ASSERT_EQ(r.row_terms.size(), 16u * 4);
+      ASSERT_EQ(r.abs_weighted.size(), 16u * 4 * 8);
+      for (size_t i = 0; i < r.row_terms.size(); ++i) {
+        const size_t row = i / 4;
+        if (row >= 4) {
+          EXPECT_EQ(r.row_terms[i], 0.0) << i;
+          EXPECT_EQ(r.row_chain[i], 0.0) << i;
+          EXPECT_EQ(r.row_blocks[i], 0.0) << i;
+          continue;
+        }
+        EXPECT_EQ(r.row_terms[i], n[row]) << i;
+        expect_close(r.row_chain[i], chain[row]);
+        EXPECT_EQ(r.row_blocks[i], blocks[row]) << i;
+      }
+      for (size_t e = 0; e < r.abs_weighted.size(); ++e) {
+        const bool defined = e < 4u * 4 * 8;
+        expect_close(r.abs_weighted[e], defined ? 1.5 : 0.0);
+        // (o is 1.5 up to the rounding of the weights 1/n: deviation a few double ulps)
+        if (defined) {
+          EXPECT_NEAR(r.deviation[e], 0.0, 1e-14) << e;
+        } else {
+          EXPECT_EQ(r.deviation[e], 0.0) << e;
+        }
+        EXPECT_EQ(r.column_max[e], defined ? 1.5 : 0.0) << e;
+      }
+    }
+  }
 }
 
 // ---- JAX's test scenarios, scaled down, against the naive loop -------------------------

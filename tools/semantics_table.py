@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """How much each semantics' check can tell: atol / max|o| per dtype pair and kv_len.
 
-For each q / KV dtype pair and kv_len (64, 1024, 8192 by default) it writes one case (two
+For each q / KV dtype pair and kv_len (64, 1024, 8192, 32768 by default) it writes one case (two
 sequences of that kv_len: a decode row and a 16-row prefill chunk; 4 q heads, 2 kv heads,
 head_dim 128, page 16, sm_scale 1/sqrt(128), q and KV uniform in [-2, 2) rounded to their
 dtypes), runs the tiled kernel (`rpa run --impl kernel`), and checks its output, an all-zero
-output and the negated output with `rpa check --semantics kernel|reference --json`. Prints a
+output and the negated output with `rpa check --semantics kernel|reference --json`, whose
+power it also reports as the least weight of a dropped key each check is sure to catch (in
+the row it watches closest, and in every row: Comparison::min_detectable_key_weight). Prints a
 markdown table (the README's) and exits 1 if the kernel semantics accepts a zero or negated
 output or rejects the tiled kernel.
 
-Usage: semantics_table.py RPA_BINARY [--kv-lens 64,1024,8192] [--seed S]
+Usage: semantics_table.py RPA_BINARY [--kv-lens 64,1024,8192,32768] [--seed S]
 Needs numpy only (bfloat16 / float8 are written as bits).
 """
 import argparse
@@ -139,10 +141,19 @@ def measure(rpa, q_dtype, kv_dtype, kv_len, seed, tmp):
     return rows
 
 
+def key_weight(j):
+    """The least weight of a dropped key the check is sure to catch, best row (every row)."""
+    w, every = j.get("min_detectable_key_weight"), j.get("key_weight_every_row")
+    if w is None or w >= 1:
+        return "none"
+    return f"{w:.2g} ({every:.2g})" if every is not None and every < 1 else f"{w:.2g} (none)"
+
+
 def table(rows):
-    lines = ["| q / KV | kv_len | semantics | atol / max\\|o\\| | largest logit term / max\\|o\\| "
-             "| discrimination | tiled kernel | zero output | negated output |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| q / KV | kv_len | semantics | atol / max\\|o\\| | largest element term / max\\|o\\| "
+             "| discrimination | dropped key caught (weight >=) | tiled kernel | zero output "
+             "| negated output |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         j = r["json"]
         m = j.get("max_abs_want") or float("nan")
@@ -151,6 +162,7 @@ def table(rows):
             f"| {r['q']} / {r['kv']} | {r['kv_len']} | {r['semantics']} | "
             f"{j.get('atol', float('nan')) / m:.2g} | {j.get('max_element_atol', 0.0) / m:.2g} | "
             f"{j.get('discrimination') if j.get('discrimination') is None else format(j['discrimination'], '.2g')} | "
+            f"{key_weight(j)} | "
             f"{'agrees' if r['kernel_agrees'] else '**DISAGREES**'} | "
             f"{verdict[r['zero_rejected']]} | {verdict[r['negated_rejected']]} |")
     return "\n".join(lines)
@@ -159,7 +171,7 @@ def table(rows):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("rpa")
-    ap.add_argument("--kv-lens", default="64,1024,8192")
+    ap.add_argument("--kv-lens", default="64,1024,8192,32768")
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     rows = []
