@@ -108,7 +108,7 @@ inline void dots_page(const QElem* q, int64_t d, const std::byte* page, int64_t 
           } else {
             qc = qh[i * d + c];
           }
-          s += qc * simd::kv_load_one<Kv>(k, c);
+          s = simd::fma_one(qc, simd::kv_load_one<Kv>(k, c), s);
         }
         oh[i * ld + t] = s;
       }
@@ -167,7 +167,9 @@ inline void axpy_page(const float* w, int64_t ld, const std::byte* page, int64_t
       for (int64_t t = t0; t < t1; ++t) {
         const float v =
             simd::kv_load_one<Kv>(reinterpret_cast<const Elem*>(page + t * stride + offset), e);
-        RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) out[i * d + e] += w[i * ld + t] * v;
+        RPA_UNROLL_ROWS for (int i = 0; i < R; ++i) {
+          out[i * d + e] = simd::fma_one(w[i * ld + t], v, out[i * d + e]);
+        }
       }
     }
   }

@@ -80,7 +80,7 @@ inline void logit_columns(const float* q, int64_t d, const float* kt, int64_t ld
   for (int64_t i = i0; i < i1; ++i) {
     for (int64_t j = j0; j < j1; ++j) {
       float s = 0.0f;
-      for (int64_t c = 0; c < d; ++c) s = q[i * d + c] * kt[c * ldk + j] + s;
+      for (int64_t c = 0; c < d; ++c) s = simd::fma_one(q[i * d + c], kt[c * ldk + j], s);
       out[i * ld + j] = s;
     }
   }
@@ -179,7 +179,8 @@ void panel_weighted_sum(const float* w, int64_t ld, int64_t rows, const int64_t*
         for (int64_t j = 0; j < n; ++j) {
           const std::byte* row = pv.rows.pages[j / pv.rows.page_size] +
                                  (j % pv.rows.page_size) * pv.rows.token_stride + pv.offset;
-          s = w[i * ld + j] * simd::kv_load_one<Kv>(reinterpret_cast<const Elem*>(row), c) + s;
+          const float v = simd::kv_load_one<Kv>(reinterpret_cast<const Elem*>(row), c);
+          s = simd::fma_one(w[i * ld + j], v, s);
         }
         out[i * d + c] = s;
       }

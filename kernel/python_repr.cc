@@ -35,18 +35,19 @@ std::string shortest_repr(F x) {
   const auto n = static_cast<int>(digits.size());
   if (exp10 < -4 || exp10 >= 16) {
     out += digits[0];
-    if (n > 1) out += "." + digits.substr(1);
+    // Appends, not "." + std::string: at -O3 GCC 12 reports a false -Wrestrict on that.
+    if (n > 1) out.append(".").append(digits, 1);
     out += exp10 < 0 ? "e-" : "e+";
     const int mag = std::abs(exp10);
     if (mag < 10) out += '0';
     out += std::to_string(mag);
   } else if (exp10 < 0) {
-    out += "0." + std::string(static_cast<size_t>(-exp10 - 1), '0') + digits;
+    out.append("0.").append(static_cast<size_t>(-exp10 - 1), '0').append(digits);
   } else if (n <= exp10 + 1) {
-    out += digits + std::string(static_cast<size_t>(exp10 + 1 - n), '0') + ".0";
+    out.append(digits).append(static_cast<size_t>(exp10 + 1 - n), '0').append(".0");
   } else {
     const auto int_len = static_cast<size_t>(exp10 + 1);
-    out += digits.substr(0, int_len) + "." + digits.substr(int_len);
+    out.append(digits, 0, int_len).append(".").append(digits, int_len);
   }
   return out;
 }

@@ -2,9 +2,11 @@
 // and the loads that widen a KV element type to it in registers: bfloat16 by a shift,
 // float8 through the half-precision converter. Every operation has one fixed order, so a
 // sum built from these never depends on a pointer's alignment or on the thread that runs
-// it. Scalar tails use kv_load_one, which gives the same values.
+// it. Scalar tails use kv_load_one, which gives the same values, and fma_one, which rounds
+// as one lane of fma.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -79,6 +81,8 @@ inline Vec set1(float x) { return _mm512_set1_ps(x); }
 inline Vec load(const float* p) { return _mm512_loadu_ps(p); }
 inline void store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+// One lane of fma, for scalar tails (std::fma is one instruction here).
+inline float fma_one(float a, float b, float c) { return std::fma(a, b, c); }
 inline Vec mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
 inline Vec div(Vec a, Vec b) { return _mm512_div_ps(a, b); }
 // A fixed tree: halves, then quarters, ... (the same order on every call).
@@ -148,6 +152,7 @@ inline Vec set1(float x) { return _mm256_set1_ps(x); }
 inline Vec load(const float* p) { return _mm256_loadu_ps(p); }
 inline void store(float* p, Vec v) { _mm256_storeu_ps(p, v); }
 inline Vec fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+inline float fma_one(float a, float b, float c) { return std::fma(a, b, c); }
 inline Vec mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
 inline Vec div(Vec a, Vec b) { return _mm256_div_ps(a, b); }
 inline float sum(Vec v) {
@@ -203,8 +208,10 @@ inline Vec set1(float x) { return x; }
 inline Vec load(const float* p) { return *p; }
 inline void store(float* p, Vec v) { *p = v; }
 // Not std::fma: without FMA hardware (the baseline build of fuzz/build.sh) that is a
-// software routine, tens of times slower; every scalar sum keeps this one form.
+// software routine, tens of times slower; every scalar sum keeps this one form (two
+// roundings: the build has -ffp-contract=off).
 inline Vec fma(Vec a, Vec b, Vec c) { return a * b + c; }
+inline float fma_one(float a, float b, float c) { return fma(a, b, c); }
 inline Vec mul(Vec a, Vec b) { return a * b; }
 inline Vec div(Vec a, Vec b) { return a / b; }
 inline float sum(Vec v) { return v; }

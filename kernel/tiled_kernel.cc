@@ -445,7 +445,9 @@ class BlockMath {
       const simd::Vec t = simd::fma(b, simd::load(add + c), simd::mul(a, simd::load(o + c)));
       simd::store(o + c, simd::div(t, l));
     }
-    for (int64_t c = dv; c < d_; ++c) o[c] = (sc.l_alpha * o[c] + sc.beta * add[c]) / sc.l_next_safe;
+    for (int64_t c = dv; c < d_; ++c) {
+      o[c] = simd::fma_one(sc.beta, add[c], sc.l_alpha * o[c]) / sc.l_next_safe;
+    }
   }
 
   // K or V of local kv head h for the first n tokens of the block, as float32 rows of d,
@@ -726,7 +728,11 @@ void merge_chunks(const Segment& sg, const float* partial, int64_t d, const Page
       const float l_alpha = alpha * l;
       const float l_next = l_alpha + beta;
       const float l_safe = l_next == 0.0f ? 1.0f : l_next;
-      for (int64_t k = 0; k < d; ++k) o[static_cast<size_t>(k)] = (l_alpha * o[static_cast<size_t>(k)] + beta * o_c[k]) / l_safe;
+      // As row_update computes it: beta * o_c fused onto l_alpha * o.
+      for (int64_t k = 0; k < d; ++k) {
+        float& x = o[static_cast<size_t>(k)];
+        x = simd::fma_one(beta, o_c[k], l_alpha * x) / l_safe;
+      }
       m = m_next;
       l = l_safe;
     }

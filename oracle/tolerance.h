@@ -79,9 +79,10 @@ std::vector<double> kernel_logit_terms(const Inputs& in, const Params& p, const 
 // kLeastLogitError and most_logit_error(passes) (dense_reference.h, dot_precision.h).
 double kernel_logit_error(const Inputs& in, const Params& p, DotPasses passes = DotPasses::kSix);
 
-// The relative error of exp in float32 that item F assumes of every implementation (four
-// float32 ulps; tests/exp_accuracy_test.cc measures the kernel's).
-inline constexpr double kExpError = 0x1p-22;
+// The relative error of exp in float32 that item F assumes of every implementation: eight
+// float32 ulps (2^-21). tests/exp_accuracy_test.cc measures the two this project uses: Eigen's
+// vectorized float exp (the tiled kernel's weights) 5.0 ulps at worst, std::exp(float) 1.0.
+inline constexpr double kExpError = 0x1p-21;
 
 // The tolerance for comparing an output with the literal schedule's (the Pallas program,
 // KernelOptions::literal_schedule, run with `plan`), e.g. the Pallas kernel's own output:

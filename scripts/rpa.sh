@@ -5,7 +5,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
 "$root/scripts/install_deps.sh"
-cmake -S "$root" -B "$root/build/release" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+cmake -S "$root" -B "$root/build/release" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DRPA_WERROR=ON -DCMAKE_CXX_COMPILER=g++ >&2
 cmake --build "$root/build/release" -j "$(nproc)" --target rpa >&2
 exec "$root/build/release/rpa" "$@"

@@ -13,7 +13,7 @@ jobs=$(nproc)
 echo "== release build (g++, -Werror)"
 # The CPU JAX the ctest label "jax" runs against (release build only).
 scripts/jax_venv.sh build/jaxvenv >/dev/null
-cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRPA_WERROR=ON \
+cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DRPA_WERROR=ON \
   -DCMAKE_CXX_COMPILER=g++ -DRPA_JAX_PYTHON="$PWD/build/jaxvenv/bin/python" >/dev/null
 cmake --build build/release -j "$jobs"
 ctest --test-dir build/release --output-on-failure -j "$jobs" "$@"

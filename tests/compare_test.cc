@@ -9,7 +9,7 @@
 // float32 / bfloat16 / float8_e4m3fn / float8_e5m2. The float32 arithmetic has no term in
 // atol any more (the measured 1e-5 M budget is gone): item F of tolerance.cc, per element
 // (float32_terms), worked by hand in the Float32Terms tests below, with u = 2^-24,
-// kExpError = 2^-22 and, per row, n the weights > 0, C = row_chain, R = row_blocks - 1,
+// kExpError = 2^-21 and, per row, n the weights > 0, C = row_chain, R = row_blocks - 1,
 // P' = passes - 1 where the MXU splits float32 V (kernel semantics, passes 6 or 3; then
 // kappa = 1 + 2^-7, else P' = 0 and kappa = 1), D = n + R + P' + 1, B = B_max (kernel) or
 // B' = max_logit_abs_sum + |soft_cap| (reference), and per column X, Y, V_c:
@@ -565,8 +565,8 @@ TEST(CompareFloat32VsBFloat16, MixedDtypesCompareByValue) {
 constexpr DType kF32 = DType::kFloat32, kBF16 = DType::kBFloat16, kE4M3 = DType::kFloat8E4M3FN;
 constexpr double kU = 0x1p-24;                // u, float32's unit roundoff
 constexpr double kKappa = 1.0 + 0x1p-7;       // the MXU's partial products, item F (a)
-constexpr double kExp = 0x1p-22;              // kExpError, four float32 ulps
-static_assert(kExpError == kExp, "the hand values below assume kExpError = 2^-22");
+constexpr double kExp = 0x1p-21;              // kExpError, eight float32 ulps
+static_assert(kExpError == kExp, "the hand values below assume kExpError = 2^-21");
 
 // One sequence (q_len, kv_len) over pages of page_size, head_dim 2, one head (two for e4m3fn
 // KV, which needs them to fill a 32-bit word): q is [16, heads, 2], row i of one head covers
@@ -680,7 +680,7 @@ TEST(Float32Terms, EqualWeightsOverFourTokens) {
   // 4: R = 0. bfloat16 V: P' = 0, kappa = 1; D = 4 + 0 + 0 + 1 = 5, 1 - 2Du = 1 - 10u.
   // Logits 0: spread 0, B_max 0, so the weights add only kExpError Y / (1 - 2 kExpError).
   // Column 0, v = (1, -1, 1, -1): o = 0, X = 1, Y = 1, V_c = 1:
-  //   F = u (9/4 + 1 + 9/4 + 1) / (1 - 10u) + 2^-22 / (1 - 2^-21) = 6.5u / (1 - 10u) + ...
+  //   F = u (9/4 + 1 + 9/4 + 1) / (1 - 10u) + kExp / (1 - 2 kExp) = 6.5u / (1 - 10u) + ...
   // Column 1, v = (2, 2, 2, 2): X = 2, Y = 0, V_c = 2:
   //   F = u (2 9/4 + 2 + 2 (9/4 + 1)) / (1 - 10u) = 13u / (1 - 10u).
   const Inputs in = one_row(kF32, kBF16, 1, 4, 4);
@@ -715,12 +715,12 @@ TEST(Float32Terms, RescalesBetweenPageBlocks) {
   // n = 2, p = (1/2, 1/2), v = (1, -1) in column 0: C = 1/2 + 1/2 = 1, o = 0, X = Y = V_c = 1;
   // bfloat16 V (P' = 0), spread 0, B_max 0. Rows with R = row_blocks - 1 = 0, 1, 2 (kv_len 2
   // over pages of 2, over pages of 1; kv_len 10 over pages of 4: ceil(10/4) = 3 blocks):
-  //   R = 0: D = 3: u (1 + 1 + (1 + 0 + 1)) / (1 - 6u) + 2^-22 / (1 - 2^-21)
-  //        = 4u / (1 - 6u) + 2^-22 / (1 - 2^-21);
-  //   R = 1: D = 4: u (1 + 2 + (1 + 1 + 1)) / (1 - 8u) + 2 2^-22 / (1 - 4 2^-22)
-  //        = 6u / (1 - 8u) + 2^-21 / (1 - 2^-20);
-  //   R = 2: D = 5: u (1 + 3 + (1 + 2 + 1)) / (1 - 10u) + 3 2^-22 / (1 - 6 2^-22)
-  //        = 8u / (1 - 10u) + 3 2^-22 / (1 - 6 2^-22).
+  //   R = 0: D = 3: u (1 + 1 + (1 + 0 + 1)) / (1 - 6u) + kExp / (1 - 2 kExp)
+  //        = 4u / (1 - 6u) + kExp / (1 - 2 kExp);
+  //   R = 1: D = 4: u (1 + 2 + (1 + 1 + 1)) / (1 - 8u) + 2 kExp / (1 - 4 kExp)
+  //        = 6u / (1 - 8u) + 2 kExp / (1 - 2^-20);
+  //   R = 2: D = 5: u (1 + 3 + (1 + 2 + 1)) / (1 - 10u) + 3 kExp / (1 - 6 kExp)
+  //        = 8u / (1 - 10u) + 3 kExp / (1 - 6 kExp).
   const double r0 = 4 * kU / (1 - 6 * kU) + kExp / (1 - 2 * kExp);
   const double r1 = 6 * kU / (1 - 8 * kU) + 2 * kExp / (1 - 4 * kExp);
   const double r2 = 8 * kU / (1 - 10 * kU) + 3 * kExp / (1 - 6 * kExp);
@@ -752,7 +752,7 @@ TEST(Float32Terms, RescalesBetweenPageBlocks) {
 
 TEST(Float32Terms, MxuSplitsFloat32V) {
   // The n = 2 row of RescalesBetweenPageBlocks (C = 1, X = Y = V_c = 1, R = 0), kernel
-  // semantics, W = 2^-22 / (1 - 2^-21) from the weights. float32 V: the MXU sums P partial
+  // semantics, W = kExp / (1 - 2 kExp) from the weights. float32 V: the MXU sums P partial
   // products per term, P' = P - 1 more roundings, each within kappa = 1 + 2^-7 of |w v|:
   //   six passes:   P' = 5, D = 8:  u (kappa (1 + 1 (1 + 5)) + 2) / (1 - 16u) + W
   //                                 = u (7 kappa + 2) / (1 - 16u) + W;
@@ -793,15 +793,15 @@ TEST(Float32Terms, ReferenceSemanticsHasNoSpread) {
   // column 1 with X = Y = V_c = 0.
   // Reference semantics: B = B' = max_logit_abs_sum + |soft_cap| = 1016 + 8 = 1024 for every
   // row, and the subtraction s_t - m costs 2 u B' Y (no spread):
-  //   eta = 2^-22 + 4u 1024 = 2^-22 + 2^-12,
-  //   weights = (2^-22 Y + 2u 1024 Y + 2u 1024 Y) / (1 - 2 eta) = (2^-22 + 2^-12) / (1 - 2^-21 - 2^-11);
+  //   eta = kExp + 4u 1024 = kExp + 2^-12,
+  //   weights = (kExp Y + 2u 1024 Y + 2u 1024 Y) / (1 - 2 eta) = (kExp + 2^-12) / (1 - 2 kExp - 2^-11);
   //   column 1 (Y = 0): 0.
   const Inputs in = one_row(kF32, kBF16, 1, 2, 2);
   Params p;
   p.soft_cap = 8.0;
   ReferenceResult ref = reference_result(in, 1.0, 1016.0);
   set_row(ref, 0, 2, 1, 1, {1.0, 0.0}, {1.0, 0.0}, {1.0, 0.0});
-  const double want0 = 4 * kU / (1 - 6 * kU) + (kExp + 0x1p-12) / (1 - 0x1p-21 - 0x1p-11);
+  const double want0 = 4 * kU / (1 - 6 * kU) + (kExp + 0x1p-12) / (1 - 2 * kExp - 0x1p-11);
   const std::vector<double> f = float32_terms(in, p, ref);
   EXPECT_DOUBLE_EQ(f[0], want0);
   EXPECT_EQ(f[1], 0.0);
@@ -813,14 +813,14 @@ TEST(Float32Terms, ReferenceSemanticsHasNoSpread) {
   EXPECT_DOUBLE_EQ((*t.element_atol)[0], want0);
 
   // Kernel semantics, the same row with spread (5, 5) and B_max 8 (the soft cap is in B_t
-  // already): the subtraction costs u spread, eta = 2^-22 + 4u 8 = 2^-22 + 2^-19:
-  //   column 0: (2^-22 + 5u + 2u 8) / (1 - 2^-21 - 2^-18) = (2^-22 + 21u) / (1 - 2^-21 - 2^-18);
-  //   column 1: 5u / (1 - 2^-21 - 2^-18) (X = Y = 0 but the spread is there).
+  // already): the subtraction costs u spread, eta = kExp + 4u 8 = kExp + 2^-19:
+  //   column 0: (kExp + 5u + 2u 8) / (1 - 2 kExp - 2^-18) = (kExp + 21u) / (1 - 2 kExp - 2^-18);
+  //   column 1: 5u / (1 - 2 kExp - 2^-18) (X = Y = 0 but the spread is there).
   ReferenceResult ker = kernel_result(in, 1.0, {5.0, 5.0}, 8.0);
   set_row(ker, 0, 2, 1, 1, {1.0, 0.0}, {1.0, 0.0}, {1.0, 0.0});
   const std::vector<double> k = float32_terms(in, p, ker);
-  EXPECT_DOUBLE_EQ(k[0], 4 * kU / (1 - 6 * kU) + (kExp + 21 * kU) / (1 - 0x1p-21 - 0x1p-18));
-  EXPECT_DOUBLE_EQ(k[1], 5 * kU / (1 - 0x1p-21 - 0x1p-18));
+  EXPECT_DOUBLE_EQ(k[0], 4 * kU / (1 - 6 * kU) + (kExp + 21 * kU) / (1 - 2 * kExp - 0x1p-18));
+  EXPECT_DOUBLE_EQ(k[1], 5 * kU / (1 - 2 * kExp - 0x1p-18));
 }
 
 TEST(Float32Terms, RowsThatCannotBeBoundedGetTwiceMaxV) {
@@ -828,7 +828,7 @@ TEST(Float32Terms, RowsThatCannotBeBoundedGetTwiceMaxV) {
   //   row 0: n = 2^23: D = 2^23 + 1, 1 - 2Du = 1 - (2^24 + 2) 2^-24 < 0: Phi infinite -> 2.
   //   row 1: n = 2^23 - 2, C = n - 1: D = 2^23 - 1, 1 - 2Du = 2^-23, Phi = 2^23:
   //          2^23 u (C + 1 + C + 1) = C + 1 = 2^23 - 2, finite but past 2 -> 2.
-  //   row 2: n = 1 but B_max = 2^30: eta = 2^-22 + 4u 2^30 = 2^-22 + 2^8 > 1/2, Phi_w
+  //   row 2: n = 1 but B_max = 2^30: eta = kExp + 4u 2^30 = kExp + 2^8 > 1/2, Phi_w
   //          infinite -> 2 (even with Y = 0 and spread 0).
   //   row 3: n = 1, B_max 0: 2u / (1 - 4u), as in OneTokenHasNoChain; the cut is per row.
   const Inputs in = one_row(kF32, kBF16, 4, 10, 4);
@@ -953,11 +953,11 @@ TEST(KernelTolerance, ElementAddsItemFTheMxuAndTheLogits) {
   EXPECT_DOUBLE_EQ((*tolerance_for_case(in, Params{}, r, DotPasses::kOne).element_atol)[0],
                    6 * kU / (1 - 4 * kU) + 3 * (std::ldexp(1.0, -7) + std::ldexp(1.0, -14)));
   // The logit term adds on top: spread 2 in column 1 with B_max 0 (g = 1), e_qk = 2^-21 +
-  // 2^-22 with six passes: 2 e_qk, and item F's u spread / (1 - 2^-21) (eta = 2^-22).
+  // 2^-22 with six passes: 2 e_qk, and item F's u spread / (1 - 2 kExp) (eta = kExp).
   ReferenceResult s = kernel_result(in, 4.0, {0.0, 2.0}, 0.0);
   set_row(s, 0, 1, 0, 1, {3.0, 1.0}, {0.0, 0.0}, {3.0, 1.0});
   EXPECT_DOUBLE_EQ((*tolerance_for_case(in, Params{}, s).element_atol)[1],
-                   kU * (6 * kKappa + 1) / (1 - 14 * kU) + 2 * kU / (1 - 0x1p-21) +
+                   kU * (6 * kKappa + 1) / (1 - 14 * kU) + 2 * kU / (1 - 2 * kExp) +
                        std::ldexp(1.0, -22) + 2 * (std::ldexp(1.0, -21) + std::ldexp(1.0, -22)));
 }
 
