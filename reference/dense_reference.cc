@@ -99,12 +99,7 @@ std::vector<ReferenceResult> reference_pass(const Inputs& in, const Params& p,
     result.out = Tensor(q_dtype, in.q.shape());
     result.semantics = semantics[i];
     result.most_logit_error = most_logit_error;
-    result.abs_weighted.assign(numel, 0.0);
-    result.deviation.assign(numel, 0.0);
-    result.column_max.assign(numel, 0.0);
-    result.row_terms.assign(num_rows, 0.0);
-    result.row_chain.assign(num_rows, 0.0);
-    result.row_blocks.assign(num_rows, 0.0);
+    result.zero_sums(numel, num_rows);
     if (semantics[i] == Semantics::kKernel) {
       any_kernel = true;
       result.spread.assign(numel, 0.0);

@@ -4,6 +4,7 @@
 // ref_ragged_paged_attention step for step, or what its Pallas kernel computes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -73,6 +74,11 @@ struct ReferenceResult {
   std::vector<double> row_terms;
   std::vector<double> row_chain;
   std::vector<double> row_blocks;
+  // Sizes the six vectors above to `elements` (q.numel()) and `rows` (T * Hq), all 0.
+  void zero_sums(size_t elements, size_t rows) {
+    for (auto* v : {&abs_weighted, &deviation, &column_max}) v->assign(elements, 0.0);
+    for (auto* v : {&row_terms, &row_chain, &row_blocks}) v->assign(rows, 0.0);
+  }
   Semantics semantics = Semantics::kKernel;  // the rounding points `out` follows
   // The largest relative logit error (per unit of B_t) the soft cap's slope in `spread`
   // allows for: a tolerance may assume any e_qk between kLeastLogitError and this.

@@ -39,9 +39,29 @@ with tempfile.TemporaryDirectory() as tmp:
     used = s["max_tolerance_used"]
     check("tolerance use per dtype pair within 1", used and all(0 <= v <= 1 for v in used.values()),
           str(used))
+    keys = s.get("min_detectable_key_weight", {})
+    check("least dropped key weight caught, per pair with checks",
+          set(keys) == set(used) and all(0 < k["median"] <= k["largest"] < 1 for k in keys.values()),
+          str(keys))
     with open(os.path.join(report, "summary.md")) as f:
         md = f.read()
     check("markdown report", md.startswith("# rpa campaign") and "| rule | strict | jax |" in md)
+    check("markdown key weight column", "least dropped key weight caught (median / largest)" in md)
+    check("summary line names the key weight", "dropped key caught (median / largest)" in p.stdout,
+          p.stdout[:600])
+
+    # Fewer MXU passes loosen the kernel semantics' float32 tolerance: the same cases then use
+    # less of it, and the least key weight caught grows.
+    one = os.path.join(tmp, "one_pass")
+    q = rpa("campaign", "--seconds", "2", "--seed", "3", "--report", one, "--dot-passes", "1")
+    check("--dot-passes 1 runs", q.returncode == 0, q.stdout[-300:] + q.stderr[-300:])
+    with open(os.path.join(one, "summary.json")) as f:
+        s1 = json.load(f)
+    f32 = "float32/float32"
+    if f32 in keys and f32 in s1.get("min_detectable_key_weight", {}):
+        check("one pass: a larger least key weight for float32",
+              s1["min_detectable_key_weight"][f32]["largest"] > keys[f32]["largest"],
+              f'{s1["min_detectable_key_weight"][f32]} vs {keys[f32]}')
 
     check("summary names the sizes", "sizes 0..100" in p.stdout and s["max_size"] == 100)
     check("summary says the Pallas check did not run",
@@ -61,7 +81,8 @@ with tempfile.TemporaryDirectory() as tmp:
                        (["--report"], "missing value"), (["--report", ""], "empty report"),
                        (["--seed", "9223372036854775808"], "seed past int64"),
                        (["--max-size", "401"], "size past the full bounds"),
-                       (["--pallas", "x"], "--pallas not a number")]:
+                       (["--pallas", "x"], "--pallas not a number"),
+                       (["--dot-passes", "2"], "--dot-passes not 6, 3 or 1")]:
         q = rpa("campaign", *args)
         check(f"usage: {what}", q.returncode == 64 and q.stderr.startswith("rpa: "), q.stderr[:100])
     blocked = os.path.join(tmp, "file")

@@ -165,6 +165,11 @@ def campaign_page(work):
     check("no script in the DOM", d.scripts == 0)
     pairs = summary["kernel_checks_per_pair"]
     check("one histogram per q/kv pair", sorted(d.svgs) == sorted(pairs), f"{d.svgs} {pairs}")
+    html = open(page, encoding="utf-8").read()
+    for pair, k in summary["min_detectable_key_weight"].items():
+        check(f"{pair}: the heading gives the least dropped key caught",
+              f"least dropped key weight caught, median / largest: {k['median']:.2g} / "
+              f"{k['largest']:.2g}" in html, pair)
     for pair, n in pairs.items():
         bars = [b for b in d.bars if b[0] == pair]
         check(f"{pair}: 13 bars", len(bars) == 13, str(len(bars)))

@@ -121,6 +121,20 @@ def test_run_and_check(tmp, label, case, dtypes):
           j.get("compared") == defined_elements(case), p.stdout)
     atol = j.get("atol", 0.0)
     check(f"{label}: atol positive", atol > 0, p.stdout)
+    # The power: a dropped key of the reported weight moves an output by weight * max|V|.
+    w, every = j.get("min_detectable_key_weight"), j.get("key_weight_every_row")
+    check(f"{label}: key weights reported", w is not None and every is not None
+          and 0 < w <= every < 1 and j.get("dot_passes") == 6, p.stdout)
+    p = rpa("check", out_path)
+    check(f"{label}: the line names the dropped key caught",
+          f"catches a dropped key of weight >= {w:.2g}" in p.stdout if w else False, p.stdout)
+    p = rpa("check", out_path, "--json", "--dot-passes", "1")
+    j1 = as_json(p)
+    check(f"{label}: --dot-passes 1 agrees, no tighter", p.returncode == 0
+          and j1.get("dot_passes") == 1 and j1.get("min_detectable_key_weight", 0) >= w, p.stdout)
+    p = rpa("check", out_path, "--dot-passes", "2")
+    check(f"{label}: --dot-passes 2 is a usage error", p.returncode == 64
+          and "--dot-passes takes 6, 3 or 1" in p.stderr, p.stderr)
     check(f"{label}: check --mode jax agrees too",
           rpa("check", out_path, "--mode", "jax").returncode == 0)
 
@@ -141,7 +155,7 @@ def test_run_and_check(tmp, label, case, dtypes):
         bad[row, head, col] = 0x42C8  # bfloat16 100.0, far above max |V|
         planted = 100.0
     else:
-        # Past any allowance: the uniform atol plus the largest per-element logit term.
+        # Past any allowance: the uniform atol plus the largest per-element term.
         bad[row, head, col] += np.float32(10 * (atol + j.get("max_element_atol", 0.0)))
         planted = float(bad[row, head, col])
     want = float(values[row, head, col])

@@ -599,13 +599,7 @@ ReferenceResult kernel_result(const Inputs& in, double max_v, std::vector<double
   r.spread.resize(static_cast<size_t>(in.q.numel()), 0.0);
   const auto rows = static_cast<size_t>(in.q.dim(0) * in.q.dim(1));
   r.row_logit_max.assign(rows, row_logit_max);
-  const auto numel = static_cast<size_t>(in.q.numel());
-  r.abs_weighted.assign(numel, 0.0);
-  r.deviation.assign(numel, 0.0);
-  r.column_max.assign(numel, 0.0);
-  r.row_terms.assign(rows, 0.0);
-  r.row_chain.assign(rows, 0.0);
-  r.row_blocks.assign(rows, 0.0);
+  r.zero_sums(static_cast<size_t>(in.q.numel()), rows);
   return r;
 }
 

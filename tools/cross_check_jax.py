@@ -1306,7 +1306,8 @@ def check_pallas_case(kernel, pallas, rpa, path, label, tally, tmp):
                 fails.append(f"rpa run --schedule default: exit {rc_d}: {err}")
             else:
                 default = rpa_case.load_case(default_path)["out"]
-                # The kernel semantics' per-element logit term, at its largest everywhere.
+                # The kernel semantics' per-element terms (float32, MXU, logits), at their
+                # largest everywhere.
                 used_rpa = tolerance_used(default, out, rows,
                                           cmp["atol"] + cmp.get("max_element_atol", 0.0),
                                           cmp["rtol"])
