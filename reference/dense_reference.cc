@@ -204,22 +204,23 @@ std::vector<ReferenceResult> reference_pass(const Inputs& in, const Params& p,
             }
             // One pass over the keys with a weight (p_t = 0 adds nothing): abs_weighted,
             // deviation and, in the kernel semantics, the spread with a_t = p_t (B_t + B_max).
-            double* weighted = &result.abs_weighted[static_cast<size_t>(o0)];
-            double* deviation = &result.deviation[static_cast<size_t>(o0)];
-            double* spread = kernel ? &result.spread[static_cast<size_t>(o0)] : nullptr;
+            // (Eigen arrays, which vectorize: the sums run over t in order either way.)
+            using Row = Eigen::Array<double, 1, Eigen::Dynamic>;
+            Row weighted = Row::Zero(d), deviation = Row::Zero(d), spread = Row::Zero(d);
             for (int64_t t = 0; t < kv_len; ++t) {
               if (w[t] == 0.0) continue;
-              const double a = kernel ? w[t] * (b[t] + cap + b_max) : 0.0;
-              const double* v = kv.v.row(t).data();
-              for (int64_t c = 0; c < d; ++c) {
-                const double dev = std::fabs(v[c] - orow[c]);
-                weighted[c] += w[t] * std::fabs(v[c]);
-                deviation[c] += w[t] * dev;
-                if (kernel) spread[c] += a * dev;
-              }
+              const auto v = kv.v.row(t).array();
+              const auto dev = (v - o.row(r).array()).abs();
+              weighted += w[t] * v.abs();
+              deviation += w[t] * dev;
+              if (kernel) spread += (w[t] * (b[t] + cap + b_max)) * dev;
             }
             for (int64_t c = 0; c < d; ++c) {
-              result.column_max[static_cast<size_t>(o0 + c)] = column_max[static_cast<size_t>(c)];
+              const auto e = static_cast<size_t>(o0 + c);
+              result.abs_weighted[e] = weighted(c);
+              result.deviation[e] = deviation(c);
+              if (kernel) result.spread[e] = spread(c);
+              result.column_max[e] = column_max[static_cast<size_t>(c)];
             }
           }
         }
