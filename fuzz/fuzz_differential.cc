@@ -57,18 +57,23 @@ int rpa::fuzz::fuzz_differential(const uint8_t* data, size_t size) {
              " (spec model: " + props::verdict_text(props::expected_failure(m, Mode::kStrict)) +
              ")");
   }
-  // Both semantics in one pass where both are compared (strict accepts: the definition and
-  // the Pallas kernel agree), else the kernel semantics alone.
+  const bool literal = d.literal != 0;
+  // JAX's reference semantics too, under its looser tolerance, for the default schedule
+  // where the Pallas kernel keeps to the definition (strict accepts) and V_eff is narrower
+  // than float32: with float32 V_eff both semantics want the same bits. The literal schedule
+  // is the Pallas program, which computes the kernel semantics. (Both semantics come from one
+  // pass of the reference; the second one took a third of the target's time.)
+  const DType v_dtype = m.params.v_scale ? m.inputs.q.dtype() : m.inputs.kv_pages.dtype();
+  const bool jax_reference = !strict && !literal && v_dtype != DType::kFloat32;
   std::pair<ReferenceResult, ReferenceResult> refs;
-  if (strict) {
-    refs.first = dense_reference(m.inputs, m.params);
-  } else {
+  if (jax_reference) {
     refs = dense_reference_both(m.inputs, m.params);
+  } else {
+    refs.first = dense_reference(m.inputs, m.params);
   }
   const ReferenceResult& ref = refs.first;
   const Tolerance tol = tolerance_for_case(m.inputs, m.params, ref);
   const PagedKvView view(m.inputs);
-  const bool literal = d.literal != 0;
   const KernelOptions options{.threads = static_cast<int>(d.threads), .literal_schedule = literal};
   Tensor got = tiled_attention(m.inputs, m.params, options);
   if (literal && strict) {
@@ -76,9 +81,7 @@ int rpa::fuzz::fuzz_differential(const uint8_t* data, size_t size) {
                                          props::departed_rows(m.inputs, m.params, options));
   }
   const Comparison c = compare_outputs(got, ref.out, view, tol);
-  // JAX's reference semantics too, under its looser tolerance (the default schedule and the
-  // literal one where the Pallas kernel keeps to the definition).
-  if (!strict) {
+  if (jax_reference) {
     const ReferenceResult& jax_ref = refs.second;
     const Comparison r = compare_outputs(got, jax_ref.out, view,
                                          tolerance_for_case(m.inputs, m.params, jax_ref));

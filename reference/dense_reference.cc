@@ -106,7 +106,10 @@ std::vector<ReferenceResult> reference_pass(const Inputs& in, const Params& p,
       result.row_logit_max.assign(num_rows, 0.0);
     }
   }
-  std::vector<double> sorted;
+  // Scratch, allocated once (allocations dominate the small cases of the sanitizer builds).
+  std::vector<double> sorted, column_max;
+  using Row = Eigen::Array<double, 1, Eigen::Dynamic>;
+  Row weighted(d), deviation(d), spread(d);
   for (int64_t s = 0; s < view.num_seqs(); ++s) {
     const int64_t q_len = view.q_len(s);
     const int64_t kv_len = view.kv_len(s);
@@ -116,7 +119,7 @@ std::vector<ReferenceResult> reference_pass(const Inputs& in, const Params& p,
       const HeadKv kv = gather(in, view, p, s, kv_head);
       const double max_v = max_abs_finite(kv.v);
       for (ReferenceResult& result : results) result.max_abs_v_eff = std::max(result.max_abs_v_eff, max_v);
-      std::vector<double> column_max(static_cast<size_t>(d), 0.0);
+      column_max.assign(static_cast<size_t>(d), 0.0);
       for (int64_t t = 0; t < kv_len; ++t) {
         const double* v = kv.v.row(t).data();
         for (int64_t c = 0; c < d; ++c) {
@@ -205,8 +208,9 @@ std::vector<ReferenceResult> reference_pass(const Inputs& in, const Params& p,
             // One pass over the keys with a weight (p_t = 0 adds nothing): abs_weighted,
             // deviation and, in the kernel semantics, the spread with a_t = p_t (B_t + B_max).
             // (Eigen arrays, which vectorize: the sums run over t in order either way.)
-            using Row = Eigen::Array<double, 1, Eigen::Dynamic>;
-            Row weighted = Row::Zero(d), deviation = Row::Zero(d), spread = Row::Zero(d);
+            weighted.setZero();
+            deviation.setZero();
+            spread.setZero();
             for (int64_t t = 0; t < kv_len; ++t) {
               if (w[t] == 0.0) continue;
               const auto v = kv.v.row(t).array();
