@@ -292,7 +292,8 @@ RC_GTEST_PROP(Tolerance, DetectableKeyWeightIsNotVacuous, ()) {
 }
 
 // The tiled kernel at long context with float8 KV: within the kernel semantics' tolerance,
-// which there is ~1e-5 of max |V| (the reference semantics' was kv_len * 2^-9 of it).
+// which there is about kv_len float32 ulps of max |V| (the reference semantics' was kv_len *
+// 2^-9 of it).
 RC_GTEST_PROP(TiledKernel, MatchesReferenceAtLongContext, ()) {
   const CaseSpec spec = *gen_valid_case(long_context_options());
   const Materialized m = materialize(spec);

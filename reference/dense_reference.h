@@ -18,9 +18,11 @@ namespace rpa {
 
 // The least relative logit error a tolerance may assume per unit of B_t (oracle/tolerance.cc:
 // float32 accumulation, 2^-21), and so the B_t past which a soft cap bounds the error.
-// Any tolerance that uses spread must assume a relative logit error between the two.
+// Any tolerance that uses spread must assume a relative logit error between it and the
+// result's most_logit_error: by default kMostLogitError (2^-21 + 2^-22, a TPU's six-pass
+// float32 dots, rounded up); fewer passes need more (oracle/dot_precision.h).
 inline constexpr double kLeastLogitError = 0x1p-21;
-inline constexpr double kMostLogitError = 0x1p-20;  // and the most (2^-21 + 2^-22, rounded up)
+inline constexpr double kMostLogitError = 0x1p-20;
 inline constexpr double kCappedLogitScale = 2.0 / kLeastLogitError;
 
 struct ReferenceResult {
@@ -44,7 +46,7 @@ struct ReferenceResult {
   // when x moves by dx < |x| (the slope of tanh at the end nearer 0; 1 - tanh y <= sech^2 y
   // bounds the rest): so the first term stops at kCappedLogitScale * |soft_cap|
   // (where kLeastLogitError times it is 2 |cap|) and is multiplied by
-  // sech^2(max(0, |x| - kMostLogitError * term) / cap), x the logit before the cap.
+  // sech^2(max(0, |x| - most_logit_error * term) / cap), x the logit before the cap.
   // spread[e] = sum_t p_t (B_t + B_max) |V_eff_tc - o_c| for output element e = (row, head,
   // column c), in q's layout (0 on rows no sequence defines), and row_logit_max[row * Hq +
   // head] = B_max. A row whose weights sit on one token, or whose values agree, has spread 0:
