@@ -10,6 +10,7 @@
 
 #include "kernel/paged_kv_view.h"
 #include "kernel/tiled_kernel.h"
+#include "properties/random_source.h"
 #include "tests/inputs_builder.h"
 
 namespace rpa::testing {
@@ -340,10 +341,7 @@ std::vector<Float32Member> make_family() {
 struct Stream {
   uint64_t state;
   float next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    z ^= z >> 31;
+    const uint64_t z = props::splitmix64(state);
     return static_cast<float>(static_cast<double>(z >> 40) * 0x1p-23 - 1.0);
   }
 };
