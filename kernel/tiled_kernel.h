@@ -26,7 +26,7 @@ struct KernelOptions {
   // KV block computed over, zero-filled past kv_len, and every query block written whole
   // from the accumulator. This is what the Pallas kernel computes, also where that is not
   // the definition (stale_kv_block, rows_not_computed, a small mask_value).
-  // By default (DESIGN.md section 5, and the README's departures): the same KV blocks and
+  // By default (DESIGN.md section 5, docs/kernel.md's default schedule): the same KV blocks and
   // online-softmax update, but KV read from the pages without the staging double buffer, a
   // sequence's rows taken in tiles of about 512 rows per kv head rather than the TPU's query
   // blocks (a decode sequence with every head at once, others one kv head per task), and

@@ -1,4 +1,4 @@
-// Which rounding points the dense reference follows (README "Semantics"; DESIGN.md section 2
+// Which rounding points the dense reference follows (docs/oracle.md; DESIGN.md section 2
 // describes the `reference` one). Both take K_eff / V_eff, logits, mask, soft cap and softmax
 // as the definition does; they differ after the softmax:
 // - kReference: JAX's ref_ragged_paged_attention, step for step: p rounded to V_eff's dtype,

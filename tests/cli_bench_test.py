@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """`rpa bench` end to end on its smallest preset: `--preset decode --threads 1,1,all --json`
 measures the limits once per distinct thread count, times the kernel on each, checks it
-against the reference, and reports every field the README's table is read from. Nothing here
-asserts a speed (speed belongs to the benchmark itself); it asserts that the sweep, the
-limits and the agreement are what the run says.
+against the reference, and reports every field docs/kernel.md's Performance table is read
+from. Nothing here asserts a speed (speed belongs to the benchmark itself); it asserts that
+the sweep, the limits and the agreement are what the run says.
 
 Usage: cli_bench_test.py RPA_BINARY REPO_ROOT
 """

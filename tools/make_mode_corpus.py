@@ -3,8 +3,8 @@
 
 Each case is the same valid base batch with one change. corpus/modes/expectations.tsv
 records the verdict each mode must give (a rule id, or "valid"); `rpa replay corpus/modes`
-(ctest corpus.replay) replays them and the README's mode-difference table lists them
-(ctest corpus.readme_table).
+(ctest corpus.replay) replays them and the mode-difference table of docs/validation.md lists
+them (ctest corpus.readme_table).
 
 Run from the repository root with numpy available:
     /usr/bin/python3 tools/make_mode_corpus.py

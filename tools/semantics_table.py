@@ -8,7 +8,7 @@ dtypes), runs the tiled kernel (`rpa run --impl kernel`), and checks its output,
 output and the negated output with `rpa check --semantics kernel|reference --json`, whose
 power it also reports as the least weight of a dropped key each check is sure to catch (in
 the row it watches closest, and in every row: Comparison::min_detectable_key_weight). Prints a
-markdown table (the README's) and exits 1 if the kernel semantics accepts a zero or negated
+markdown table (docs/oracle.md's) and exits 1 if the kernel semantics accepts a zero or negated
 output or rejects the tiled kernel.
 
 Usage: semantics_table.py RPA_BINARY [--kv-lens 64,1024,8192,32768] [--seed S]
