@@ -172,7 +172,7 @@ bool array_header(Io& io, DType& dtype, Shape& shape, int64_t& budget_left, int6
 template <class Io>
 void array_contents(Io& io, Tensor& t, DType dtype, const Shape& shape) {
   std::vector<std::byte> bytes(static_cast<size_t>(shape_numel(shape) * dtype_size(dtype)));
-  if (Io::kEncodes) bytes = t.bytes();
+  if (Io::kEncodes) bytes.assign(t.bytes().begin(), t.bytes().end());
   io.raw(bytes);
   if (dtype == DType::kBool) {
     for (std::byte& b : bytes) b &= std::byte{1};

@@ -46,6 +46,30 @@ Tensor::Tensor(DType dtype, Shape shape, std::vector<std::byte> bytes)
   }
 }
 
+Tensor Tensor::borrow(DType dtype, Shape shape, const std::byte* data) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  checked(t.shape_);
+  // An empty array may come with no address at all; an owned empty tensor is the same.
+  if (t.numel() > 0) t.borrowed_ = data;
+  return t;
+}
+
+std::byte* Tensor::data() {
+  if (borrowed_ != nullptr) {
+    bytes_.assign(borrowed_, borrowed_ + nbytes());
+    borrowed_ = nullptr;
+  }
+  return bytes_.data();
+}
+
+bool Tensor::operator==(const Tensor& other) const {
+  if (dtype_ != other.dtype_ || shape_ != other.shape_) return false;
+  const std::span<const std::byte> a = bytes(), b = other.bytes();
+  return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size()) == 0);
+}
+
 Tensor Tensor::from_int32(Shape shape, std::span<const int32_t> values) {
   Tensor t(DType::kInt32, std::move(shape));
   if (static_cast<int64_t>(values.size()) != t.numel()) {
@@ -81,7 +105,7 @@ void write_as(std::byte* p, int64_t i, T v) {
 }  // namespace
 
 int64_t Tensor::int_at(int64_t i) const {
-  const std::byte* p = bytes_.data();
+  const std::byte* p = data();
   switch (dtype_) {
     case DType::kInt32: return read_as<int32_t>(p, i);
     case DType::kInt64: return read_as<int64_t>(p, i);
@@ -97,7 +121,7 @@ int64_t Tensor::int_at(int64_t i) const {
 }
 
 void Tensor::set_int(int64_t i, int64_t v) {
-  std::byte* p = bytes_.data();
+  std::byte* p = data();
   switch (dtype_) {
     case DType::kInt32: return write_as<int32_t>(p, i, static_cast<int32_t>(v));
     case DType::kInt64: return write_as<int64_t>(p, i, v);
@@ -114,26 +138,26 @@ void Tensor::set_int(int64_t i, int64_t v) {
 
 double Tensor::float_at(int64_t i) const {
   switch (dtype_) {
-    case DType::kFloat64: return read_as<double>(bytes_.data(), i);
-    case DType::kFloat16: return f16_to_float(read_as<uint16_t>(bytes_.data(), i));
+    case DType::kFloat64: return read_as<double>(data(), i);
+    case DType::kFloat16: return f16_to_float(read_as<uint16_t>(data(), i));
     default:
       if (!dtype_is_float(dtype_)) throw std::logic_error("Tensor::float_at on an integer array");
-      return load_float(dtype_, bytes_.data(), i);
+      return load_float(dtype_, data(), i);
   }
 }
 
 void Tensor::set_float(int64_t i, double v) {
   switch (dtype_) {
-    case DType::kFloat64: return write_as<double>(bytes_.data(), i, v);
+    case DType::kFloat64: return write_as<double>(data(), i, v);
     case DType::kFloat16: throw std::logic_error("Tensor::set_float: float16 is not supported");
     default:
       if (!dtype_is_float(dtype_)) throw std::logic_error("Tensor::set_float on an integer array");
-      return store_float(dtype_, bytes_.data(), i, static_cast<float>(v));
+      return store_float(dtype_, data(), i, static_cast<float>(v));
   }
 }
 
 TensorView Tensor::view() const {
-  TensorView v{.data = bytes_.data(), .dtype = dtype_, .shape = shape_, .strides = Shape(shape_.size())};
+  TensorView v{.data = data(), .dtype = dtype_, .shape = shape_, .strides = Shape(shape_.size())};
   int64_t stride = 1;
   for (size_t k = shape_.size(); k-- > 0;) {
     v.strides[k] = stride;

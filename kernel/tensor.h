@@ -38,6 +38,12 @@ class Tensor {
   // Takes raw little-endian bytes; bytes.size() must equal numel * dtype_size.
   Tensor(DType dtype, Shape shape, std::vector<std::byte> bytes);
 
+  // A tensor over memory it does not own (a numpy array handed over by the Python package):
+  // no copy is made, and the caller keeps `data` alive and unchanged for as long as this
+  // tensor or any copy of it lives. Reads see `data`; the first mutable access (data(),
+  // set_int, set_float) copies it into owned storage. Throws std::invalid_argument on a
+  // negative dimension.
+  static Tensor borrow(DType dtype, Shape shape, const std::byte* data);
   static Tensor from_int32(Shape shape, std::span<const int32_t> values);
   static Tensor from_floats(DType dtype, Shape shape, std::span<const float> values);
 
@@ -46,11 +52,14 @@ class Tensor {
   int rank() const { return static_cast<int>(shape_.size()); }
   int64_t dim(int k) const { return shape_[static_cast<size_t>(k)]; }
   int64_t numel() const { return shape_numel(shape_); }
-  int64_t nbytes() const { return static_cast<int64_t>(bytes_.size()); }
+  int64_t nbytes() const { return numel() * dtype_size(dtype_); }
 
-  std::byte* data() { return bytes_.data(); }
-  const std::byte* data() const { return bytes_.data(); }
-  const std::vector<std::byte>& bytes() const { return bytes_; }
+  std::byte* data();  // owned storage (a borrowed tensor copies its data here first)
+  const std::byte* data() const { return borrowed_ != nullptr ? borrowed_ : bytes_.data(); }
+  std::span<const std::byte> bytes() const {
+    return {data(), static_cast<size_t>(nbytes())};
+  }
+  bool borrowed() const { return borrowed_ != nullptr; }
 
   // Element i (flat, C order) of an integer or bool array, widened to int64.
   int64_t int_at(int64_t i) const;
@@ -61,12 +70,14 @@ class Tensor {
 
   TensorView view() const;
 
-  bool operator==(const Tensor& other) const = default;
+  // Same dtype, shape and bytes (owned or borrowed alike).
+  bool operator==(const Tensor& other) const;
 
  private:
   DType dtype_ = DType::kFloat32;
   Shape shape_;
   std::vector<std::byte> bytes_;
+  const std::byte* borrowed_ = nullptr;  // set: the data lives there, bytes_ is empty
 };
 
 }  // namespace rpa
