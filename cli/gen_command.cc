@@ -9,38 +9,13 @@
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
-#include "properties/build_case.h"
 #include "properties/case_codec.h"
+#include "properties/generate.h"
 #include "properties/materialize.h"
 #include "properties/random_source.h"
 #include "properties/spec_model.h"
 
 namespace rpa {
-namespace {
-
-using props::BuildOptions;
-using props::CaseSpec;
-
-std::optional<BuildOptions> profile_options(std::string_view name) {
-  BuildOptions o;
-  o.max_mutations = 0;
-  if (name.empty()) return o;
-  if (name == "long") return props::long_context_options();
-  if (name == "edge") {
-    o.min_mutations = 1;
-    o.max_mutations = 2;
-    return o;
-  }
-  for (props::Profile p : props::kProfiles) {
-    if (props::profile_name(p) == name) {
-      o.profile = p;
-      return o;
-    }
-  }
-  return std::nullopt;
-}
-
-}  // namespace
 
 int gen_command(const std::vector<std::string_view>& args) {
   std::optional<uint64_t> seed;
@@ -88,24 +63,16 @@ int gen_command(const std::vector<std::string_view>& args) {
   }
   if (seed.has_value() == has_spec) return usage_error("gen needs one of --seed and --spec");
   if (output.empty()) return usage_error("gen needs -o CASE.npz");
-  std::optional<BuildOptions> options = profile_options(profile);
-  if (!options) return usage_error("--profile takes decode, prefill, mixed, long or edge");
   if (!seed && (!profile.empty() || size || head_dim))
     return usage_error("--profile, --size and --head-dim go with --seed");
-  if (head_dim) {
-    if (*head_dim > options->max_head_dim) {
-      return usage_error("--head-dim takes at most " + std::to_string(options->max_head_dim) +
-                         " with --profile " + (profile.empty() ? "(any)" : profile));
-    }
-    options->min_head_dim = options->max_head_dim = *head_dim;
-  }
+  const props::GenOptions options = props::gen_options({.profile = profile, .head_dim = head_dim});
+  if (!options.options) return usage_error(options.error);
 
-  CaseSpec spec;
+  props::CaseSpec spec;
   if (seed) {
-    props::RandomSource source(*seed, size.value_or(100));
-    spec = props::build_case(source, *options);
+    spec = props::seeded_spec(*seed, size.value_or(100), *options.options);
   } else {
-    std::optional<CaseSpec> decoded = props::spec_from_hex(spec_text);
+    std::optional<props::CaseSpec> decoded = props::spec_from_hex(spec_text);
     if (!decoded) {
       return usage_error("--spec takes the hex a property or rpa gen printed, whole (" +
                          std::to_string(spec_text.size()) + " characters given)");

@@ -1,0 +1,52 @@
+// The generators as callers outside RapidCheck name them: `rpa gen --seed` and rpa.gen()
+// (a profile, a size, a seed), and the Hypothesis strategies of the Python package (bytes
+// through ByteSource, the fuzzers' decoder). One place turns those names into BuildOptions.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "kernel/rule.h"
+#include "properties/build_case.h"
+#include "properties/case_spec.h"
+
+namespace rpa::props {
+
+// What to draw. profile: "" (any batch mix), "decode", "prefill", "mixed", "long" (the
+// long-context generator) or "edge" (one or two named mutations); head_dim fixes the head
+// dimension (the Pallas kernel on the CPU traces multiples of 128 only).
+struct GenRequest {
+  std::string profile;
+  std::optional<int64_t> head_dim;
+};
+
+struct GenOptions {
+  std::optional<BuildOptions> options;  // set on success
+  std::string error;                    // one line, set on failure
+};
+
+// The options a request names; an error such as "profile takes decode, prefill, mixed,
+// long or edge (got 'huge')" or "head_dim takes 1 to 128 with profile long (got 256)".
+GenOptions gen_options(const GenRequest& request);
+
+// rpa gen --seed: the seeded stream (RandomSource) at `size` (0 to kFullSize) through
+// build_case.
+CaseSpec seeded_spec(uint64_t seed, int size, const BuildOptions& options);
+
+// Bounds a caller may narrow the strategies' cases to (0: the generator's own bound).
+struct DecodeBounds {
+  int64_t max_seqs = 0;
+  int64_t max_kv_len = 0;
+  int64_t max_head_dim = 0;
+  int64_t max_page_size = 0;
+};
+
+// The Hypothesis strategies' options: the request's, narrowed by the bounds, with no
+// mutation (valid) or exactly one, of a kind named after `rule` when it is given.
+GenOptions strategy_options(const GenRequest& request, const DecodeBounds& bounds, bool valid,
+                            std::optional<RuleId> rule);
+
+}  // namespace rpa::props
