@@ -142,4 +142,110 @@ std::string bias_line(const Comparison& c) {
          " ulp is a systematic bias (oracle/bias.cc); --allow-bias accepts it";
 }
 
+namespace {
+
+void write_bias_json(JsonWriter& j, const BiasStats& b) {
+  j.key("bias").begin_object();
+  j.key("biased").value(b.biased()).key("elements").value(b.elements);
+  j.key("units").value(b.units).key("exact_share").value(b.exact_share());
+  j.key("mean_ulp").value(b.mean_signed()).key("se_ulp").value(b.se_signed());
+  j.key("mean_toward_zero_ulp").value(-b.mean_magnitude());
+  j.key("se_toward_zero_ulp").value(b.se_magnitude());
+  j.end_object();
+}
+
+}  // namespace
+
+void write_comparison_json(JsonWriter& j, const Comparison& c) {
+  j.key("agree").value(c.agree());
+  j.key("max_abs_err").value(c.max_abs_err).key("max_rel_err").value(c.max_rel_err);
+  j.key("atol").value(c.tol.atol).key("rtol").value(c.tol.rtol);
+  j.key("max_element_atol").value(c.tol.max_element_atol());
+  j.key("max_tolerance_used").value(c.max_budget_used);
+  j.key("max_abs_want").value(c.max_abs_want);
+  // Infinite when nothing nonzero was compared: JSON has no infinity, so null.
+  if (std::isfinite(c.discrimination)) {
+    j.key("discrimination").value(c.discrimination);
+  } else {
+    j.key("discrimination").null();
+  }
+  j.key("rejects_zero").value(c.rejects_zero());
+  // The least weight of a dropped key sure to be caught (Comparison): null when nothing is
+  // guaranteed (infinite: no value scale or nothing compared).
+  for (const auto& [name, w] : {std::pair{"min_detectable_key_weight", c.min_detectable_key_weight},
+                                std::pair{"key_weight_every_row", c.key_weight_every_row}}) {
+    if (std::isfinite(w)) {
+      j.key(name).value(w);
+    } else {
+      j.key(name).null();
+    }
+  }
+  j.key("compared").value(c.compared).key("mismatches").value(c.mismatches);
+  if (c.first) {
+    const ElementMismatch& m = *c.first;
+    j.key("first").begin_object();
+    j.key("seq").value(m.seq).key("row_in_seq").value(m.row_in_seq).key("row").value(m.row);
+    j.key("head").value(m.head).key("col").value(m.col);
+    j.key("got").value(m.got).key("want").value(m.want).key("allowed").value(m.allowed);
+    j.end_object();
+  }
+  write_bias_json(j, c.bias);
+}
+
+std::string check_json(const CheckOutcome& o, const CliArgs& a) {
+  const Comparison& cmp = *o.cmp;
+  JsonWriter j;
+  j.begin_object().key("valid").value(true).key("mode").value(mode_name(a.validate.mode));
+  j.key("verdict").value(verdict_name(o.verdict));
+  j.key("checked").value(o.has_out ? "out" : "kernel");
+  j.key("oracle").value(a.oracle == "literal" ? "literal" : "reference");
+  if (a.oracle != "literal") j.key("semantics").value(semantics_name(a.reference_semantics()));
+  if (!o.has_out) j.key("schedule").value(a.literal ? "literal" : "default");
+  if (a.oracle != "literal") j.key("dot_passes").value(dot_pass_count(a.dot_passes));
+  write_comparison_json(j, cmp);
+  return j.end_object().str();
+}
+
+std::string check_text(const CheckOutcome& o, const CliArgs& a) {
+  const Comparison& cmp = *o.cmp;
+  std::string t = a.path + ": ";
+  if (o.verdict == CheckVerdict::kMismatch) {
+    t += "MISMATCH between " + o.checked + " and " + o.oracle + " at " + describe_mismatch(cmp) +
+         "; discrimination " + py_float_repr(cmp.discrimination) + "\n";
+  } else if (o.verdict == CheckVerdict::kBiased) {
+    t += "BIASED: " + o.checked + " is within the tolerance of " + o.oracle + " (" +
+         py_float_repr(cmp.max_budget_used) + " of it) but its " + bias_line(cmp) + "\n";
+  } else {
+    t += o.checked + " agrees with " + o.oracle + " (" + describe_mismatch(cmp) +
+         "; max abs err " + py_float_repr(cmp.max_abs_err) + ", atol " +
+         py_float_repr(cmp.tol.atol) + ", rtol " + py_float_repr(cmp.tol.rtol);
+    if (cmp.tol.element_atol) {
+      t += ", per-element terms up to " + py_float_repr(cmp.tol.max_element_atol());
+    }
+    t += "; discrimination " + py_float_repr(cmp.discrimination) + "; " + key_weight_phrase(cmp) +
+         "; " + comparison_summary(cmp) +
+         (cmp.bias.biased() ? "; biased, accepted by --allow-bias" : "") + ")\n";
+  }
+  // A check that would pass an all-zero output says so: its verdict carries no weight.
+  // (Where every wanted value is 0, an all-zero output is the answer: no warning.)
+  if (!cmp.rejects_zero() && cmp.max_abs_want > 0.0) {
+    t += a.path + ": warning: this check could not reject an all-zero output (discrimination " +
+         py_float_repr(cmp.discrimination) + " >= 1: the tolerance is at least max|want| = " +
+         py_float_repr(cmp.max_abs_want) + ")\n";
+  }
+  return t;
+}
+
+std::string check_options_error(const CliArgs& a) {
+  if (a.oracle == "literal" && a.literal) {
+    return "--oracle literal compares the case's `out` with the literal schedule; --schedule "
+           "does not apply";
+  }
+  if (a.oracle == "literal" && a.semantics) {
+    return "--semantics chooses the dense reference's rounding points; --oracle literal "
+           "compares with the literal schedule instead";
+  }
+  return "";
+}
+
 }  // namespace rpa

@@ -9,6 +9,7 @@
 
 #include "casefile/case.h"
 #include "cli/cli_args.h"
+#include "cli/json_writer.h"
 #include "oracle/compare.h"
 
 namespace rpa {
@@ -46,6 +47,10 @@ inline const std::set<std::string_view> kCheckFlags = {
 // 0.0012)", or "catches no dropped key" where nothing is guaranteed (Comparison).
 std::string key_weight_phrase(const Comparison& c);
 
+// Why check's options do not fit together ("" when they do): --oracle literal with
+// --schedule or --semantics.
+std::string check_options_error(const CliArgs& a);
+
 // Checks a loaded case as `rpa check` does with these options (nothing printed).
 CheckOutcome check_case(const Case& c, const CliArgs& args);
 // Reads args.path, then check_case.
@@ -58,5 +63,14 @@ std::string comparison_summary(const Comparison& c);
 // Why a bias verdict was given: "mean error ... ulp (SE ...), ...: a mean beyond 6 standard
 // errors and 0.1 ulp is a systematic bias (oracle/bias.cc); --allow-bias accepts it".
 std::string bias_line(const Comparison& c);
+
+// A comparison's fields in an open JSON object (rpa check --json, one case or many).
+void write_comparison_json(JsonWriter& j, const Comparison& c);
+
+// For a computed verdict (agree, mismatch, biased; o.cmp set): what `rpa check CASE` prints,
+// the verdict line naming a.path and, where the check could not reject an all-zero output,
+// a warning line (each ending in a newline); and its --json object (one line, no newline).
+std::string check_text(const CheckOutcome& o, const CliArgs& a);
+std::string check_json(const CheckOutcome& o, const CliArgs& a);
 
 }  // namespace rpa

@@ -19,52 +19,6 @@
 namespace rpa {
 namespace {
 
-void write_bias_json(JsonWriter& j, const BiasStats& b) {
-  j.key("bias").begin_object();
-  j.key("biased").value(b.biased()).key("elements").value(b.elements);
-  j.key("units").value(b.units).key("exact_share").value(b.exact_share());
-  j.key("mean_ulp").value(b.mean_signed()).key("se_ulp").value(b.se_signed());
-  j.key("mean_toward_zero_ulp").value(-b.mean_magnitude());
-  j.key("se_toward_zero_ulp").value(b.se_magnitude());
-  j.end_object();
-}
-
-void write_comparison_json(JsonWriter& j, const Comparison& c) {
-  j.key("agree").value(c.agree());
-  j.key("max_abs_err").value(c.max_abs_err).key("max_rel_err").value(c.max_rel_err);
-  j.key("atol").value(c.tol.atol).key("rtol").value(c.tol.rtol);
-  j.key("max_element_atol").value(c.tol.max_element_atol());
-  j.key("max_tolerance_used").value(c.max_budget_used);
-  j.key("max_abs_want").value(c.max_abs_want);
-  // Infinite when nothing nonzero was compared: JSON has no infinity, so null.
-  if (std::isfinite(c.discrimination)) {
-    j.key("discrimination").value(c.discrimination);
-  } else {
-    j.key("discrimination").null();
-  }
-  j.key("rejects_zero").value(c.rejects_zero());
-  // The least weight of a dropped key sure to be caught (Comparison): null when nothing is
-  // guaranteed (infinite: no value scale or nothing compared).
-  for (const auto& [name, w] : {std::pair{"min_detectable_key_weight", c.min_detectable_key_weight},
-                                std::pair{"key_weight_every_row", c.key_weight_every_row}}) {
-    if (std::isfinite(w)) {
-      j.key(name).value(w);
-    } else {
-      j.key(name).null();
-    }
-  }
-  j.key("compared").value(c.compared).key("mismatches").value(c.mismatches);
-  if (c.first) {
-    const ElementMismatch& m = *c.first;
-    j.key("first").begin_object();
-    j.key("seq").value(m.seq).key("row_in_seq").value(m.row_in_seq).key("row").value(m.row);
-    j.key("head").value(m.head).key("col").value(m.col);
-    j.key("got").value(m.got).key("want").value(m.want).key("allowed").value(m.allowed);
-    j.end_object();
-  }
-  write_bias_json(j, c.bias);
-}
-
 // One case, in detail: the form of `rpa check CASE.npz`.
 int check_one(const CliArgs& a) {
   const CheckOutcome o = check_file(a);
@@ -80,47 +34,7 @@ int check_one(const CliArgs& a) {
     case CheckVerdict::kRejected: report_rejection(a, *o.rejection); return kExitRejected;
     default: break;
   }
-  const Comparison& cmp = *o.cmp;
-  if (a.json) {
-    JsonWriter j;
-    j.begin_object().key("valid").value(true).key("mode").value(mode_name(a.validate.mode));
-    j.key("verdict").value(verdict_name(o.verdict));
-    j.key("checked").value(o.has_out ? "out" : "kernel");
-    j.key("oracle").value(a.oracle == "literal" ? "literal" : "reference");
-    if (a.oracle != "literal") j.key("semantics").value(semantics_name(a.reference_semantics()));
-    if (!o.has_out) j.key("schedule").value(a.literal ? "literal" : "default");
-    if (a.oracle != "literal") j.key("dot_passes").value(dot_pass_count(a.dot_passes));
-    write_comparison_json(j, cmp);
-    std::printf("%s\n", j.end_object().str().c_str());
-  } else if (o.verdict == CheckVerdict::kMismatch) {
-    std::printf("%s: MISMATCH between %s and %s at %s; discrimination %s\n", a.path.c_str(),
-                o.checked.c_str(), o.oracle.c_str(), describe_mismatch(cmp).c_str(),
-                py_float_repr(cmp.discrimination).c_str());
-  } else if (o.verdict == CheckVerdict::kBiased) {
-    std::printf("%s: BIASED: %s is within the tolerance of %s (%s of it) but its %s\n",
-                a.path.c_str(), o.checked.c_str(), o.oracle.c_str(),
-                py_float_repr(cmp.max_budget_used).c_str(), bias_line(cmp).c_str());
-  } else {
-    std::printf("%s: %s agrees with %s (%s; max abs err %s, atol %s, rtol %s", a.path.c_str(),
-                o.checked.c_str(), o.oracle.c_str(), describe_mismatch(cmp).c_str(),
-                py_float_repr(cmp.max_abs_err).c_str(), py_float_repr(cmp.tol.atol).c_str(),
-                py_float_repr(cmp.tol.rtol).c_str());
-    if (cmp.tol.element_atol) {
-      std::printf(", per-element terms up to %s",
-                  py_float_repr(cmp.tol.max_element_atol()).c_str());
-    }
-    std::printf("; discrimination %s; %s; %s%s)\n", py_float_repr(cmp.discrimination).c_str(),
-                key_weight_phrase(cmp).c_str(), comparison_summary(cmp).c_str(),
-                cmp.bias.biased() ? "; biased, accepted by --allow-bias" : "");
-  }
-  // A check that would pass an all-zero output says so: its verdict carries no weight.
-  // (Where every wanted value is 0, an all-zero output is the answer: no warning.)
-  if (!a.json && !cmp.rejects_zero() && cmp.max_abs_want > 0.0) {
-    std::printf("%s: warning: this check could not reject an all-zero output (discrimination "
-                "%s >= 1: the tolerance is at least max|want| = %s)\n",
-                a.path.c_str(), py_float_repr(cmp.discrimination).c_str(),
-                py_float_repr(cmp.max_abs_want).c_str());
-  }
+  std::printf("%s", (a.json ? check_json(o, a) + "\n" : check_text(o, a)).c_str());
   return verdict_exit(o.verdict);
 }
 
@@ -247,14 +161,7 @@ int check_command(const std::vector<std::string_view>& args) {
       !err.empty()) {
     return usage_error(err);
   }
-  if (a.oracle == "literal" && a.literal) {
-    return usage_error("--oracle literal compares the case's `out` with the literal schedule; "
-                       "--schedule does not apply");
-  }
-  if (a.oracle == "literal" && a.semantics) {
-    return usage_error("--semantics chooses the dense reference's rounding points; --oracle "
-                       "literal compares with the literal schedule instead");
-  }
+  if (std::string err = check_options_error(a); !err.empty()) return usage_error(err);
   if (a.paths.size() > 1 || any_directory(a.paths) || !a.junit.empty()) return check_many(a);
   return check_one(a);
 }

@@ -4,42 +4,25 @@
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/run_case.h"
 #include "kernel/paged_kv_view.h"
 #include "kernel/tiled_kernel.h"
-#include "reference/dense_reference.h"
 
 namespace rpa {
 
 int run_command(const std::vector<std::string_view>& args) {
   CliArgs a;
-  if (std::string err = parse_cli_args(
-          args,
-          {"--impl", "-o", "--threads", "--literal", "--schedule", "--semantics", "--mode", "--json",
-           "--target", "--max-bytes"},
-          a);
-      !err.empty()) {
-    return usage_error(err);
-  }
-  if (a.impl != "reference" && a.impl != "kernel") {
-    return usage_error(a.impl.empty() ? "run needs --impl reference or --impl kernel"
-                                      : "--impl takes reference or kernel");
-  }
-  if (a.literal && a.impl != "kernel") {
-    return usage_error("--schedule literal needs --impl kernel");
-  }
-  if (a.semantics && a.impl != "reference") {
-    return usage_error("--semantics chooses the dense reference's rounding points: it needs "
-                       "--impl reference");
-  }
+  if (std::string err = parse_cli_args(args, kRunFlags, a); !err.empty()) return usage_error(err);
+  if (std::string err = run_options_error(a); !err.empty()) return usage_error(err);
   std::optional<Case> c = read_case_or_report(a);
   if (!c) return kExitUnreadable;
-  // The literal schedule says what the Pallas kernel computes: in jax mode it needs no
-  // defined output, only an input the Pallas kernel runs on.
-  const bool jax_literal = a.literal && a.validate.mode == Mode::kJax;
-  if (jax_literal ? !literal_jax_ok(*c, a) : !validate_for_compute(*c, a)) return kExitRejected;
+  RunOutcome run = run_case(*c, a);
+  if (run.rejection) {
+    report_rejection(a, *run.rejection);
+    return kExitRejected;
+  }
   const KernelOptions options = kernel_options(a);
-  Tensor out = a.impl == "kernel" ? tiled_attention(c->inputs, c->params, options)
-                                  : dense_reference(c->inputs, c->params, a.reference_semantics()).out;
+  Tensor out = std::move(*run.out);
   // Defined rows; jax mode's literal schedule also takes a negative cu_q_lens[num_seqs].
   const int64_t rows =
       std::clamp<int64_t>(PagedKvView(c->inputs).total_q_tokens(), 0, c->inputs.q.dim(0));

@@ -1,0 +1,35 @@
+// One case through `rpa run`: the options' consistency and the computation, printed by the
+// command and returned as arrays by the Python package.
+#pragma once
+
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+
+#include "casefile/case.h"
+#include "cli/cli_args.h"
+#include "kernel/tensor.h"
+
+namespace rpa {
+
+// The options rpa run takes.
+inline const std::set<std::string_view> kRunFlags = {
+    "--impl", "-o", "--threads", "--literal", "--schedule", "--semantics", "--mode", "--json",
+    "--target", "--max-bytes"};
+
+// Why run's options do not fit together ("" when they do): --impl missing or unknown,
+// --schedule literal without the kernel, --semantics without the reference.
+std::string run_options_error(const CliArgs& a);
+
+struct RunOutcome {
+  std::optional<Rejection> rejection;  // set when validation rejected the case
+  std::optional<Tensor> out;           // otherwise o [T, Hq, D] in q's dtype
+};
+
+// Validates the case as `rpa run` does (the literal schedule under --mode jax needs only an
+// input the Pallas kernel runs on; everything else a strict-valid one) and computes it with
+// a.impl. Precondition: run_options_error(a) is "".
+RunOutcome run_case(const Case& c, const CliArgs& a);
+
+}  // namespace rpa
