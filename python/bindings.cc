@@ -1,0 +1,455 @@
+// The compiled module of the Python package (rpa._rpa, DESIGN.md section 15): the top layer,
+// beside cli/, which nothing includes. It holds no logic of its own: it turns Python's
+// arrays into the library's Case (borrowing their memory), calls the functions the CLI
+// calls (validation, rpa run's and rpa check's case functions, the case-file reader and
+// writer, the generators), and turns Tensors back into numpy arrays. Option lists are the
+// CLI's own flags, parsed by parse_cli_args, so every option means what it means there.
+//
+// Arrays cross as (dtype name, array): the package's Python side names numpy's or
+// ml_dtypes' dtype and hands over the bits (bfloat16 as uint16, float8 as uint8), never
+// values converted through float. The GIL is released around everything that computes.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "bench/workloads.h"
+#include "casefile/case_file.h"
+#include "cli/check_case.h"
+#include "cli/cli_args.h"
+#include "cli/run_case.h"
+#include "kernel/rule.h"
+#include "kernel/validate.h"
+#include "properties/case_codec.h"
+#include "properties/generate.h"
+#include "properties/materialize.h"
+#include "properties/mutation.h"
+#include "properties/random_source.h"
+#include "properties/spec_model.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace rpa {
+namespace {
+
+using Array = nb::ndarray<nb::ro, nb::device::cpu>;
+// A case's arrays and parameters as the Python side holds them: name -> (dtype name, array)
+// and name -> value (None for an absent parameter).
+using ArrayMap = std::vector<std::pair<std::string, std::pair<std::string, nb::object>>>;
+using ParamMap = nb::dict;
+
+constexpr const char* kArrayNames[] = {"q", "kv_pages", "kv_lens", "page_indices", "cu_q_lens",
+                                       "num_seqs"};
+
+std::string dtype_list() {
+  std::string names;
+  for (int t = 0; t <= static_cast<int>(DType::kBool); ++t) {
+    names += (names.empty() ? "" : ", ") + std::string(dtype_name(static_cast<DType>(t)));
+  }
+  return names;
+}
+
+// A borrowed Tensor over the array's memory: it must be C-contiguous and hold the bits of
+// `dtype` (its itemsize). Throws std::invalid_argument (ValueError) naming the array.
+// `keep` holds the array handles for as long as the tensor is used.
+Tensor borrow_array(const std::string& name, const std::string& dtype, const nb::object& obj,
+                    std::vector<Array>& keep) {
+  const std::optional<DType> t = dtype_from_name(dtype);
+  if (!t) {
+    throw std::invalid_argument(name + ": dtype " + dtype + " is not one rpa reads (" +
+                                dtype_list() + ")");
+  }
+  Array a;
+  if (!nb::try_cast(obj, a)) {
+    throw std::invalid_argument(name + ": the array's memory cannot be read as " + dtype +
+                                " on the CPU (a big-endian or device array?)");
+  }
+  if (a.itemsize() != static_cast<size_t>(dtype_size(*t))) {
+    throw std::invalid_argument(name + ": " + std::to_string(a.itemsize()) +
+                                "-byte items for dtype " + dtype);
+  }
+  Shape shape(a.ndim());
+  int64_t expected_stride = 1;
+  bool contiguous = true;
+  for (size_t k = a.ndim(); k-- > 0;) {
+    shape[k] = static_cast<int64_t>(a.shape(k));
+    if (a.shape(k) != 1 && a.stride(k) != expected_stride) contiguous = false;
+    expected_stride *= shape[k];
+  }
+  if (!contiguous) {
+    throw std::invalid_argument(name + ": the array is not C-contiguous (shape " +
+                                shape_repr(shape) + "); pass numpy.ascontiguousarray(" + name +
+                                ")");
+  }
+  keep.push_back(a);
+  return Tensor::borrow(*t, std::move(shape), static_cast<const std::byte*>(a.data()));
+}
+
+std::optional<double> opt_float(const ParamMap& p, const char* key) {
+  if (!p.contains(key) || p[key].is_none()) return std::nullopt;
+  return nb::cast<double>(p[key]);
+}
+
+std::optional<int64_t> opt_int(const ParamMap& p, const char* key) {
+  if (!p.contains(key) || p[key].is_none()) return std::nullopt;
+  return nb::cast<int64_t>(p[key]);
+}
+
+// A Case over the caller's arrays (borrowed) and the handles that keep them readable.
+struct BorrowedCase {
+  Case c;
+  std::vector<Array> keep;
+};
+
+// The Case the arrays and parameters describe.
+BorrowedCase to_case(const ArrayMap& arrays, const ParamMap& params) {
+  BorrowedCase b;
+  Case& c = b.c;
+  std::vector<bool> seen(std::size(kArrayNames));
+  for (const auto& [name, typed] : arrays) {
+    Tensor t = borrow_array(name, typed.first, typed.second, b.keep);
+    if (name == "q") c.inputs.q = std::move(t);
+    else if (name == "kv_pages") c.inputs.kv_pages = std::move(t);
+    else if (name == "kv_lens") c.inputs.kv_lens = std::move(t);
+    else if (name == "page_indices") c.inputs.page_indices = std::move(t);
+    else if (name == "cu_q_lens") c.inputs.cu_q_lens = std::move(t);
+    else if (name == "num_seqs") c.inputs.num_seqs = std::move(t);
+    else if (name == "out") c.out = std::move(t);
+    else if (name == "expected") c.expected = std::move(t);
+    else throw std::invalid_argument("unknown array " + name);
+    for (size_t k = 0; k < seen.size(); ++k) seen[k] = seen[k] || name == kArrayNames[k];
+  }
+  for (size_t k = 0; k < seen.size(); ++k) {
+    if (!seen[k]) throw std::invalid_argument(std::string(kArrayNames[k]) + " is missing");
+  }
+  Params& p = c.params;
+  p.sm_scale = opt_float(params, "sm_scale").value_or(1.0);
+  p.sliding_window = opt_int(params, "sliding_window");
+  p.soft_cap = opt_float(params, "soft_cap");
+  p.mask_value = opt_float(params, "mask_value");
+  p.k_scale = opt_float(params, "k_scale");
+  p.v_scale = opt_float(params, "v_scale");
+  p.num_kv_pages_per_block = opt_int(params, "num_kv_pages_per_block");
+  p.num_queries_per_block = opt_int(params, "num_queries_per_block");
+  p.vmem_limit_bytes = opt_int(params, "vmem_limit_bytes");
+  return b;
+}
+
+// A numpy array that owns the tensor (moved, not copied): numpy's own dtype where it has
+// one, else the bits (bfloat16 and float16 as uint16, float8 as uint8).
+nb::object to_numpy(Tensor t) {
+  auto* owned = new Tensor(std::move(t));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<Tensor*>(p); });
+  std::vector<size_t> shape(owned->shape().begin(), owned->shape().end());
+  nb::dlpack::dtype dt;
+  switch (owned->dtype()) {
+    case DType::kFloat32: dt = nb::dtype<float>(); break;
+    case DType::kFloat64: dt = nb::dtype<double>(); break;
+    case DType::kInt32: dt = nb::dtype<int32_t>(); break;
+    case DType::kInt64: dt = nb::dtype<int64_t>(); break;
+    case DType::kInt16: dt = nb::dtype<int16_t>(); break;
+    case DType::kInt8: dt = nb::dtype<int8_t>(); break;
+    case DType::kUInt32: dt = nb::dtype<uint32_t>(); break;
+    case DType::kUInt64: dt = nb::dtype<uint64_t>(); break;
+    case DType::kBool: dt = nb::dtype<bool>(); break;
+    case DType::kUInt16:
+    case DType::kBFloat16:
+    case DType::kFloat16: dt = nb::dtype<uint16_t>(); break;
+    default: dt = nb::dtype<uint8_t>(); break;  // uint8, float8
+  }
+  // An empty tensor has no buffer; numpy still wants an address.
+  void* data = owned->numel() > 0 ? static_cast<void*>(owned->data()) : static_cast<void*>(owned);
+  return nb::ndarray<nb::numpy>(data, shape.size(), shape.data(), owner, nullptr, dt).cast();
+}
+
+nb::tuple typed(Tensor t) {
+  const std::string name(dtype_name(t.dtype()));
+  return nb::make_tuple(name, to_numpy(std::move(t)));
+}
+
+// A Case as the Python side builds rpa.Case from it: (arrays, params).
+nb::tuple from_case(Case c) {
+  nb::dict arrays, params;
+  arrays["q"] = typed(std::move(c.inputs.q));
+  arrays["kv_pages"] = typed(std::move(c.inputs.kv_pages));
+  arrays["kv_lens"] = typed(std::move(c.inputs.kv_lens));
+  arrays["page_indices"] = typed(std::move(c.inputs.page_indices));
+  arrays["cu_q_lens"] = typed(std::move(c.inputs.cu_q_lens));
+  arrays["num_seqs"] = typed(std::move(c.inputs.num_seqs));
+  if (c.out) arrays["out"] = typed(std::move(*c.out));
+  if (c.expected) arrays["expected"] = typed(std::move(*c.expected));
+  const Params& p = c.params;
+  params["sm_scale"] = p.sm_scale;
+  params["sliding_window"] = p.sliding_window;
+  params["soft_cap"] = p.soft_cap;
+  params["mask_value"] = p.mask_value;
+  params["k_scale"] = p.k_scale;
+  params["v_scale"] = p.v_scale;
+  params["num_kv_pages_per_block"] = p.num_kv_pages_per_block;
+  params["num_queries_per_block"] = p.num_queries_per_block;
+  params["vmem_limit_bytes"] = p.vmem_limit_bytes;
+  return nb::make_tuple(arrays, params);
+}
+
+// Options as CLI flags, parsed as the command parses them; a bad value raises ValueError
+// with the command's message.
+CliArgs parse_flags(const std::vector<std::string>& flags, const std::set<std::string_view>& allowed) {
+  std::vector<std::string_view> views(flags.begin(), flags.end());
+  CliArgs a;
+  if (std::string err = parse_cli_args(views, allowed, a); !err.empty()) {
+    throw std::invalid_argument(err);
+  }
+  return a;
+}
+
+nb::object rejection_dict(const Rejection& r) {
+  nb::dict d;
+  d["why"] = r.why;
+  d["mode"] = std::string(mode_name(r.mode));
+  if (r.failure) {
+    d["rule"] = std::string(rule_info(r.failure->rule).name);
+    d["message"] = r.failure->message;
+  } else {
+    d["rule"] = nb::none();
+    d["message"] = nb::none();
+  }
+  return d;
+}
+
+nb::list failures_list(const std::vector<Failure>& failures, Mode mode) {
+  nb::list out;
+  for (const Failure& f : failures) {
+    const RuleInfo& info = rule_info(f.rule);
+    out.append(nb::make_tuple(std::string(info.name), f.message,
+                              mode == Mode::kJax && info.jax_crash, failure_line(f, mode)));
+  }
+  return out;
+}
+
+// rpa validate [--mode M] [--target T] [--all]: every failure (or the first), each as
+// (rule, message, jax_crash, line).
+nb::list validate_case(const ArrayMap& arrays, const ParamMap& params,
+                       const std::vector<std::string>& flags) {
+  std::vector<std::string> with_path = flags;
+  with_path.push_back("case");
+  CliArgs a = parse_flags(with_path, {"--mode", "--target", "--all"});
+  const BorrowedCase b = to_case(arrays, params);
+  const Case& c = b.c;
+  std::vector<Failure> failures;
+  {
+    nb::gil_scoped_release release;
+    if (a.all) {
+      failures = validate_all(c.inputs, c.params, a.validate);
+    } else if (auto f = validate(c.inputs, c.params, a.validate)) {
+      failures.push_back(std::move(*f));
+    }
+  }
+  return failures_list(failures, a.validate.mode);
+}
+
+// rpa run: (None, (dtype, out)) or (rejection, None).
+nb::tuple run(const ArrayMap& arrays, const ParamMap& params, const std::vector<std::string>& flags) {
+  std::vector<std::string> with_path = flags;
+  with_path.push_back("case");
+  CliArgs a = parse_flags(with_path, kRunFlags);
+  if (std::string err = run_options_error(a); !err.empty()) throw std::invalid_argument(err);
+  const BorrowedCase b = to_case(arrays, params);
+  const Case& c = b.c;
+  RunOutcome r;
+  {
+    nb::gil_scoped_release release;
+    r = run_case(c, a);
+  }
+  if (r.rejection) return nb::make_tuple(rejection_dict(*r.rejection), nb::none());
+  return nb::make_tuple(nb::none(), typed(std::move(*r.out)));
+}
+
+// rpa check LABEL: (verdict, detail, json, text, rejection); json and text for a computed
+// verdict (the --json object and the lines rpa check prints, naming LABEL).
+nb::tuple check(const ArrayMap& arrays, const ParamMap& params, std::vector<std::string> flags,
+                const std::string& label) {
+  flags.push_back(label);
+  CliArgs a = parse_flags(flags, kCheckFlags);
+  if (std::string err = check_options_error(a); !err.empty()) throw std::invalid_argument(err);
+  const BorrowedCase b = to_case(arrays, params);
+  const Case& c = b.c;
+  CheckOutcome o;
+  std::string json, text;
+  {
+    nb::gil_scoped_release release;
+    o = check_case(c, a);
+    if (o.cmp) {
+      json = check_json(o, a);
+      text = check_text(o, a);
+    }
+  }
+  if (o.verdict == CheckVerdict::kNotApplicable) throw std::invalid_argument(o.detail);
+  return nb::make_tuple(std::string(verdict_name(o.verdict)), o.detail,
+                        o.cmp ? nb::cast(json) : nb::none(), o.cmp ? nb::cast(text) : nb::none(),
+                        o.rejection ? rejection_dict(*o.rejection) : nb::none());
+}
+
+nb::tuple read_case(const std::string& path, int64_t max_bytes) {
+  CaseReadResult r;
+  {
+    nb::gil_scoped_release release;
+    r = read_case_file(path, {.max_bytes = max_bytes});
+  }
+  if (!r.value) throw std::invalid_argument(r.error);
+  return from_case(std::move(*r.value));
+}
+
+nb::tuple read_case_from_bytes(const nb::bytes& data, int64_t max_bytes) {
+  const auto* p = static_cast<const std::byte*>(data.data());
+  CaseReadResult r = read_case_bytes(std::span(p, data.size()), {.max_bytes = max_bytes});
+  if (!r.value) throw std::invalid_argument(r.error);
+  return from_case(std::move(*r.value));
+}
+
+nb::bytes write_case_to_bytes(const ArrayMap& arrays, const ParamMap& params) {
+  const BorrowedCase b = to_case(arrays, params);
+  const Case& c = b.c;
+  const std::vector<std::byte> bytes = write_case_bytes(c);
+  return nb::bytes(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+}
+
+void write_case(const std::string& path, const ArrayMap& arrays, const ParamMap& params) {
+  const BorrowedCase b = to_case(arrays, params);
+  const Case& c = b.c;
+  std::string err;
+  if (!write_case_file(path, c, &err)) throw std::invalid_argument(err);
+}
+
+// A generated spec as the Python side keeps it: (arrays, params, spec hex, description,
+// strict verdict, jax verdict), each verdict (rule, message) or None.
+nb::tuple generated(const props::CaseSpec& spec) {
+  const props::Materialized m = props::materialize(spec);
+  auto verdict = [&](Mode mode) -> nb::object {
+    const std::optional<Failure> f = props::expected_failure(m, mode);
+    if (!f) return nb::none();
+    return nb::make_tuple(std::string(rule_info(f->rule).name), f->message);
+  };
+  Case c;
+  c.inputs = m.inputs;
+  c.params = m.params;
+  nb::tuple t = from_case(std::move(c));
+  return nb::make_tuple(t[0], t[1], props::spec_hex(spec), props::describe(spec),
+                        verdict(Mode::kStrict), verdict(Mode::kJax));
+}
+
+props::BuildOptions options_or_throw(const props::GenOptions& g) {
+  if (!g.options) throw std::invalid_argument(g.error);
+  return *g.options;
+}
+
+// rpa gen --seed S [--profile P] [--size N] [--head-dim D].
+nb::tuple gen(uint64_t seed, const std::string& profile, int size, std::optional<int64_t> head_dim) {
+  if (size < 0 || size > props::kFullSize) {
+    throw std::invalid_argument("size takes 0 to " + std::to_string(props::kFullSize) +
+                                " (got " + std::to_string(size) + ")");
+  }
+  const props::BuildOptions o = options_or_throw(props::gen_options({profile, head_dim}));
+  return generated(props::seeded_spec(seed, size, o));
+}
+
+// rpa gen --spec HEX.
+nb::tuple gen_spec(const std::string& hex) {
+  const std::optional<props::CaseSpec> spec = props::spec_from_hex(hex);
+  if (!spec) {
+    throw std::invalid_argument("spec takes the hex a property or rpa gen printed, whole (" +
+                                std::to_string(hex.size()) + " characters given)");
+  }
+  return generated(*spec);
+}
+
+// The Hypothesis strategies' decoder: bytes through ByteSource (the fuzzers' decoder) under
+// the options; None where an invalid case was asked for and no mutation of the rule applied.
+nb::object decode(const nb::bytes& data, const std::string& profile,
+                  std::optional<int64_t> head_dim, const props::DecodeBounds& bounds, bool valid,
+                  std::optional<std::string> rule) {
+  std::optional<RuleId> rule_id;
+  if (rule) {
+    for (const RuleInfo& info : rule_table()) {
+      if (info.name == *rule) rule_id = info.id;
+    }
+    if (!rule_id) throw std::invalid_argument("no rule named " + *rule);
+  }
+  const props::BuildOptions o =
+      options_or_throw(props::strategy_options({profile, head_dim}, bounds, valid, rule_id));
+  const auto* p = static_cast<const uint8_t*>(data.data());
+  const props::CaseSpec spec = props::decode_case(std::span(p, data.size()), o);
+  if (!valid && spec.mutations.empty()) return nb::none();
+  return generated(spec);
+}
+
+// One of rpa bench's workloads ("decode", "prefill", "mixed") in a dtype.
+nb::tuple workload(const std::string& name, const std::string& dtype) {
+  const std::optional<DType> t = dtype_from_name(dtype);
+  if (!t || !is_kernel_q_dtype(*t)) {
+    throw std::invalid_argument("workload dtype takes float32 or bfloat16 (got " + dtype + ")");
+  }
+  bench::Workload w = bench::build_workload(bench::workload_spec(name, *t));
+  Case c;
+  c.inputs = std::move(w.inputs);
+  c.params = w.params;
+  return from_case(std::move(c));
+}
+
+// The rule table: (name, in jax mode, in strict mode, jax_crash, mutation names).
+nb::list rules() {
+  nb::list out;
+  for (const RuleInfo& info : rule_table()) {
+    nb::list mutations;
+    for (props::MutationKind k : props::all_mutation_kinds()) {
+      if (props::mutation_rule(k) == info.id) mutations.append(std::string(props::mutation_name(k)));
+    }
+    out.append(nb::make_tuple(std::string(info.name), info.in(Mode::kJax), info.in(Mode::kStrict),
+                              info.jax_crash, mutations));
+  }
+  return out;
+}
+
+}  // namespace
+}  // namespace rpa
+
+NB_MODULE(_rpa, m) {
+  using namespace rpa;
+  m.doc() = "rpa's C++ library (the CLI's): validation, the dense reference, the tiled kernel, "
+            "the oracle, case files and generators. Use the rpa package, not this module.";
+  nb::class_<props::DecodeBounds>(m, "DecodeBounds")
+      .def(nb::init<>())
+      .def_rw("max_seqs", &props::DecodeBounds::max_seqs)
+      .def_rw("max_kv_len", &props::DecodeBounds::max_kv_len)
+      .def_rw("max_head_dim", &props::DecodeBounds::max_head_dim)
+      .def_rw("max_page_size", &props::DecodeBounds::max_page_size);
+  m.def("validate", &validate_case, "arrays"_a, "params"_a, "flags"_a);
+  m.def("run", &run, "arrays"_a, "params"_a, "flags"_a);
+  m.def("check", &check, "arrays"_a, "params"_a, "flags"_a, "label"_a);
+  m.def("read_case", &read_case, "path"_a, "max_bytes"_a);
+  m.def("read_case_bytes", &read_case_from_bytes, "data"_a, "max_bytes"_a);
+  m.def("write_case", &write_case, "path"_a, "arrays"_a, "params"_a);
+  m.def("write_case_bytes", &write_case_to_bytes, "arrays"_a, "params"_a);
+  m.def("gen", &gen, "seed"_a, "profile"_a, "size"_a, "head_dim"_a.none());
+  m.def("gen_spec", &gen_spec, "hex"_a);
+  m.def("decode", &decode, "data"_a, "profile"_a, "head_dim"_a.none(), "bounds"_a, "valid"_a,
+        "rule"_a.none());
+  m.def("workload", &workload, "name"_a, "dtype"_a);
+  m.def("rules", &rules);
+  m.attr("default_max_bytes") = CaseReadOptions{}.max_bytes;
+  m.attr("full_size") = props::kFullSize;
+}

@@ -1,0 +1,317 @@
+"""The functions of the rpa package: validate, reference, kernel, check, gen, workload. Each
+calls the C++ function the matching CLI command calls, with the CLI's own options."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import tempfile
+from typing import Any, Optional
+
+import numpy as np
+
+from rpa import _rpa
+from rpa._case import ArrayLike, Case, as_numpy, from_native
+
+
+class Rejected(ValueError):
+    """Validation rejected the case, so it has no defined output (or, in jax mode, JAX
+    raises). ``rule`` and ``message`` are the rule's id and JAX-style message (None where the
+    literal schedule cannot run the dtypes), ``mode`` the mode that rejected it."""
+
+    def __init__(self, why: str, rule: Optional[str], message: Optional[str], mode: str):
+        super().__init__(why)
+        self.why, self.rule, self.message, self.mode = why, rule, message, mode
+
+
+class CheckFailed(AssertionError):
+    """A check's verdict was mismatch or biased. The message is what ``rpa check`` prints,
+    then the command that replays the saved case (``path``) with the CLI."""
+
+    def __init__(self, text: str, result: "CheckResult", path: Optional[str]):
+        super().__init__(text)
+        self.result, self.path = result, path
+
+
+def _python_names(message: str) -> str:
+    """A CLI option error in the package's names: '--dot-passes takes 6, 3 or 1' ->
+    'dot_passes takes 6, 3 or 1'."""
+    return re.sub(r"--([a-z][a-z-]*)", lambda m: m.group(1).replace("-", "_"), message)
+
+
+def _call(fn, *args):
+    try:
+        return fn(*args)
+    except ValueError as e:
+        raise ValueError(_python_names(str(e))) from None
+
+
+def _flags(**options: Any) -> list[str]:
+    flags: list[str] = []
+    for name, value in options.items():
+        if value is None or value is False:
+            continue
+        flag = "--" + name.replace("_", "-")
+        flags += [flag] if value is True else [flag, str(value)]
+    return flags
+
+
+def _rejected(r: dict) -> Rejected:
+    return Rejected(r["why"], r["rule"], r["message"], r["mode"])
+
+
+# -- validation ------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Failure:
+    """One failing rule: its id, JAX-style message, whether JAX crashes there instead of
+    raising (jax mode), and the line rpa validate prints."""
+
+    rule: str
+    message: str
+    jax_crash: bool
+    line: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """What validation says of a case in one mode. True when valid; ``rule``, ``message`` and
+    ``jax_crash`` are those of the first failing rule, ``failures`` every failing rule in
+    table order."""
+
+    valid: bool
+    mode: str
+    failures: tuple[Failure, ...]
+
+    @property
+    def rule(self) -> Optional[str]:
+        return self.failures[0].rule if self.failures else None
+
+    @property
+    def message(self) -> Optional[str]:
+        return self.failures[0].message if self.failures else None
+
+    @property
+    def jax_crash(self) -> bool:
+        return bool(self.failures) and self.failures[0].jax_crash
+
+    def __bool__(self) -> bool:
+        return self.valid
+
+    def __str__(self) -> str:
+        if self.valid:
+            return f"valid in {self.mode} mode"
+        return f"rejected in {self.mode} mode by {self.failures[0].line}"
+
+
+def validate(case: Case, mode: str = "strict", target: Optional[str] = None) -> Verdict:
+    """Validates the case as ``rpa validate --all`` does. mode: "strict" (exactly the inputs
+    with a defined output) or "jax" (JAX 0.10.2's own validators); target: the TPU generation
+    whose VMEM/SMEM bound strict mode (default v6e)."""
+    arrays, params = case._native()
+    failures = _call(_rpa.validate, arrays, params,
+                     _flags(mode=mode, target=target, all=True))
+    return Verdict(not failures, mode, tuple(Failure(*f) for f in failures))
+
+
+# -- computing -------------------------------------------------------------------------------
+def _run(case: Case, **options: Any) -> np.ndarray:
+    arrays, params = case._native()
+    rejection, out = _call(_rpa.run, arrays, params, _flags(**options))
+    if rejection is not None:
+        raise _rejected(rejection)
+    return from_native(out)
+
+
+def reference(case: Case, semantics: str = "kernel", mode: str = "strict",
+              target: Optional[str] = None) -> np.ndarray:
+    """The dense reference's output o [T, Hq, D] in q's dtype (``rpa run --impl reference``).
+    semantics: "kernel" (as JAX's Pallas kernel rounds) or "reference" (as JAX's
+    ref_ragged_paged_attention). Rows past cu_q_lens[num_seqs] are 0. Raises Rejected unless
+    strict validation accepts the case."""
+    return _run(case, impl="reference", semantics=semantics, mode=mode, target=target)
+
+
+def kernel(case: Case, schedule: str = "default", threads: Optional[int] = None,
+           mode: str = "strict", target: Optional[str] = None) -> np.ndarray:
+    """The TPU-tiled kernel's output o [T, Hq, D] in q's dtype (``rpa run --impl kernel``).
+    schedule: "default" (fast) or "literal" (the Pallas program step by step; with
+    mode="jax" it runs any input JAX accepts). threads: worker threads, None for every core
+    (the bits never depend on it). Raises Rejected when validation rejects the case."""
+    return _run(case, impl="kernel", schedule=schedule, threads=threads, mode=mode,
+                target=target)
+
+
+# -- checking --------------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class Mismatch:
+    """The first element outside the tolerance."""
+
+    seq: int
+    row_in_seq: int
+    row: int
+    head: int
+    col: int
+    got: float
+    want: float
+    allowed: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Bias:
+    """Signed error in ulps of the output dtype (DESIGN.md section 6)."""
+
+    biased: bool
+    elements: int
+    units: int
+    exact_share: float
+    mean_ulp: float
+    se_ulp: float
+    mean_toward_zero_ulp: float
+    se_toward_zero_ulp: float
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckResult:
+    """The verdict of a check and what it rests on (the fields of ``rpa check --json``).
+
+    verdict: "agree", "mismatch", "biased" or "rejected". share_of_tolerance: the worst
+    element's error as a share of its tolerance. discrimination: the least tolerance /
+    |want| (below 1 an all-zero output fails). min_detectable_key_weight: the least weight
+    of a dropped key this check is sure to catch. text: the lines ``rpa check`` prints."""
+
+    verdict: str
+    case: Case
+    flags: tuple[str, ...]
+    text: Optional[str] = None
+    detail: str = ""
+    share_of_tolerance: Optional[float] = None
+    discrimination: Optional[float] = None
+    min_detectable_key_weight: Optional[float] = None
+    key_weight_every_row: Optional[float] = None
+    max_abs_err: Optional[float] = None
+    atol: Optional[float] = None
+    rtol: Optional[float] = None
+    compared: int = 0
+    mismatches: int = 0
+    first_mismatch: Optional[Mismatch] = None
+    bias: Optional[Bias] = None
+    rejection: Optional[Rejected] = None
+    json: dict = dataclasses.field(default_factory=dict, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """True for "agree"."""
+        return self.verdict == "agree"
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __str__(self) -> str:
+        return self.text.rstrip("\n") if self.text else f"case: {self.verdict} ({self.detail})"
+
+    def raise_for_verdict(self, save_dir: Optional[str] = None) -> "CheckResult":
+        """Returns self when the verdict is "agree". A mismatch or a bias raises CheckFailed:
+        the case (with the output checked) is saved under save_dir (default: $RPA_FAILURE_DIR,
+        else rpa-failures/ in the temporary directory) and the message ends with the
+        ``rpa check`` command that replays it. A rejected case raises Rejected."""
+        if self.verdict == "agree":
+            return self
+        if self.verdict == "rejected" and self.rejection is not None:
+            raise self.rejection
+        path = _save_failure(self.case, save_dir)
+        replay = " ".join(["rpa check", path, *self.flags])
+        raise CheckFailed(f"{self}\nreplay: {replay}", self, path)
+
+
+def _save_failure(case: Case, save_dir: Optional[str]) -> str:
+    folder = save_dir or os.environ.get("RPA_FAILURE_DIR") or os.path.join(
+        tempfile.gettempdir(), "rpa-failures")
+    os.makedirs(folder, exist_ok=True)
+    data = case.to_bytes()
+    path = os.path.join(folder, f"case-{hashlib.sha256(data).hexdigest()[:16]}.npz")
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def _optional_float(j: dict, key: str) -> Optional[float]:
+    v = j.get(key)
+    return None if v is None else float(v)
+
+
+def check(case: Case, out: Optional[ArrayLike] = None, *, semantics: Optional[str] = None,
+          oracle: str = "reference", schedule: Optional[str] = None, mode: str = "strict",
+          target: Optional[str] = None, threads: Optional[int] = None, dot_passes: int = 6,
+          allow_bias: bool = False, label: str = "case") -> CheckResult:
+    """Checks an output as ``rpa check`` does: ``out`` (else the case's own ``out``, else the
+    tiled kernel's output with ``schedule``) against the dense reference in ``semantics``
+    (default "kernel"), or with oracle="literal" against the literal schedule (the Pallas
+    program) under the schedule tolerance. allow_bias: a biased output still agrees.
+    dot_passes: the bfloat16 passes a TPU makes of a float32 dot (6, 3 or 1). The result's
+    text names the case ``label``. Raises ValueError for options that do not fit together."""
+    if out is not None:
+        case = case.replace(out=as_numpy("out", out))
+    flags = _flags(mode=mode, target=target, semantics=semantics, oracle=oracle,
+                   schedule=schedule, threads=threads, dot_passes=dot_passes,
+                   allow_bias=allow_bias)
+    arrays, params = case._native()
+    verdict, detail, js, text, rejection = _call(_rpa.check, arrays, params, flags, label)
+    replay_flags = tuple(f for f in flags if f not in ("--threads",))
+    if js is None:
+        return CheckResult(verdict, case, replay_flags, detail=detail,
+                           rejection=_rejected(rejection) if rejection else None)
+    j = json.loads(js)
+    b = j["bias"]
+    first = j.get("first")
+    return CheckResult(
+        verdict, case, replay_flags, text=text, detail=detail,
+        share_of_tolerance=float(j["max_tolerance_used"]),
+        discrimination=_optional_float(j, "discrimination"),
+        min_detectable_key_weight=_optional_float(j, "min_detectable_key_weight"),
+        key_weight_every_row=_optional_float(j, "key_weight_every_row"),
+        max_abs_err=float(j["max_abs_err"]), atol=float(j["atol"]), rtol=float(j["rtol"]),
+        compared=int(j["compared"]), mismatches=int(j["mismatches"]),
+        first_mismatch=Mismatch(**first) if first else None,
+        bias=Bias(**b), json=j)
+
+
+# -- generating ------------------------------------------------------------------------------
+def _generated(native: tuple) -> Case:
+    arrays, params, spec, description, _strict, _jax = native
+    return Case._from_native((arrays, params), spec=spec, description=description)
+
+
+def gen(seed: Optional[int] = None, *, profile: Optional[str] = None, size: int = 100,
+        head_dim: Optional[int] = None, spec: Optional[str] = None) -> Case:
+    """A generated case, as ``rpa gen`` writes it: from a seed (profile "decode", "prefill",
+    "mixed", "long" or "edge", None for any mix; size 0 to 400 scales the batch as in a
+    RapidCheck run; head_dim fixes the head dimension), or from the hex ``spec`` a property,
+    the campaign or a generated case (``case.spec``) printed."""
+    if (seed is None) == (spec is None):
+        raise ValueError("gen takes one of seed and spec")
+    if spec is not None:
+        if profile is not None or head_dim is not None:
+            raise ValueError("profile and head_dim go with seed, not spec")
+        return _generated(_call(_rpa.gen_spec, spec))
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed takes a non-negative integer (got {seed!r})")
+    return _generated(_call(_rpa.gen, int(seed) % 2**64, profile or "", int(size), head_dim))
+
+
+def workload(name: str = "decode", dtype: str = "float32") -> Case:
+    """One of ``rpa bench``'s workloads: "decode" (16 sequences, 1 query, kv 1024),
+    "prefill" (512 queries, kv 512) or "mixed" (JAX's test mix); 32 q heads, 8 kv heads,
+    head_dim 128, page size 16; dtype "float32" or "bfloat16"."""
+    return Case._from_native(_call(_rpa.workload, name, dtype))
+
+
+def rules() -> list[tuple[str, bool, bool, bool, list[str]]]:
+    """The rule table: (rule id, checked in jax mode, checked in strict mode, JAX crashes
+    there instead of raising, the named mutations that break it)."""
+    return [tuple(r) for r in _rpa.rules()]  # type: ignore[misc]
+
+
+__all__ = ["Rejected", "CheckFailed", "Failure", "Verdict", "validate", "reference", "kernel",
+           "Mismatch", "Bias", "CheckResult", "check", "gen", "workload", "rules"]

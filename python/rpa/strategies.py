@@ -1,0 +1,107 @@
+"""Hypothesis strategies over ragged paged attention cases (DESIGN.md section 15).
+
+Each strategy draws a byte string and decodes it with the fuzzers' decoder (ByteSource through
+the generators' visit_case, in C++): the first bytes pick the batch mix and dtypes, then the
+heads, head_dim, page size, sequences and their lengths, the page table, the data and the
+parameters. A byte string that runs out reads the low end of every range, so when Hypothesis
+shrinks the bytes (shorter, smaller) the case shrinks with them: fewer sequences, shorter
+ones, fewer heads, float32, no soft cap. A failing example prints as a Case whose ``spec``
+replays it with ``rpa gen --spec HEX -o case.npz``.
+
+    from hypothesis import given
+    import rpa
+
+    @given(rpa.strategies.cases(profile="mixed"))
+    def test_my_kernel(case):
+        rpa.check(case, my_kernel(*case.call_args()[0], **case.call_args()[1])).raise_for_verdict()
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from hypothesis import strategies as st
+
+from rpa import _rpa
+from rpa._case import Case
+
+# How many bytes a case may read. Past them every choice takes the low end of its range.
+DEFAULT_MAX_BYTES = 1024
+
+
+def _bounds(max_seqs: int, max_kv_len: int, max_head_dim: int, max_page_size: int):
+    b = _rpa.DecodeBounds()
+    b.max_seqs, b.max_kv_len = max_seqs, max_kv_len
+    b.max_head_dim, b.max_page_size = max_head_dim, max_page_size
+    return b
+
+
+def _decoded(data: bytes, profile: Optional[str], head_dim: Optional[int], bounds, valid: bool,
+             rule: Optional[str]):
+    """(case, strict verdict, jax verdict) or None (no mutation of the rule applied)."""
+    native = _rpa.decode(data, profile or "", head_dim, bounds, valid, rule)
+    if native is None:
+        return None
+    arrays, params, spec, description, strict, jax = native
+    case = Case._from_native((arrays, params), spec=spec, description=description)
+    return case, strict, jax
+
+
+def _check_profile(profile: Optional[str], head_dim: Optional[int], bounds) -> None:
+    # Raises ValueError at strategy definition, not on the first draw.
+    _rpa.decode(b"", profile or "", head_dim, bounds, True, None)
+
+
+def cases(profile: Optional[str] = None, *, valid: bool = True, head_dim: Optional[int] = None,
+          max_seqs: int = 8, max_kv_len: int = 256, max_head_dim: int = 128,
+          max_page_size: int = 16, max_bytes: int = DEFAULT_MAX_BYTES) -> st.SearchStrategy[Case]:
+    """Cases of the generators. profile: "decode", "prefill", "mixed", "long" or None (any
+    mix). valid=True: only cases strict validation accepts (the spec model's verdict: a
+    generated case that hits a rule where the Pallas kernel departs from the definition is
+    left out), so every one has a defined output; valid=False: one named mutation each (see
+    invalid_cases for the rule it breaks). head_dim fixes the head dimension (JAX's Pallas
+    kernel runs on the CPU at multiples of 128 only); the max_* bounds narrow the generators'
+    own (up to 48 sequences, kv_len 768, head_dim 256, page size 32) so that each case checks
+    in milliseconds."""
+    bounds = _bounds(max_seqs, max_kv_len, max_head_dim, max_page_size)
+    _check_profile(profile, head_dim, bounds)
+    decoded = st.binary(max_size=max_bytes).map(
+        lambda data: _decoded(data, profile, head_dim, bounds, valid, None))
+    if valid:
+        decoded = decoded.filter(lambda d: d is not None and d[1] is None)
+    else:
+        decoded = decoded.filter(lambda d: d is not None)
+    return decoded.map(lambda d: d[0])
+
+
+def invalid_cases(rule: Optional[str] = None, *, mode: str = "strict",
+                  profile: Optional[str] = None, head_dim: Optional[int] = None,
+                  max_seqs: int = 8, max_kv_len: int = 256, max_head_dim: int = 128,
+                  max_page_size: int = 16,
+                  max_bytes: int = DEFAULT_MAX_BYTES) -> st.SearchStrategy[tuple[Case, str]]:
+    """(case, rule): a valid case broken by one named mutation (DESIGN.md section 9), and the
+    rule the mode ("strict" or "jax") must report for it, from the spec model (never from the
+    validator). rule: draw only mutations named after that rule, and only cases whose expected
+    verdict is that rule (some rules need shapes: e.g. heads_not_divisible two kv heads);
+    rpa.rules() lists the rules and their mutations. Cases the mutation leaves valid in the
+    mode are left out."""
+    if mode not in ("strict", "jax"):
+        raise ValueError(f"mode takes strict or jax (got {mode!r})")
+    bounds = _bounds(max_seqs, max_kv_len, max_head_dim, max_page_size)
+    _check_profile(profile, head_dim, bounds)
+    if rule is not None and not any(r[0] == rule for r in _rpa.rules()):
+        raise ValueError(f"no rule named {rule}")
+    at = 1 if mode == "strict" else 2
+
+    def expected(d) -> Optional[tuple[Case, str]]:
+        if d is None or d[at] is None:
+            return None
+        if rule is not None and d[at][0] != rule:
+            return None
+        return d[0], d[at][0]
+
+    return (st.binary(max_size=max_bytes)
+            .map(lambda data: expected(_decoded(data, profile, head_dim, bounds, False, rule)))
+            .filter(lambda x: x is not None))
+
+
+__all__ = ["cases", "invalid_cases", "DEFAULT_MAX_BYTES"]
