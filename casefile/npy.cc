@@ -101,13 +101,14 @@ std::string parse_descr(std::string_view s, Descr* out) {
     if (*size == 2) {
       return what +
              " (an ml_dtypes bfloat16 array saved directly?): save bfloat16 as its uint16 bits "
-             "(x.view(np.uint16)) with a 0-d q_dtype/kv_dtype string member, or use "
-             "tools/rpa_case.py";
+             "(x.view(np.uint16)) with a 0-d q_dtype/kv_dtype string member, or write the "
+             "case with rpa.Case";
     }
     if (*size == 1) {
       return what +
              " (an ml_dtypes float8 array saved directly?): save float8 as its uint8 bits "
-             "(x.view(np.uint8)) with a 0-d kv_dtype string member, or use tools/rpa_case.py";
+             "(x.view(np.uint8)) with a 0-d kv_dtype string member, or write the case with "
+             "rpa.Case";
     }
     return what + ", which is not supported";
   }

@@ -658,7 +658,7 @@ TEST(Npy, RefusesMalformedFiles) {
       {"bfloat16 as void", npy(header("<V2", "(6,)"), f32x3),
        "descr '<V2' is an opaque void type (an ml_dtypes bfloat16 array saved directly?): save "
        "bfloat16 as its uint16 bits (x.view(np.uint16)) with a 0-d q_dtype/kv_dtype string "
-       "member, or use tools/rpa_case.py"},
+       "member, or write the case with rpa.Case"},
       {"float8 as void", npy(header("|V1", "(12,)"), f32x3), "x.view(np.uint8)"},
       {"float8_e5m2 as ml_dtypes saves it", npy(header("<f1", "(12,)"), f32x3),
        "descr '<f1' names no numpy type (an ml_dtypes float8 array saved directly?)"},
@@ -733,7 +733,7 @@ TEST(CaseFileRead, NamesTheMemberAndTheProblem) {
       {"void", with_member(c, "kv_pages.npy", npy(header("|V1", "(12,)"), f32x3)),
        "member 'kv_pages.npy': descr '|V1' is an opaque void type (an ml_dtypes float8 array "
        "saved directly?): save float8 as its uint8 bits (x.view(np.uint8)) with a 0-d kv_dtype "
-       "string member, or use tools/rpa_case.py"},
+       "string member, or write the case with rpa.Case"},
       {"fortran", with_member(c, "q.npy", npy(header("<f4", "(3,)", "True"), f32x3)),
        "member 'q.npy': fortran_order True is not supported: save a C-ordered array "
        "(np.ascontiguousarray)"},

@@ -11,7 +11,8 @@ bias verdict end to end.
 - bias: a bfloat16 case whose `out` is the kernel's float32 result truncated is 'biased'
   (exit 1, accepted by --allow-bias); the same result rounded to nearest even agrees.
 
-Usage: cli_check_many_test.py RPA_BINARY REPO_ROOT
+Usage: cli_check_many_test.py RPA_BINARY REPO_ROOT (with the rpa package's python, for the
+case files: scripts/python_venv.sh build/venv)
 """
 import json
 import os
@@ -20,12 +21,14 @@ import sys
 import tempfile
 import xml.etree.ElementTree as ET
 
+import ml_dtypes
 import numpy as np
+
+import rpa as rpa_package
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_harness import ROOT, check, finish, rpa  # noqa: E402  (reads argv)
 import make_mode_corpus  # noqa: E402
-import rpa_case  # noqa: E402
 
 
 def to_bf16_bits(x):
@@ -56,9 +59,10 @@ def check_many(work):
     with open(os.path.join(d, "ignored.txt"), "w") as f:
         f.write("not a case")
     case = make_mode_corpus.base(seed=1)
-    rpa_case.save_case(os.path.join(d, "bad_out.npz"), **case,
-                       out=np.full_like(case["q"], 7.0))
-    rpa_case.save_case(os.path.join(d, "rejected.npz"), **make_mode_corpus.with_(case, soft_cap=0.0))
+    rpa_package.Case(**case, out=np.full_like(case["q"], 7.0)).save(
+        os.path.join(d, "bad_out.npz"))
+    rpa_package.Case(**make_mode_corpus.with_(case, soft_cap=0.0)).save(
+        os.path.join(d, "rejected.npz"))
 
     xml = os.path.join(work, "check.xml")
     p = rpa("check", d, "--junit", xml)
@@ -163,17 +167,17 @@ def bias(work):
     q_bits, kv_bits = to_bf16_bits(case["q"]), to_bf16_bits(case["kv_pages"])
     wide = dict(case, q=bf16_as_f32(q_bits), kv_pages=bf16_as_f32(kv_bits))
     wide_path, wide_out = os.path.join(work, "wide.npz"), os.path.join(work, "wide_out.npz")
-    rpa_case.save_case(wide_path, **wide)
+    rpa_package.Case(**wide).save(wide_path)
     p = rpa("run", wide_path, "--impl", "kernel", "-o", wide_out)
     check("the kernel's float32 result", p.returncode == 0, p.stderr)
-    f32 = rpa_case.load_case(wide_out)["out"].astype(np.float32)
+    f32 = rpa_package.Case.load(wide_out).out.astype(np.float32)
     truncated = (f32.view(np.uint32) >> 16).astype(np.uint16)
     nan = np.isnan(f32)
     truncated[nan] = to_bf16_bits(f32)[nan]
-    bf16 = dict(case, q=q_bits, kv_pages=kv_bits, q_dtype="bfloat16", kv_dtype="bfloat16")
+    bf16 = dict(case, q=q_bits.view(ml_dtypes.bfloat16), kv_pages=kv_bits.view(ml_dtypes.bfloat16))
     for name, out, want in (("nearest", to_bf16_bits(f32), "agree"), ("truncated", truncated, "biased")):
         path = os.path.join(work, f"{name}.npz")
-        rpa_case.save_case(path, **bf16, out=out)
+        rpa_package.Case(**bf16, out=out.view(ml_dtypes.bfloat16)).save(path)
         p = rpa("check", path, "--json")
         j = json.loads(p.stdout)
         check(f"{name}: verdict {want}", j.get("verdict") == want and j.get("agree") is True and

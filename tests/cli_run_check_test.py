@@ -3,21 +3,24 @@
 mismatches located exactly, undefined rows ignored, the strict gate in jax mode, and the
 exit codes for missing or malformed `out`, usage errors and unreadable files.
 
-Usage: cli_run_check_test.py RPA_BINARY REPO_ROOT
+Usage: cli_run_check_test.py RPA_BINARY REPO_ROOT (with the rpa package's python, for the
+case files: scripts/python_venv.sh build/venv)
 """
 import json
 import os
 import sys
 import tempfile
 
+import ml_dtypes
 import numpy as np
+
+import rpa as rpa_package
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_harness import MODES, check, finish, rpa  # noqa: E402  (reads argv)
 import make_mode_corpus  # noqa: E402
-import rpa_case  # noqa: E402
 
-INPUTS = rpa_case.REQUIRED_ARRAYS
+INPUTS = ("q", "kv_pages", "kv_lens", "page_indices", "cu_q_lens", "num_seqs")
 
 
 def as_json(p):
@@ -48,9 +51,18 @@ def to_bf16_bits(x):
 
 def bf16_case():
     case = make_mode_corpus.base(seed=1)
-    case["q"] = to_bf16_bits(case["q"])
-    case["kv_pages"] = to_bf16_bits(case["kv_pages"])
+    case["q"] = to_bf16_bits(case["q"]).view(ml_dtypes.bfloat16)
+    case["kv_pages"] = to_bf16_bits(case["kv_pages"]).view(ml_dtypes.bfloat16)
     return case, dict(q_dtype="bfloat16", kv_dtype="bfloat16")
+
+
+def save(path, case, **extra):
+    """Writes a case file with rpa.Case (an `out` given as bfloat16 bits is saved as
+    bfloat16 when q is)."""
+    out = extra.get("out")
+    if out is not None and out.dtype == np.uint16 and case["q"].dtype.name == "bfloat16":
+        extra["out"] = out.view(ml_dtypes.bfloat16)
+    rpa_package.Case(**case, **extra).save(path)
 
 
 def locate(case, row):
@@ -62,8 +74,8 @@ def locate(case, row):
     return seq, row - int(cu[seq])
 
 
-def save_with_out(path, case, dtypes, out):
-    rpa_case.save_case(path, **case, **dtypes, out=out)
+def save_with_out(path, case, out):
+    save(path, case, out=out)
 
 
 def defined_elements(case):
@@ -76,7 +88,7 @@ def test_run_and_check(tmp, label, case, dtypes):
     changes on undefined rows. Returns nothing; every step is a check."""
     src = os.path.join(tmp, f"{label}.npz")
     out_path = os.path.join(tmp, f"{label}_out.npz")
-    rpa_case.save_case(src, **case, **dtypes)
+    save(src, case)
 
     p = rpa("run", src, "--impl", "reference", "-o", out_path)
     check(f"{label}: run exit 0", p.returncode == 0, f"rc={p.returncode} {p.stderr!r}")
@@ -84,15 +96,17 @@ def test_run_and_check(tmp, label, case, dtypes):
           repr(p.stdout))
     if p.returncode != 0:
         return
-    written = rpa_case.load_case(out_path)
+    written = rpa_package.Case.load(out_path)
     for name in INPUTS:
-        check(f"{label}: {name} unchanged", same_array(written[name], case[name]),
-              f"{bits(written[name]).dtype} {written[name].shape}")
-    q_dtype = dtypes.get("q_dtype")
-    check(f"{label}: q_dtype member", written["q_dtype"] == q_dtype, repr(written["q_dtype"]))
-    check(f"{label}: kv_dtype member", written["kv_dtype"] == dtypes.get("kv_dtype"),
-          repr(written["kv_dtype"]))
-    out = written["out"]
+        check(f"{label}: {name} unchanged", same_array(getattr(written, name), case[name]),
+              f"{bits(getattr(written, name)).dtype} {getattr(written, name).shape}")
+    # The q_dtype / kv_dtype members name the dtypes (the reader gives q and kv_pages them).
+    check(f"{label}: q_dtype member", written.q.dtype.name == dtypes.get("q_dtype", "float32"),
+          repr(written.q.dtype))
+    check(f"{label}: kv_dtype member",
+          written.kv_pages.dtype.name == dtypes.get("kv_dtype", "float32"),
+          repr(written.kv_pages.dtype))
+    out = written.out
     check(f"{label}: out present", out is not None)
     if out is None:
         return
@@ -100,7 +114,7 @@ def test_run_and_check(tmp, label, case, dtypes):
     check(f"{label}: out shape is q's", out.shape == case["q"].shape, str(out.shape))
     check(f"{label}: out dtype is q's storage", out.dtype == bits(case["q"]).dtype,
           str(out.dtype))
-    check(f"{label}: no expected member", written["expected"] is None)
+    check(f"{label}: no expected member", written.expected is None)
     rows = int(case["cu_q_lens"][int(case["num_seqs"][0])])
     # out as float32 values (bfloat16 bits widen exactly).
     values = ((out.astype(np.uint32) << 16).view(np.float32) if out.dtype == np.uint16
@@ -144,7 +158,7 @@ def test_run_and_check(tmp, label, case, dtypes):
     check(f"{label}: rerun exit 0", p.returncode == 0, p.stderr)
     if p.returncode == 0:
         check(f"{label}: rerun same out",
-              same_array(rpa_case.load_case(again)["out"], written["out"]))
+              same_array(rpa_package.Case.load(again).out, written.out))
 
     # One planted error: sequence 1, row 2 of it (q row cu_q_lens[1] + 2), head 2, col 5.
     row, head, col = int(case["cu_q_lens"][1]) + 2, 2, 5
@@ -160,7 +174,7 @@ def test_run_and_check(tmp, label, case, dtypes):
         planted = float(bad[row, head, col])
     want = float(values[row, head, col])
     bad_path = os.path.join(tmp, f"{label}_bad.npz")
-    save_with_out(bad_path, case, dtypes, bad)
+    save_with_out(bad_path, case, bad)
     p = rpa("check", bad_path, "--json")
     j = as_json(p)
     check(f"{label}: mismatch exit 1", p.returncode == 1, f"rc={p.returncode} {p.stderr!r}")
@@ -195,7 +209,7 @@ def test_run_and_check(tmp, label, case, dtypes):
         junk[rows:] = np.nan
         junk[-1] = 1e30
     junk_path = os.path.join(tmp, f"{label}_junk.npz")
-    save_with_out(junk_path, case, dtypes, junk)
+    save_with_out(junk_path, case, junk)
     p = rpa("check", junk_path, "--json")
     j = as_json(p)
     check(f"{label}: undefined rows ignored", p.returncode == 0 and j.get("agree") is True
@@ -205,7 +219,7 @@ def test_run_and_check(tmp, label, case, dtypes):
 def test_check_without_or_with_bad_out(tmp):
     case = make_mode_corpus.base()
     path = os.path.join(tmp, "no_out.npz")
-    rpa_case.save_case(path, **case)
+    save(path, case)
     # Without `out`, check runs the tiled kernel and compares it with the reference.
     p = rpa("check", path)
     check("no out checks the kernel", p.returncode == 0
@@ -236,13 +250,13 @@ def test_check_without_or_with_bad_out(tmp):
                        ("dim", np.zeros(q.shape[:2] + (q.shape[2] + 1,), np.float32)),
                        ("rank", np.zeros(q.shape[:2], np.float32))):
         path = os.path.join(tmp, f"bad_out_{label}.npz")
-        rpa_case.save_case(path, **case, out=out)
+        save(path, case, out=out)
         p = rpa("check", path)
         check(f"wrong-shape out ({label}) exit 3", p.returncode == 3,
               f"rc={p.returncode} {p.stderr!r}")
         check(f"wrong-shape out ({label}) one stderr line", p.stderr.count("\n") == 1,
               repr(p.stderr))
-    # Right shape, wrong dtype (rpa_case refuses to write it; plain numpy does).
+    # Right shape, wrong dtype, written with plain numpy (as a careless dump would be).
     for dtype in (np.float64, np.uint16):
         path = os.path.join(tmp, f"bad_out_{np.dtype(dtype).name}.npz")
         np.savez(path, **case, out=np.zeros(q.shape, dtype))
@@ -279,7 +293,7 @@ def test_strict_gate_in_jax_mode():
 
 def test_usage(tmp):
     path = os.path.join(tmp, "usage.npz")
-    rpa_case.save_case(path, **make_mode_corpus.base())
+    save(path, make_mode_corpus.base())
     for args in (["run", path], ["run", path, "--impl", "kernel", "--threads", "0"],
                  ["run", path, "--impl", "bogus"], ["run", path, "--impl", "reference", "--frob"],
                  ["run", path, "--impl"], ["run", "--impl", "reference"],
@@ -321,7 +335,7 @@ def test_unreadable(tmp):
               and "error" in as_json(p), p.stdout)
     # An output path that cannot be written.
     src = os.path.join(tmp, "src.npz")
-    rpa_case.save_case(src, **make_mode_corpus.base())
+    save(src, make_mode_corpus.base())
     p = rpa("run", src, "--impl", "reference", "-o", os.path.join(tmp, "no", "such", "o.npz"))
     check("unwritable -o exit 3", p.returncode == 3 and p.stderr.count("\n") == 1,
           f"rc={p.returncode} {p.stderr!r}")
@@ -352,16 +366,14 @@ def test_literal_in_jax_mode(tmp):
         atol, rtol = j["atol"], j["rtol"]
         check(f"{name}: schedule tolerance tighter than 1e-3 of max |V|", 0 < atol and
               rtol < 2.0 ** -18, str(j))
-        case = rpa_case.load_case(out)
-        row = int(case["cu_q_lens"][0]) if name != "negative_q_len" else 0
-        saved = {k: case[k] for k in rpa_case.FLOAT_PARAMS + rpa_case.INT_PARAMS}
+        case = rpa_package.Case.load(out)
+        row = int(case.cu_q_lens[0]) if name != "negative_q_len" else 0
         for factor, agree in ((2.0, False), (0.5, True)):
-            bad = np.array(case["out"], np.float32)
+            bad = np.array(case.out, np.float32)
             value = float(bad[row, 0, 0])
             bad[row, 0, 0] = np.float32(value + factor * (atol + rtol * abs(value)))
             moved = os.path.join(tmp, name + "_moved.npz")
-            rpa_case.save_case(moved, **{k: case[k] for k in rpa_case.REQUIRED_ARRAYS},
-                               out=bad, **saved)
+            case.replace(out=bad).save(moved)
             p = rpa("check", moved, "--oracle", "literal", "--mode", "jax", "--json")
             jm = as_json(p)
             check(f"{name}: {factor}x the allowed difference {'passes' if agree else 'fails'}",
@@ -384,7 +396,7 @@ def test_literal_in_jax_mode(tmp):
 def test_run_json_without_output(tmp):
     case = make_mode_corpus.base()
     path = os.path.join(tmp, "plain.npz")
-    rpa_case.save_case(path, **case)
+    save(path, case)
     before = set(os.listdir(tmp))
     p = rpa("run", path, "--impl", "reference", "--json")
     j = as_json(p)

@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
 """`rpa validate` end to end: exit codes, the one-line messages, --json, --all, --target.
 
-Usage: cli_validate_test.py RPA_BINARY REPO_ROOT
+Usage: cli_validate_test.py RPA_BINARY REPO_ROOT (with the rpa package's python, for the
+case files: scripts/python_venv.sh build/venv)
 """
 import json
 import os
 import sys
 import tempfile
 
+import numpy as np
+
+import rpa as rpa_package
+
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_harness import MODES, check, finish, rpa  # noqa: E402  (reads argv)
 import make_mode_corpus  # noqa: E402
-import rpa_case  # noqa: E402
 
 
 def test_usage_errors():
@@ -75,7 +79,7 @@ def test_jax_crash_flag():
 def test_all(tmp):
     case = make_mode_corpus.base()
     path = os.path.join(tmp, "many.npz")
-    rpa_case.save_case(path, **case, sliding_window=0, soft_cap=0.0, vmem_limit_bytes=-1)
+    rpa_package.Case(**case, sliding_window=0, soft_cap=0.0, vmem_limit_bytes=-1).save(path)
     p = rpa("validate", path, "--mode", "jax", "--all", "--json")
     out = json.loads(p.stdout)
     rules = [f["rule"] for f in out["failures"]]
@@ -91,10 +95,10 @@ def test_target(tmp):
     n = case["kv_lens"].shape[0]
     # 4 + 4 * 1022 + 5 + 3 int32 words = 16400 bytes: over v2's 16 KiB of SMEM.
     pages = case["page_indices"]
-    wide = rpa_case.np.full((n, 1022), -1, rpa_case.np.int32)
+    wide = np.full((n, 1022), -1, np.int32)
     wide[:, : pages.shape[1]] = pages
     path = os.path.join(tmp, "wide.npz")
-    rpa_case.save_case(path, **dict(case, page_indices=wide))
+    rpa_package.Case(**dict(case, page_indices=wide)).save(path)
     check("v6e fits", rpa("validate", path).returncode == 0)
     p = rpa("validate", path, "--target", "v2", "--json")
     check("v2 smem", json.loads(p.stdout).get("rule") == "smem_budget_exceeded", p.stdout)

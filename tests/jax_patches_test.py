@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""ctest jax.patches: tools/pallas_interpret.py still fits the installed JAX.
+"""ctest jax.patches: rpa.jax.pallas still fits the installed JAX.
 
-Run with the JAX virtualenv's python (scripts/jax_venv.sh). Checks that the installed JAX
+Run with the virtualenv's python (scripts/python_venv.sh build/venv). Checks that the installed JAX
 is the pinned one, that both run-time patches apply exactly once (PatchError otherwise),
 that a patch whose source is missing raises PatchError, that a failing run raises
 PallasError and leaves the runs after it unharmed, and that JAX's Pallas kernel in
@@ -17,11 +17,10 @@ import os
 import sys
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 
 import numpy as np  # noqa: E402
 
-import pallas_interpret  # noqa: E402
+from rpa.jax import pallas  # noqa: E402
 
 
 def tiny_case(dtype):
@@ -53,15 +52,15 @@ def tiny_case(dtype):
 
 
 def main():
-    pallas_interpret.check_version()
-    kernel = pallas_interpret.patched_kernel()
-    if pallas_interpret.patched_kernel() is not kernel:
+    pallas.check_version()
+    kernel = pallas.patched_kernel()
+    if pallas.patched_kernel() is not kernel:
         print("FAIL: patched_kernel() is not cached")
         return 1
-    replace_once = pallas_interpret._replace_once  # pylint: disable=protected-access
+    replace_once = pallas._replace_once  # pylint: disable=protected-access
     try:
         replace_once("x = 1\n", "y = 2", "z = 3", "a missing source")
-    except pallas_interpret.PatchError as e:
+    except pallas.PatchError as e:
         print(f"ok: a missing patch source raises PatchError ({e})")
     else:
         print("FAIL: a missing patch source did not raise PatchError")
@@ -76,8 +75,8 @@ def main():
     arrays["page_indices"] = arrays["page_indices"].copy()
     arrays["page_indices"][1, 1] = arrays["kv_pages"].shape[0]
     try:
-        pallas_interpret.run_pallas(arrays, params, 2, 4)
-    except pallas_interpret.PallasError as e:
+        pallas.run_pallas(arrays, params, 2, 4)
+    except pallas.PallasError as e:
         if e.stage != "run" or "Out-of-bounds" not in str(e):
             print(f"FAIL: an out-of-range page index raised {e}")
             return 1
@@ -92,7 +91,7 @@ def main():
         arrays, params, seqs = tiny_case(dtype)
         # 2 pages per KV block (two KV steps for the second sequence), 4 rows per query
         # block (the first block holds both sequences' rows).
-        out = pallas_interpret.run_pallas(arrays, params, 2, 4)
+        out = pallas.run_pallas(arrays, params, 2, 4)
         ref = np.asarray(kernel.ref_ragged_paged_attention(
             *[jnp.asarray(arrays[n]) for n in ("q", "kv_pages", "kv_lens", "page_indices",
                                                "cu_q_lens", "num_seqs")],
@@ -113,7 +112,7 @@ def main():
             return 1
         print(f"ok: {name}: Pallas (interpret, patched) vs JAX's reference on {rows} rows: "
               f"max |diff| {err:.3g} (bound {bound:.3g})")
-    print(f"ok: JAX {pallas_interpret.PINNED_JAX}, both patches apply and compute")
+    print(f"ok: JAX {pallas.PINNED_JAX}, both patches apply and compute")
     return 0
 
 

@@ -6,31 +6,31 @@ one line or load a case whose written form reads back to the same case (DESIGN.m
 7 and 10). The seeds are small archives that reach each part of that reader: valid cases
 in every dtype and layout numpy writes, broken zips, broken .npy members and well-formed
 members that break the case file's own rules. Each seed records whether the reader must
-load it or refuse it (and with which words); --check runs the C++ reader on every seed and
-prints seed -> verdict, failing on any seed that does not get the verdict recorded here.
+load it or refuse it (and with which words); --check runs the C++ reader on every seed (in
+process, through the rpa package: rpa.Case.load, then writes what it loaded and reads that
+back) and prints seed -> verdict, failing on any seed that does not get the verdict
+recorded here.
 
 The bytes are deterministic: zip member times are fixed (2000-01-01 00:00), so running the
 script twice writes identical files (deflated members depend on zlib's output, which is
 stable for a given zlib).
 
-Run from anywhere with numpy available (Debian's python3 has it):
-    /usr/bin/python3 tools/make_case_file_seeds.py [--check] [--case-echo BIN] [--rpa BIN]
+Run from anywhere with the rpa package (scripts/python_venv.sh build/venv):
+    build/venv/bin/python tools/make_case_file_seeds.py [--check] [--out DIR] [--committed DIR]
 """
 import argparse
 import io
 import os
 import struct
-import subprocess
 import sys
-import tempfile
 import time
 import zipfile
 import zlib
 
+import ml_dtypes
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import rpa_case  # noqa: E402
+import rpa
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 OUT = os.path.join(ROOT, "corpus", "fuzz", "fuzz_case_file")
@@ -250,23 +250,31 @@ ALL_PARAMS = dict(sm_scale=0.125, sliding_window=4, soft_cap=30.0, mask_value=-1
                   num_queries_per_block=8, vmem_limit_bytes=64 * MiB)
 
 
+def logical(stored, dtype):
+    """bits() as an array of the logical dtype (ml_dtypes for bfloat16 and float8)."""
+    return stored if dtype == "float32" else stored.view(getattr(ml_dtypes, dtype))
+
+
 def case(q_dtype="float32", kv_dtype="float32", out=False, expected=False, **params):
-    """[(member name, bytes)] of a case written by tools/rpa_case.py (np.savez layout)."""
+    """[(member name, bytes)] of a case as rpa.Case writes it (the C++ writer, whose .npy
+    members are numpy's), in the member order np.savez gives keyword arguments: the arrays,
+    q_dtype / kv_dtype, the parameters given (in the order given; no sm_scale unless given),
+    out, expected."""
     b = base_arrays(q_dtype, kv_dtype)
     extra = {}
     if out or expected:
-        o = reference_out(b, q_dtype, params.get("sm_scale", 1.0))
+        o = logical(reference_out(b, q_dtype, params.get("sm_scale", 1.0)), q_dtype)
         if out:
             extra["out"] = o
         if expected:
             extra["expected"] = o
-    f = io.BytesIO()
-    rpa_case.save_case(f, q=b["q_bits"], kv_pages=b["kv_bits"], kv_lens=b["kv_lens"],
-                       page_indices=b["page_indices"], cu_q_lens=b["cu_q_lens"],
-                       num_seqs=b["num_seqs"],
-                       q_dtype=None if q_dtype == "float32" else q_dtype,
-                       kv_dtype=None if kv_dtype == "float32" else kv_dtype, **extra, **params)
-    return members_of(f.getvalue())
+    c = rpa.Case(q=logical(b["q_bits"], q_dtype), kv_pages=logical(b["kv_bits"], kv_dtype),
+                 kv_lens=b["kv_lens"], page_indices=b["page_indices"],
+                 cu_q_lens=b["cu_q_lens"], num_seqs=b["num_seqs"], **extra, **params)
+    order = ["q", "kv_pages", "kv_lens", "page_indices", "cu_q_lens", "num_seqs", "q_dtype",
+             "kv_dtype", *params, "out", "expected"]
+    members = {name: data for name, data in members_of(c.to_bytes())}
+    return [(n + ".npy", members[n + ".npy"]) for n in order if n + ".npy" in members]
 
 
 def replace(members, name, data):
@@ -658,49 +666,47 @@ def seeds():
 # Checking
 
 
-def read_with_case_echo(echo, path, work):
-    """(verdict, detail): 'loaded' with whether the written form is a fixed point, or
-    'error' with the reader's line (the path prefix removed), or 'CRASH' / 'HANG'."""
-    a, b = os.path.join(work, "a.npz"), os.path.join(work, "b.npz")
+def read_back(path):
+    """(verdict, detail, case): 'loaded' with whether the written form is a fixed point
+    (rpa.Case.load, then what it loaded written and read back: the written bytes must not
+    change), or 'error' with the reader's line (the path prefix removed). A crash or a hang
+    in the reader takes this process with it (ctest reports it)."""
     try:
-        p = subprocess.run([echo, path, a], capture_output=True, text=True, timeout=60)
-    except subprocess.TimeoutExpired:
-        return "HANG", "no answer in 60 s"
-    if p.returncode == 3:
-        lines = p.stderr.splitlines()
+        case = rpa.Case.load(path)
+    except ValueError as e:
+        lines = str(e).splitlines()
         line = lines[0] if lines else ""
         if line.startswith(path + ": "):
             line = line[len(path) + 2:]
-        return ("error" if len(lines) == 1 else "MULTILINE"), line
-    if p.returncode != 0:
-        return "CRASH", f"exit {p.returncode}: {p.stderr.strip()[-300:]}"
-    q = subprocess.run([echo, a, b], capture_output=True, text=True, timeout=60)
-    if q.returncode != 0:
-        return "ROUNDTRIP", f"written form does not read back: {q.stderr.strip()}"
-    with open(a, "rb") as fa, open(b, "rb") as fb:
-        same = fa.read() == fb.read()
-    return ("loaded" if same else "ROUNDTRIP"), ("" if same else "written form changes on reread")
+        return ("error" if len(lines) == 1 else "MULTILINE"), line, None
+    try:
+        a = case.to_bytes()
+    except ValueError as e:
+        return "WRITE", f"what was loaded cannot be written: {e}", None
+    try:
+        b = rpa.Case.from_bytes(a).to_bytes()
+    except ValueError as e:
+        return "ROUNDTRIP", f"written form does not read back: {e}", None
+    same = a == b
+    return (("loaded" if same else "ROUNDTRIP"),
+            ("" if same else "written form changes on reread"), case)
 
 
-def check(paths_and_expectations, echo, rpa):
+def check(paths_and_expectations):
     problems = 0
     rows = []
-    with tempfile.TemporaryDirectory() as work:
-        for name, path, want in paths_and_expectations:
-            verdict, detail = read_with_case_echo(echo, path, work)
-            if verdict == "loaded" and rpa:
-                p = subprocess.run([rpa, "validate", path, "--mode", "strict", "--json"],
-                                   capture_output=True, text=True, timeout=60)
-                detail = "strict: " + ("valid" if p.returncode == 0 else
-                                       p.stdout.split('"rule": "')[-1].split('"')[0]
-                                       if p.returncode == 2 else f"exit {p.returncode}")
-            ok = verdict in ("loaded", "error")
-            if ok and want == LOAD:
-                ok = verdict == "loaded"
-            elif ok and want is not None:
-                ok = verdict == "error" and want in detail
-            problems += not ok
-            rows.append((name, verdict, detail, "" if ok else f"  <-- expected {want!r}"))
+    for name, path, want in paths_and_expectations:
+        verdict, detail, case = read_back(path)
+        if verdict == "loaded":
+            strict = rpa.validate(case, mode="strict")
+            detail = "strict: " + ("valid" if strict.valid else strict.rule)
+        ok = verdict in ("loaded", "error")
+        if ok and want == LOAD:
+            ok = verdict == "loaded"
+        elif ok and want is not None:
+            ok = verdict == "error" and want in detail
+        problems += not ok
+        rows.append((name, verdict, detail, "" if ok else f"  <-- expected {want!r}"))
     width = max(len(r[0]) for r in rows)
     for name, verdict, detail, flag in rows:
         print(f"{name:<{width}}  {verdict:<7} {detail}{flag}")
@@ -710,11 +716,8 @@ def check(paths_and_expectations, echo, rpa):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true",
-                    help="run the C++ reader on every seed and print seed -> verdict")
-    ap.add_argument("--case-echo", default=os.path.join(ROOT, "build", "release", "tests",
-                                                        "case_echo"))
-    ap.add_argument("--rpa", default=os.path.join(ROOT, "build", "release", "rpa"),
-                    help="also give loaded seeds' strict validation verdict ('' to skip)")
+                    help="run the C++ reader on every seed and print seed -> verdict (with "
+                    "the strict validation verdict of each seed it loads)")
     ap.add_argument("--out", default=OUT)
     ap.add_argument("--committed", default=None,
                     help="with --out elsewhere: every seed written must equal the file of the "
@@ -748,8 +751,7 @@ def main():
                       "tools/make_case_file_seeds.py")
     if not args.check:
         return 1 if problems else 0
-    problems += check(written, args.case_echo, args.rpa if args.rpa and os.path.exists(args.rpa)
-                      else None)
+    problems += check(written)
     print(f"{len(written) - problems} of {len(written)} seeds got the expected verdict "
           f"({time.monotonic() - start:.1f} s in all)")
     return 1 if problems else 0

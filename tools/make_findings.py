@@ -4,24 +4,24 @@ with the Pallas kernel's own output as `expected`.
 
 Each case is corpus/modes' base batch (tools/make_mode_corpus.py) with one change and both
 block sizes set (the kernel takes them from a TPU table otherwise). `expected` is what the
-Pallas kernel computes on it in TPU interpret mode (tools/pallas_interpret.py), so the
+Pallas kernel computes on it in TPU interpret mode (rpa.jax.pallas), so the
 findings replay without JAX: tests/pallas_findings_test.cc checks that the literal
 schedule reproduces `expected` within the schedule tolerance while the dense reference
 (the definition) differs from it, and the jax ctest label recomputes `expected` with the
 kernel itself. corpus/findings/expectations.tsv records each mode's verdict.
 
-Run from the repository root with the JAX virtualenv (scripts/jax_venv.sh):
-    build/jaxvenv/bin/python tools/make_findings.py
+Run from the repository root with the virtualenv of scripts/python_venv.sh (JAX and rpa):
+    build/venv/bin/python tools/make_findings.py
 """
 import os
 import sys
 
 import numpy as np
 
+os.environ.setdefault("JAX_PLATFORMS", "cpu")  # interpret mode needs no accelerator
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_mode_corpus  # noqa: E402
-import pallas_interpret  # noqa: E402
-import rpa_case  # noqa: E402
+from rpa.jax import pallas  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "corpus", "findings")
 
@@ -54,14 +54,14 @@ def cases():
 
 
 def main():
-    pallas_interpret.check_version()
+    pallas.check_version()
     os.makedirs(OUT, exist_ok=True)
     rows = ["# name\tjax\tstrict\twhat it shows"]
     for name, case, params, jax_verdict, strict_verdict, note in cases():
-        expected = pallas_interpret.run_pallas(case, params, params["num_kv_pages_per_block"],
-                                               params["num_queries_per_block"])
-        rpa_case.save_case(os.path.join(OUT, name + ".npz"), compressed=True, **case,
-                           expected=np.asarray(expected), **params)
+        expected = pallas.run_pallas(case, params, params["num_kv_pages_per_block"],
+                                     params["num_queries_per_block"])
+        make_mode_corpus.save_case(os.path.join(OUT, name + ".npz"), case, params,
+                                   expected=np.asarray(expected))
         rows.append("\t".join([name, jax_verdict, strict_verdict, note]))
     make_mode_corpus.write_expectations(OUT, rows)
 

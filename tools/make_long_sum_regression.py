@@ -8,10 +8,11 @@ was past the old measured 1e-5 M float32 budget; the derived float32 term (oracl
 item F) allows 6.1e-5 M, and both semantics now agree (0.18 of the tolerance).
 
 The head_dim 1 case keeps the file small (the Pallas kernel cannot trace it); the head_dim
-128 one is what the ctest label jax sends through the Pallas kernel (tools/cross_check_jax.py
---pallas on corpus/regressions), whose output rpa check must accept.
+128 one is what the ctest label jax sends through the Pallas kernel (python -m
+rpa.jax.cross_check --pallas on corpus/regressions), whose output rpa check must accept.
 
-Run from the repository root with numpy: /usr/bin/python3 tools/make_long_sum_regression.py
+Run from the repository root with the rpa package (scripts/python_venv.sh build/venv):
+    build/venv/bin/python tools/make_long_sum_regression.py
 """
 import argparse
 import os
@@ -20,7 +21,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import rpa_case  # noqa: E402
+import make_mode_corpus  # noqa: E402
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "corpus", "regressions")
 KV_LEN, PAGE_SIZE, V, K, Q = 1024, 16, -0.8737030029296875, 0.5, 0.25
@@ -31,10 +32,11 @@ def write(path, head_dim):
     kv = np.zeros((pages, PAGE_SIZE, 2, head_dim), np.float32)
     kv[:, :, 0, :] = K
     kv[:, :, 1, :] = V
-    rpa_case.save_case(path, compressed=True, q=np.full((1, 1, head_dim), Q, np.float32),
-                       kv_pages=kv, kv_lens=np.array([KV_LEN], np.int32),
-                       page_indices=np.arange(pages, dtype=np.int32)[None, :],
-                       cu_q_lens=np.array([0, 1], np.int32), num_seqs=np.array([1], np.int32))
+    make_mode_corpus.save_case(path, dict(
+        q=np.full((1, 1, head_dim), Q, np.float32), kv_pages=kv,
+        kv_lens=np.array([KV_LEN], np.int32),
+        page_indices=np.arange(pages, dtype=np.int32)[None, :],
+        cu_q_lens=np.array([0, 1], np.int32), num_seqs=np.array([1], np.int32)))
 
 
 def main():

@@ -6,16 +6,16 @@ records the verdict each mode must give (a rule id, or "valid"); `rpa replay cor
 (ctest corpus.replay) replays them and the mode-difference table of docs/validation.md lists
 them (ctest corpus.readme_table).
 
-Run from the repository root with numpy available:
-    /usr/bin/python3 tools/make_mode_corpus.py
+Run from the repository root with the rpa package (scripts/python_venv.sh build/venv):
+    build/venv/bin/python tools/make_mode_corpus.py
 """
+import io
 import os
-import sys
 
+import ml_dtypes
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import rpa_case  # noqa: E402
+import rpa
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "corpus", "modes")
 
@@ -191,22 +191,28 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     rows = ["# name\tjax\tstrict\twhat it shows"]
     for name, case, params, jax_verdict, strict_verdict, note in cases():
-        q_dtype = kv_dtype = None
         if name == "q_bf16_kv_f32":
-            case = with_(case, q=bf16_bits(case["q"]))
-            q_dtype = "bfloat16"
+            case = with_(case, q=bf16_bits(case["q"]).view(ml_dtypes.bfloat16))
         if name == "q_f32_kv_bf16":
-            case = with_(case, kv_pages=bf16_bits(case["kv_pages"]))
-            kv_dtype = "bfloat16"
-        path = os.path.join(OUT, name + ".npz")
-        if name == "kv_raw_uint8":
-            # rpa_case refuses uint8 KV without kv_dtype; plain numpy writes it anyway.
-            np.savez_compressed(path, **case)
-        else:
-            rpa_case.save_case(path, q_dtype=q_dtype, kv_dtype=kv_dtype, compressed=True, **case,
-                               **params)
+            case = with_(case, kv_pages=bf16_bits(case["kv_pages"]).view(ml_dtypes.bfloat16))
+        # kv_raw_uint8: uint8 KV with no kv_dtype, written as it is (JAX takes it so).
+        save_case(os.path.join(OUT, name + ".npz"), case, params)
         rows.append("\t".join([name, jax_verdict, strict_verdict, note]))
     write_expectations(OUT, rows)
+
+
+def save_case(path, arrays, params=None, **extra):
+    """Writes a corpus case: rpa.Case(**arrays, **params, **extra) with the members
+    rpa.Case.save writes (the C++ writer's; each .npy member byte for byte what numpy
+    writes), deflated in np.savez_compressed's layout, as the committed files are. sm_scale
+    is left out unless params sets it (a case file without it means JAX's default, 1.0;
+    rpa.Case always holds one), so the committed files stay as they are."""
+    params = dict(params or {})
+    case = rpa.Case(**arrays, **params, **extra)
+    with np.load(io.BytesIO(case.to_bytes()), allow_pickle=False) as z:
+        members = {n: z[n] for n in z.files if n != "sm_scale" or "sm_scale" in params}
+    with open(path, "wb") as f:
+        np.savez_compressed(f, **members)
 
 
 def bf16_bits(x):

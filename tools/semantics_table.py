@@ -11,8 +11,10 @@ the row it watches closest, and in every row: Comparison::min_detectable_key_wei
 markdown table (docs/oracle.md's) and exits 1 if the kernel semantics accepts a zero or negated
 output or rejects the tiled kernel.
 
-Usage: semantics_table.py RPA_BINARY [--kv-lens 64,1024,8192,32768] [--seed S]
-Needs numpy only (bfloat16 / float8 are written as bits).
+Usage: build/venv/bin/python tools/semantics_table.py RPA_BINARY [--kv-lens 64,1024,8192,32768]
+           [--seed S]
+Needs the rpa package (scripts/python_venv.sh build/venv) for the case files; the checks run
+the rpa binary given.
 """
 import argparse
 import json
@@ -22,11 +24,13 @@ import subprocess
 import sys
 import tempfile
 
+import ml_dtypes
 import numpy as np
+
+import rpa
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_mode_corpus  # noqa: E402
-import rpa_case  # noqa: E402
 
 PAIRS = (("float32", "float32"), ("float32", "float8_e4m3fn"), ("float32", "float8_e5m2"),
          ("bfloat16", "bfloat16"), ("bfloat16", "float8_e4m3fn"), ("bfloat16", "float8_e5m2"))
@@ -72,11 +76,16 @@ def write_case(path, q_dtype, kv_dtype, kv_len, seed):
     q, _ = draw(rng, q_dtype, (tokens, HQ, D))
     kv, _ = draw(rng, kv_dtype, (n * pages, PAGE, 2 * HKV, D))
     page_indices = rng.permutation(n * pages).astype(np.int32).reshape(n, pages)
-    rpa_case.save_case(
-        path, q=q, kv_pages=kv, kv_lens=np.full(n, kv_len, np.int32), page_indices=page_indices,
+    rpa.Case(
+        q=logical(q, q_dtype), kv_pages=logical(kv, kv_dtype),
+        kv_lens=np.full(n, kv_len, np.int32), page_indices=page_indices,
         cu_q_lens=np.concatenate([[0], np.cumsum(Q_LENS)]).astype(np.int32),
-        num_seqs=np.array([n], np.int32), q_dtype=None if q_dtype == "float32" else q_dtype,
-        kv_dtype=None if kv_dtype == "float32" else kv_dtype, sm_scale=1 / math.sqrt(D))
+        num_seqs=np.array([n], np.int32), sm_scale=1 / math.sqrt(D)).save(path)
+
+
+def logical(stored, dtype):
+    """draw's storage (float32, or bfloat16 / float8 bits) as an array of the dtype."""
+    return stored if dtype == "float32" else stored.view(getattr(ml_dtypes, dtype))
 
 
 def run(rpa, *args):
@@ -93,18 +102,15 @@ def check_json(rpa, path, semantics):
 
 
 def with_out(src, dst, transform):
-    """Writes the case src with its `out` replaced by transform(out bits, q dtype)."""
-    c = rpa_case.load_case(src)
-    out = np.asarray(c["out"])
-    if out.dtype.kind == "V" or out.dtype.name == "bfloat16":
-        out = out.view(np.uint16)
-    inputs = {k: c[k] for k in rpa_case.REQUIRED_ARRAYS}
-    for k in ("q", "kv_pages"):
-        a = np.asarray(inputs[k])
-        if a.dtype.kind == "V" or a.dtype.name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
-            inputs[k] = a.view(np.uint16 if a.dtype.itemsize == 2 else np.uint8)
-    rpa_case.save_case(dst, **inputs, q_dtype=c.get("q_dtype"), kv_dtype=c.get("kv_dtype"),
-                       out=transform(out), sm_scale=c.get("sm_scale"))
+    """Writes the case src with its `out` replaced by transform(out bits): float32 values,
+    or bfloat16 as its uint16 bits."""
+    c = rpa.Case.load(src)
+    out = np.asarray(c.out)
+    if out.dtype.name == "bfloat16":
+        new = transform(out.view(np.uint16)).view(ml_dtypes.bfloat16)
+    else:
+        new = transform(out)
+    c.replace(out=new).save(dst)
 
 
 def zero(out):
