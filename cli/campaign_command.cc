@@ -4,7 +4,7 @@
 // progress line, and ends with a summary (also written to --report as JSON and markdown)
 // whose findings each come with the command that replays them. With --pallas N, N more
 // generated cases then go through JAX's Pallas kernel in TPU interpret mode
-// (tools/cross_check_jax.py --pallas), and the summary says whether that ran.
+// (python -m rpa.jax.cross_check --pallas), and the summary says whether that ran.
 #include <unistd.h>
 
 #include <algorithm>
@@ -164,18 +164,20 @@ double round_sig(double x) {
 
 std::string pallas_line(const Stats& st) {
   return st.pallas.empty() ? "not run (--pallas N runs N generated cases through JAX's kernel; "
-                             "needs JAX: scripts/jax_venv.sh build/jaxvenv)"
+                             "needs JAX: scripts/python_venv.sh build/venv)"
                            : st.pallas;
 }
 
-// Where the pinned JAX lives: $RPA_JAX_PYTHON, else build/jaxvenv below the checkout.
+// The python with the pinned JAX and the rpa package (rpa.jax): $RPA_JAX_PYTHON, else
+// build/venv below the checkout (scripts/python_venv.sh build/venv).
 std::string jax_python() {
   if (const char* env = std::getenv("RPA_JAX_PYTHON"); env && *env) return env;
-  return std::string(RPA_SOURCE_DIR) + "/build/jaxvenv/bin/python";
+  return std::string(RPA_SOURCE_DIR) + "/build/venv/bin/python";
 }
 
-// Runs tools/cross_check_jax.py --pallas n; its output goes to log. Returns its last line
-// ("cross_check_jax pallas: P passed, F failed") and the failure count, or an error.
+// Runs python -m rpa.jax.cross_check --pallas n (the rpa package installed in that python
+// is what it checks); its output goes to log. Returns its last line ("cross_check_jax
+// pallas: P passed, F failed") and the failure count, or an error.
 struct PallasRun {
   std::string last_line;
   int64_t failed = -1;  // -1: no verdict line
@@ -183,9 +185,7 @@ struct PallasRun {
 };
 
 PallasRun run_pallas_check(uint64_t n, uint64_t seed, const std::filesystem::path& log) {
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  const std::string cmd = "'" + jax_python() + "' '" + std::string(RPA_SOURCE_DIR) +
-                          "/tools/cross_check_jax.py' --rpa '" + self + "' --pallas " +
+  const std::string cmd = "'" + jax_python() + "' -m rpa.jax.cross_check --pallas " +
                           std::to_string(n) + " --seed " + std::to_string(seed) + " > '" +
                           log.string() + "' 2>&1";
   PallasRun r;
@@ -427,8 +427,8 @@ int campaign_command(const std::vector<std::string_view>& args) {
   // The Pallas check needs the pinned JAX: fail now, loudly, not after the run.
   if (pallas > 0 && !std::filesystem::exists(jax_python())) {
     std::fprintf(stderr,
-                 "rpa: --pallas needs JAX %s at %s (make it with scripts/jax_venv.sh "
-                 "build/jaxvenv, or set RPA_JAX_PYTHON)\n",
+                 "rpa: --pallas needs JAX %s and the rpa package at %s (make it with "
+                 "scripts/python_venv.sh build/venv, or set RPA_JAX_PYTHON)\n",
                  "0.10.2", jax_python().c_str());
     return kExitUnreadable;
   }
@@ -492,8 +492,8 @@ int campaign_command(const std::vector<std::string_view>& args) {
     std::fprintf(stderr, "rpa campaign: %llu cases through the Pallas kernel (log %s)\n",
                  static_cast<unsigned long long>(pallas), log.c_str());
     const PallasRun r = run_pallas_check(pallas, seed, log);
-    const std::string command = "tools/cross_check_jax.py --pallas " + std::to_string(pallas) +
-                                " --seed " + std::to_string(seed);
+    const std::string command = "python -m rpa.jax.cross_check --pallas " +
+                                std::to_string(pallas) + " --seed " + std::to_string(seed);
     if (r.failed < 0) {
       st.pallas = "ERROR: " + command + " gave no verdict (exit status " +
                   std::to_string(r.status) + "; see " + log.string() + ")";

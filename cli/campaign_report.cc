@@ -87,7 +87,7 @@ std::string td(const std::string& text, const char* cls = nullptr) {
 
 std::string finding_replay(const Finding& f, const std::string& file) {
   if (f.check == "pallas") {
-    return "build/jaxvenv/bin/python tools/cross_check_jax.py --pallas N --seed S "
+    return "build/venv/bin/python -m rpa.jax.cross_check --pallas N --seed S "
            "(the N and S above)";
   }
   if (!f.raw.empty()) {

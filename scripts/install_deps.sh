@@ -10,8 +10,7 @@ packages=(
   libgtest-dev libgmock-dev                       # unit tests
   libbenchmark-dev                                # bench/
   libzip-dev                                      # .npz containers
-  python3-numpy                                   # tools/rpa_case.py and its round-trip test
-  python3-venv                                    # scripts/jax_venv.sh: the pinned JAX
+  python3-venv                                    # scripts/python_venv.sh: JAX, the rpa package
   llvm-14                                         # llvm-cov, llvm-profdata for fuzz/coverage.sh
   zip unzip                                       # fuzz/build.sh seed zips, fuzz/check_build.sh
   chromium fonts-dejavu-core                      # ctest cli.report renders report.html headless
