@@ -203,7 +203,7 @@ bool walkable(const Inputs& in, const Params& p, const Dims& d, Mode mode) {
 // not declarative: it shares the walk of the program with the validator (kernel/pallas_program.h),
 // because which KV block each buffer half holds follows from the whole prefetch chain. The walk
 // itself is checked against the real Pallas kernel in TPU interpret mode by the jax ctest label
-// (tools/cross_check_jax.py --pallas).
+// (python -m rpa.jax.cross_check --pallas).
 void program_rules(const Inputs& in, const Params& p, const Dims& d, Mode mode,
                    std::vector<Failure>& out) {
   if (!walkable(in, p, d, mode)) return;
