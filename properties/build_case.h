@@ -75,10 +75,10 @@ struct BuildOptions {
   // At least this head_dim (rpa gen --head-dim D sets both bounds: the Pallas kernel only
   // traces multiples of 128).
   int64_t min_head_dim = 1;
-  // Mutations only of the kinds named after this rule (mutation_rule); where none of them
-  // applies to the drawn case, it gets no more mutations (the Python package's
-  // invalid_cases(rule=...) strategy, which discards those).
-  std::optional<RuleId> mutation_rule;
+  // Non-empty: mutations only of these kinds; where none of them applies to the drawn case,
+  // it gets no more mutations (the Python package's invalid_cases strategy, which discards
+  // those).
+  std::vector<MutationKind> mutation_kinds;
 };
 
 // Options that narrow nothing: every spec any options build encodes and decodes under these
@@ -318,10 +318,12 @@ void visit_case(Io& io, CaseSpec& s, const BuildOptions& options) {
       for (size_t e = 0; e < k; ++e) {
         clash = clash || mutation_group(s.mutations[e].kind) == mutation_group(kind);
       }
-      clash = clash || (options.mutation_rule && mutation_rule(kind) != *options.mutation_rule);
+      clash = clash || (!options.mutation_kinds.empty() &&
+                        std::find(options.mutation_kinds.begin(), options.mutation_kinds.end(),
+                                  kind) == options.mutation_kinds.end());
       if (!clash) kinds.push_back(kind);
     }
-    if (kinds.empty()) {  // only under options.mutation_rule: nothing of that rule applies
+    if (kinds.empty()) {  // only under options.mutation_kinds: none of them applies
       s.mutations.resize(k);
       break;
     }

@@ -29,7 +29,9 @@ void ByteSource::num(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<i
   uint64_t raw = 0;
   const int w = width(span);
   for (int b = 0; b < w && pos_ < bytes_.size(); ++b) {
-    raw |= static_cast<uint64_t>(bytes_[pos_++]) << (8 * b);
+    const uint64_t byte = bytes_[pos_++];
+    // Big-endian: the bytes read so far are the high ones (a missing tail reads as zeros).
+    raw |= order_ == ByteOrder::kLittle ? byte << (8 * b) : byte << (8 * (w - 1 - b));
   }
   if (span != UINT64_MAX) raw %= span + 1;
   f = static_cast<int64_t>(static_cast<uint64_t>(lo) + raw);

@@ -1,5 +1,6 @@
 // Choices read from, or written to, raw bytes: the libFuzzer side of build_case. Reads go
-// front to back, each choice taking the fewest bytes that cover its range, little-endian;
+// front to back, each choice taking the fewest bytes that cover its range, little-endian
+// (the Hypothesis strategies read them big-endian, ByteOrder);
 // a source that runs out answers the low end of every range, and it never throws.
 #pragma once
 
@@ -11,10 +12,17 @@
 
 namespace rpa::props {
 
+// How a choice of several bytes reads them. The fuzzers' bytes, the corpus and every spec hex
+// are little-endian. A shrinker that orders byte strings lexicographically (Hypothesis)
+// lowers the first byte of a choice first: read most significant first, that shrinks the
+// value, where little-endian 0x00 0x01 (256) would be a local minimum.
+enum class ByteOrder : uint8_t { kLittle, kBig };
+
 class ByteSource {
  public:
   static constexpr bool kEncodes = false;
-  explicit ByteSource(std::span<const uint8_t> bytes) : bytes_(bytes) {}
+  explicit ByteSource(std::span<const uint8_t> bytes, ByteOrder order = ByteOrder::kLittle)
+      : bytes_(bytes), order_(order) {}
 
   void num(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites);
   void sized(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites) {
@@ -26,6 +34,7 @@ class ByteSource {
 
  private:
   std::span<const uint8_t> bytes_;
+  ByteOrder order_;
   size_t pos_ = 0;
 };
 

@@ -11,8 +11,9 @@ std::vector<uint8_t> encode_case(const CaseSpec& spec, const BuildOptions& optio
   return sink.bytes();
 }
 
-CaseSpec decode_case(std::span<const uint8_t> bytes, const BuildOptions& options) {
-  ByteSource source(bytes);
+CaseSpec decode_case(std::span<const uint8_t> bytes, const BuildOptions& options,
+                     ByteOrder order) {
+  ByteSource source(bytes, order);
   return build_case(source, options);
 }
 

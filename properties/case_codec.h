@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "properties/build_case.h"
+#include "properties/byte_source.h"
 #include "properties/case_spec.h"
 
 namespace rpa::props {
@@ -19,7 +20,8 @@ namespace rpa::props {
 std::vector<uint8_t> encode_case(const CaseSpec& spec,
                                  const BuildOptions& options = widest_options());
 CaseSpec decode_case(std::span<const uint8_t> bytes,
-                     const BuildOptions& options = widest_options());
+                     const BuildOptions& options = widest_options(),
+                     ByteOrder order = ByteOrder::kLittle);
 
 // Bytes in lower-case hex, two digits a byte.
 std::string to_hex(std::span<const uint8_t> bytes);

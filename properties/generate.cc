@@ -47,7 +47,7 @@ CaseSpec seeded_spec(uint64_t seed, int size, const BuildOptions& options) {
 }
 
 GenOptions strategy_options(const GenRequest& request, const DecodeBounds& bounds, bool valid,
-                            std::optional<RuleId> rule) {
+                            std::span<const MutationKind> kinds) {
   GenOptions g = gen_options(request);
   if (!g.options) return g;
   BuildOptions& o = *g.options;
@@ -67,7 +67,7 @@ GenOptions strategy_options(const GenRequest& request, const DecodeBounds& bound
   o.min_page_size = std::min(o.min_page_size, o.max_page_size);
   o.min_mutations = valid ? 0 : 1;
   o.max_mutations = valid ? 0 : 1;
-  o.mutation_rule = valid ? std::nullopt : rule;
+  if (!valid) o.mutation_kinds.assign(kinds.begin(), kinds.end());
   return g;
 }
 

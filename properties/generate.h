@@ -9,9 +9,9 @@
 #include <string>
 #include <string_view>
 
-#include "kernel/rule.h"
 #include "properties/build_case.h"
 #include "properties/case_spec.h"
+#include "properties/mutation.h"
 
 namespace rpa::props {
 
@@ -45,8 +45,8 @@ struct DecodeBounds {
 };
 
 // The Hypothesis strategies' options: the request's, narrowed by the bounds, with no
-// mutation (valid) or exactly one, of a kind named after `rule` when it is given.
+// mutation (valid) or exactly one, of one of `kinds` when that is not empty.
 GenOptions strategy_options(const GenRequest& request, const DecodeBounds& bounds, bool valid,
-                            std::optional<RuleId> rule);
+                            std::span<const MutationKind> kinds);
 
 }  // namespace rpa::props

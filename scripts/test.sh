@@ -10,11 +10,15 @@ cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 jobs=$(nproc)
 
+echo "== the Python package (pip install . into build/venv, -Werror)"
+# The virtualenv of the ctest labels "python" and "jax" (release build only): the pinned CPU
+# JAX, pytest, hypothesis, and the rpa package built from this checkout. A failed install or
+# build stops here.
+python=$(scripts/python_venv.sh build/venv --config-settings=cmake.define.RPA_WERROR=ON)
+
 echo "== release build (g++, -Werror)"
-# The CPU JAX the ctest label "jax" runs against (release build only).
-scripts/jax_venv.sh build/jaxvenv >/dev/null
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DRPA_WERROR=ON \
-  -DCMAKE_CXX_COMPILER=g++ -DRPA_JAX_PYTHON="$PWD/build/jaxvenv/bin/python" >/dev/null
+  -DCMAKE_CXX_COMPILER=g++ -DRPA_JAX_PYTHON="$python" -DRPA_PACKAGE_PYTHON="$python" >/dev/null
 cmake --build build/release -j "$jobs"
 ctest --test-dir build/release --output-on-failure -j "$jobs" "$@"
 

@@ -225,7 +225,9 @@ class Case:
         if self.out is not None:
             parts.append(f"out={_shape_text(self.out)}")
         if self.spec is not None:
-            parts.append(f"spec={self.spec!r}")
+            # The whole hex is case.spec; a failing Hypothesis example prints this repr.
+            spec = self.spec if len(self.spec) <= 64 else f"{self.spec[:48]}...({len(self.spec)} hex digits)"
+            parts.append(f"spec={spec!r}")
         return "Case(" + ", ".join(parts) + ")"
 
 

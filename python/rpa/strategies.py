@@ -36,9 +36,9 @@ def _bounds(max_seqs: int, max_kv_len: int, max_head_dim: int, max_page_size: in
 
 
 def _decoded(data: bytes, profile: Optional[str], head_dim: Optional[int], bounds, valid: bool,
-             rule: Optional[str]):
-    """(case, strict verdict, jax verdict) or None (no mutation of the rule applied)."""
-    native = _rpa.decode(data, profile or "", head_dim, bounds, valid, rule)
+             mutations: list[str]):
+    """(case, strict verdict, jax verdict) or None (none of the mutations applied)."""
+    native = _rpa.decode(data, profile or "", head_dim, bounds, valid, mutations)
     if native is None:
         return None
     arrays, params, spec, description, strict, jax = native
@@ -48,7 +48,7 @@ def _decoded(data: bytes, profile: Optional[str], head_dim: Optional[int], bound
 
 def _check_profile(profile: Optional[str], head_dim: Optional[int], bounds) -> None:
     # Raises ValueError at strategy definition, not on the first draw.
-    _rpa.decode(b"", profile or "", head_dim, bounds, True, None)
+    _rpa.decode(b"", profile or "", head_dim, bounds, True, [])
 
 
 def cases(profile: Optional[str] = None, *, valid: bool = True, head_dim: Optional[int] = None,
@@ -64,8 +64,8 @@ def cases(profile: Optional[str] = None, *, valid: bool = True, head_dim: Option
     in milliseconds."""
     bounds = _bounds(max_seqs, max_kv_len, max_head_dim, max_page_size)
     _check_profile(profile, head_dim, bounds)
-    decoded = st.binary(max_size=max_bytes).map(
-        lambda data: _decoded(data, profile, head_dim, bounds, valid, None))
+    decoded = st.binary(min_size=max_bytes, max_size=max_bytes).map(
+        lambda data: _decoded(data, profile, head_dim, bounds, valid, []))
     if valid:
         decoded = decoded.filter(lambda d: d is not None and d[1] is None)
     else:
@@ -73,23 +73,30 @@ def cases(profile: Optional[str] = None, *, valid: bool = True, head_dim: Option
     return decoded.map(lambda d: d[0])
 
 
-def invalid_cases(rule: Optional[str] = None, *, mode: str = "strict",
-                  profile: Optional[str] = None, head_dim: Optional[int] = None,
-                  max_seqs: int = 8, max_kv_len: int = 256, max_head_dim: int = 128,
-                  max_page_size: int = 16,
+def invalid_cases(rule: Optional[str] = None, *, mutation: Optional[str] = None,
+                  mode: str = "strict", profile: Optional[str] = None,
+                  head_dim: Optional[int] = None, max_seqs: int = 8, max_kv_len: int = 256,
+                  max_head_dim: int = 128, max_page_size: int = 16,
                   max_bytes: int = DEFAULT_MAX_BYTES) -> st.SearchStrategy[tuple[Case, str]]:
     """(case, rule): a valid case broken by one named mutation (DESIGN.md section 9), and the
     rule the mode ("strict" or "jax") must report for it, from the spec model (never from the
-    validator). rule: draw only mutations named after that rule, and only cases whose expected
-    verdict is that rule (some rules need shapes: e.g. heads_not_divisible two kv heads);
-    rpa.rules() lists the rules and their mutations. Cases the mutation leaves valid in the
-    mode are left out."""
+    validator). rule: only cases whose expected verdict is that rule, drawn from the
+    mutations named after it (where there are any; rpa.rules() lists the rules and their
+    mutations). mutation: draw only that mutation (e.g. "kv_pages_per_block_bad", which also
+    breaks kv_len_overflows_int32). Cases the mutation leaves valid in the mode are left
+    out."""
     if mode not in ("strict", "jax"):
         raise ValueError(f"mode takes strict or jax (got {mode!r})")
     bounds = _bounds(max_seqs, max_kv_len, max_head_dim, max_page_size)
     _check_profile(profile, head_dim, bounds)
-    if rule is not None and not any(r[0] == rule for r in _rpa.rules()):
+    table = {r[0]: r[4] for r in _rpa.rules()}
+    if rule is not None and rule not in table:
         raise ValueError(f"no rule named {rule}")
+    if mutation is not None:
+        mutations = [mutation]
+        _rpa.decode(b"", profile or "", head_dim, bounds, False, mutations)  # a known name?
+    else:
+        mutations = list(table[rule]) if rule is not None else []
     at = 1 if mode == "strict" else 2
 
     def expected(d) -> Optional[tuple[Case, str]]:
@@ -99,8 +106,8 @@ def invalid_cases(rule: Optional[str] = None, *, mode: str = "strict",
             return None
         return d[0], d[at][0]
 
-    return (st.binary(max_size=max_bytes)
-            .map(lambda data: expected(_decoded(data, profile, head_dim, bounds, False, rule)))
+    return (st.binary(min_size=max_bytes, max_size=max_bytes)
+            .map(lambda data: expected(_decoded(data, profile, head_dim, bounds, False, mutations)))
             .filter(lambda x: x is not None))
 
 

@@ -1,0 +1,88 @@
+"""rpa.strategies: Hypothesis draws bytes, the fuzzers' decoder (ByteSource) makes the case,
+so the cases are the generators' own, every strict rule is reachable, and a failing case
+shrinks with its bytes."""
+import pytest
+from hypothesis import HealthCheck, find, given, settings
+
+import rpa
+from rpa import strategies
+
+
+def q_lens(case):
+    n = int(case.num_seqs[0])
+    return [int(case.cu_q_lens[i + 1] - case.cu_q_lens[i]) for i in range(n)]
+
+
+@settings(max_examples=60)
+@given(strategies.cases())
+def test_valid_cases_are_strict_valid_and_the_kernel_agrees(case):
+    assert rpa.validate(case).valid, case
+    assert rpa.check(case).verdict == "agree"
+
+
+@settings(max_examples=20)
+@given(strategies.cases(profile="decode", head_dim=128, max_seqs=4))
+def test_the_profile_and_head_dim_hold(case):
+    assert case.q.shape[2] == 128 and all(q == 1 for q in q_lens(case)), case
+    assert rpa.validate(case).valid
+
+
+@settings(max_examples=80)
+@given(strategies.invalid_cases())
+def test_strict_validation_reports_the_rule_the_spec_model_expects(drawn):
+    case, rule = drawn
+    assert rpa.validate(case).rule == rule, case
+
+
+@settings(max_examples=80)
+@given(strategies.invalid_cases(mode="jax"))
+def test_jax_validation_reports_the_rule_the_spec_model_expects(drawn):
+    case, rule = drawn
+    assert rpa.validate(case, mode="jax").rule == rule, case
+
+
+def test_the_strategies_reach_every_strict_rule():
+    # As Mutations.ReachEveryRule: each strict rule through the mutations named after it;
+    # kv_len_overflows_int32, which no mutation is named after, through the block mutation
+    # whose huge variant overflows the block arithmetic.
+    # Small shapes keep each search short (the default bounds take ~2 s a rule).
+    through = {"kv_len_overflows_int32": "kv_pages_per_block_bad"}
+    strict_rules = [r for r in rpa.rules() if r[2]]
+    reached = set()
+    for name, _in_jax, _in_strict, _crash, mutations in strict_rules:
+        assert mutations or name in through, f"{name}: no mutation reaches it"
+        case, rule = find(strategies.invalid_cases(rule=name, mutation=through.get(name),
+                                                   max_seqs=4, max_kv_len=64, max_head_dim=16),
+                          lambda drawn: True,
+                          settings=settings(max_examples=300, database=None,
+                                            suppress_health_check=list(HealthCheck)))
+        assert rule == name and rpa.validate(case).rule == name, (name, case)
+        reached.add(name)
+    assert reached == {r[0] for r in strict_rules} and len(reached) >= 45
+
+
+def test_a_failing_case_shrinks_with_its_bytes():
+    # A case with a sequence of 3 query rows, shrunk: 3 rows in at most 2 sequences (the
+    # shrinker stops at an empty sequence before it: dropping it moves every later byte), one
+    # head of dimension 1 in float32, page size 1, no parameters.
+    case = find(strategies.cases(), lambda c: any(q >= 3 for q in q_lens(c)),
+                settings=settings(max_examples=500, database=None))
+    assert sorted(q_lens(case))[-1] == 3 and len(q_lens(case)) <= 2, case
+    assert case.q.shape == (3, 1, 1), case
+    assert case.kv_pages.shape[1:] == (1, 2, 1) and case.q.dtype.name == "float32"
+    assert case.soft_cap is None and case.sliding_window is None and case.sm_scale == 1.0
+    # Its spec replays it.
+    assert rpa.gen(spec=case.spec) == case
+
+
+def test_bad_strategy_arguments_fail_at_definition():
+    with pytest.raises(ValueError, match="profile takes"):
+        strategies.cases(profile="huge")
+    with pytest.raises(ValueError, match="no rule named"):
+        strategies.invalid_cases(rule="no_such_rule")
+    with pytest.raises(ValueError, match="no mutation named"):
+        strategies.invalid_cases(mutation="no_such_mutation")
+    with pytest.raises(ValueError, match="mode takes"):
+        strategies.invalid_cases(mode="lenient")
+    with pytest.raises(ValueError, match="head_dim"):
+        strategies.cases(head_dim=256, max_head_dim=128)
