@@ -1,7 +1,9 @@
 #include "cli/run_case.h"
 
+#include <algorithm>
 #include <utility>
 
+#include "kernel/paged_kv_view.h"
 #include "kernel/tiled_kernel.h"
 #include "reference/dense_reference.h"
 
@@ -29,6 +31,16 @@ RunOutcome run_case(const Case& c, const CliArgs& a) {
   r.out = a.impl == "kernel"
               ? tiled_attention(c.inputs, c.params, kernel_options(a))
               : dense_reference(c.inputs, c.params, a.reference_semantics()).out;
+  return r;
+}
+
+RunReport run_report(const Case& c, const CliArgs& a) {
+  RunReport r;
+  r.rows = std::clamp<int64_t>(PagedKvView(c.inputs).total_q_tokens(), 0, c.inputs.q.dim(0));
+  if (a.impl == "kernel") {
+    const KernelOptions options = kernel_options(a);
+    r.plan = plan_kernel(c.inputs, c.params, options.target, options.untuned_blocks);
+  }
   return r;
 }
 

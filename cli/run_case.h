@@ -10,6 +10,7 @@
 #include "casefile/case.h"
 #include "cli/cli_args.h"
 #include "kernel/tensor.h"
+#include "kernel/tiled_kernel.h"
 
 namespace rpa {
 
@@ -31,5 +32,15 @@ struct RunOutcome {
 // input the Pallas kernel runs on; everything else a strict-valid one) and computes it with
 // a.impl. Precondition: run_options_error(a) is "".
 RunOutcome run_case(const Case& c, const CliArgs& a);
+
+// What rpa run --json reports of a computation besides the output: the rows the sequences
+// define (cu_q_lens[num_seqs], clipped to q; jax mode's literal schedule also takes a
+// negative one) and, for the kernel, its grid and blocks. Precondition: run_case(c, a) did
+// not reject the case.
+struct RunReport {
+  int64_t rows = 0;
+  std::optional<KernelPlan> plan;  // --impl kernel
+};
+RunReport run_report(const Case& c, const CliArgs& a);
 
 }  // namespace rpa

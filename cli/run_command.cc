@@ -1,12 +1,9 @@
-#include <algorithm>
 #include <cstdio>
 
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/run_case.h"
-#include "kernel/paged_kv_view.h"
-#include "kernel/tiled_kernel.h"
 
 namespace rpa {
 
@@ -21,11 +18,9 @@ int run_command(const std::vector<std::string_view>& args) {
     report_rejection(a, *run.rejection);
     return kExitRejected;
   }
-  const KernelOptions options = kernel_options(a);
   Tensor out = std::move(*run.out);
-  // Defined rows; jax mode's literal schedule also takes a negative cu_q_lens[num_seqs].
-  const int64_t rows =
-      std::clamp<int64_t>(PagedKvView(c->inputs).total_q_tokens(), 0, c->inputs.q.dim(0));
+  const RunReport report = run_report(*c, a);
+  const int64_t rows = report.rows;
   if (!a.output.empty()) {
     c->out = std::move(out);
     if (std::string err; !write_case_file(a.output, *c, &err)) {
@@ -38,9 +33,8 @@ int run_command(const std::vector<std::string_view>& args) {
     j.begin_object().key("valid").value(true).key("impl").value(a.impl);
     j.key("rows").value(rows);
     if (a.impl == "reference") j.key("semantics").value(semantics_name(a.reference_semantics()));
-    if (a.impl == "kernel") {
-      const KernelPlan plan =
-          plan_kernel(c->inputs, c->params, options.target, options.untuned_blocks);
+    if (report.plan) {
+      const KernelPlan& plan = *report.plan;
       j.key("schedule").value(a.literal ? "literal" : "default");
       j.key("blocks").begin_array();
       j.value(plan.blocks.kv_pages_per_block).value(plan.blocks.queries_per_block).end_array();

@@ -280,6 +280,34 @@ nb::tuple run(const ArrayMap& arrays, const ParamMap& params, const std::vector<
   return nb::make_tuple(nb::none(), typed(std::move(*r.out)));
 }
 
+// The grid rpa run --impl kernel would use (its --json fields): (None, report) or
+// (rejection, None); report {rows, kv_pages_per_block, queries_per_block, q_heads_per_block,
+// combined_kv_heads_per_block, num_heads_blocks, num_q_blocks, vmem_bytes}. Nothing is computed.
+nb::tuple plan(const ArrayMap& arrays, const ParamMap& params, const std::vector<std::string>& flags) {
+  std::vector<std::string> with_path = flags;
+  with_path.push_back("case");
+  CliArgs a = parse_flags(with_path, kRunFlags);
+  if (std::string err = run_options_error(a); !err.empty()) throw std::invalid_argument(err);
+  const BorrowedCase b = to_case(arrays, params);
+  const Case& c = b.c;
+  const bool jax_literal = a.literal && a.validate.mode == Mode::kJax;
+  if (auto r = jax_literal ? literal_jax_rejection(c, a) : compute_rejection(c, a)) {
+    return nb::make_tuple(rejection_dict(*r), nb::none());
+  }
+  const RunReport report = run_report(c, a);
+  const KernelPlan& p = *report.plan;
+  nb::dict d;
+  d["rows"] = report.rows;
+  d["kv_pages_per_block"] = p.blocks.kv_pages_per_block;
+  d["queries_per_block"] = p.blocks.queries_per_block;
+  d["q_heads_per_block"] = p.heads.q_heads;
+  d["combined_kv_heads_per_block"] = p.heads.combined_kv_heads;
+  d["num_heads_blocks"] = p.num_heads_blks;
+  d["num_q_blocks"] = p.num_q_blks;
+  d["vmem_bytes"] = p.vmem_bytes;
+  return nb::make_tuple(nb::none(), d);
+}
+
 // rpa check LABEL: (verdict, detail, json, text, rejection); json and text for a computed
 // verdict (the --json object and the lines rpa check prints, naming LABEL).
 nb::tuple check(const ArrayMap& arrays, const ParamMap& params, std::vector<std::string> flags,
@@ -447,6 +475,7 @@ NB_MODULE(_rpa, m) {
       .def_rw("max_page_size", &props::DecodeBounds::max_page_size);
   m.def("validate", &validate_case, "arrays"_a, "params"_a, "flags"_a);
   m.def("run", &run, "arrays"_a, "params"_a, "flags"_a);
+  m.def("plan", &plan, "arrays"_a, "params"_a, "flags"_a);
   m.def("check", &check, "arrays"_a, "params"_a, "flags"_a, "label"_a);
   m.def("read_case", &read_case, "path"_a, "max_bytes"_a);
   m.def("read_case_bytes", &read_case_from_bytes, "data"_a, "max_bytes"_a);

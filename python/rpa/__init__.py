@@ -14,13 +14,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from rpa._api import (Bias, CheckFailed, CheckResult, Failure, Mismatch, Rejected, Verdict,
-                      check, gen, kernel, reference, rules, validate, workload)
+from rpa._api import (Bias, CheckFailed, CheckResult, Failure, Mismatch, Plan, Rejected,
+                      Verdict, check, gen, kernel, plan, reference, rules, validate, workload)
 from rpa._case import Case
 
 __version__ = "0.21.0"
 
-__all__ = ["Case", "validate", "reference", "kernel", "check", "gen", "workload", "rules",
+__all__ = ["Case", "validate", "reference", "kernel", "plan", "check", "gen", "workload", "rules",
+           "Plan",
            "Verdict", "Failure", "CheckResult", "Mismatch", "Bias", "Rejected", "CheckFailed",
            "strategies", "__version__"]
 

@@ -143,6 +143,34 @@ def kernel(case: Case, schedule: str = "default", threads: Optional[int] = None,
                 target=target)
 
 
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The grid and blocks the tiled kernel runs a case with (``rpa run --impl kernel --json``):
+    the Pallas program's for the literal schedule. rows: the rows the sequences define."""
+
+    rows: int
+    kv_pages_per_block: int
+    queries_per_block: int
+    q_heads_per_block: int
+    combined_kv_heads_per_block: int
+    num_heads_blocks: int
+    num_q_blocks: int
+    vmem_bytes: int
+
+
+def plan(case: Case, schedule: str = "default", mode: str = "strict",
+         target: Optional[str] = None) -> Plan:
+    """How rpa.kernel would run the case, without running it: its block sizes (JAX's untuned
+    defaults for the literal schedule in jax mode, as the Pallas kernel takes them), heads per
+    block, grid and VMEM. Raises Rejected as rpa.kernel does."""
+    arrays, params = case._native()
+    rejection, report = _call(_rpa.plan, arrays, params,
+                              _flags(impl="kernel", schedule=schedule, mode=mode, target=target))
+    if rejection is not None:
+        raise _rejected(rejection)
+    return Plan(**report)
+
+
 # -- checking --------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Mismatch:
@@ -314,4 +342,5 @@ def rules() -> list[tuple[str, bool, bool, bool, list[str]]]:
 
 
 __all__ = ["Rejected", "CheckFailed", "Failure", "Verdict", "validate", "reference", "kernel",
+           "Plan", "plan",
            "Mismatch", "Bias", "CheckResult", "check", "gen", "workload", "rules"]

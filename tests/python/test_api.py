@@ -185,3 +185,19 @@ def test_rules_table_names_every_mutation():
     assert len(names) == len(set(names)) >= 50
     assert ("soft_cap_zero", True, True, False, ["soft_cap_zero"]) in rules
     assert any(r[3] for r in rules)  # jax_crash rules exist
+
+
+def test_plan_is_what_rpa_run_reports(tmp_path, rpa_cli):
+    for case in (rpa.workload("decode"), rpa.workload("mixed", "bfloat16"),
+                 rpa.gen(seed=3, profile="mixed", size=60)):
+        case.save(tmp_path / "c.npz")
+        for schedule, mode in (("default", "strict"), ("literal", "jax")):
+            p = rpa_cli("run", tmp_path / "c.npz", "--impl", "kernel", "--schedule", schedule,
+                        "--mode", mode, "--json")
+            cli = json.loads(p.stdout)
+            plan = rpa.plan(case, schedule=schedule, mode=mode)
+            assert [plan.kv_pages_per_block, plan.queries_per_block] == cli["blocks"]
+            assert [plan.q_heads_per_block, plan.combined_kv_heads_per_block] == cli["heads_per_block"]
+            assert plan.rows == cli["rows"] and plan.vmem_bytes > 0
+    with pytest.raises(rpa.Rejected):
+        rpa.plan(case.replace(vmem_limit_bytes=0))

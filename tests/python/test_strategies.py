@@ -62,17 +62,19 @@ def test_the_strategies_reach_every_strict_rule():
 
 
 def test_a_failing_case_shrinks_with_its_bytes():
-    # A case with a sequence of 3 query rows, shrunk: 3 rows in at most 2 sequences (the
-    # shrinker stops at an empty sequence before it: dropping it moves every later byte), one
-    # head of dimension 1 in float32, page size 1, no parameters.
-    case = find(strategies.cases(), lambda c: any(q >= 3 for q in q_lens(c)),
-                settings=settings(max_examples=500, database=None))
-    assert sorted(q_lens(case))[-1] == 3 and len(q_lens(case)) <= 2, case
-    assert case.q.shape == (3, 1, 1), case
-    assert case.kv_pages.shape[1:] == (1, 2, 1) and case.q.dtype.name == "float32"
-    assert case.soft_cap is None and case.sliding_window is None and case.sm_scale == 1.0
-    # Its spec replays it.
-    assert rpa.gen(spec=case.spec) == case
+    # Hypothesis lowers and deletes bytes; the decoder reads fewer sequences, fewer heads,
+    # smaller dimensions from them. (A choice drawn late, such as a parameter, ties down the
+    # bytes before it and shrinks less: its position moves when they shrink.)
+    shrink = settings(max_examples=500, database=None, derandomize=True)
+    case = find(strategies.cases(), lambda c: c.q.shape[1] >= 4 and any(q_lens(c)), settings=shrink)
+    # One query row of 4 heads of dimension 1 over one kv head, float32, no parameters (the
+    # shrinker keeps an empty sequence before it: dropping it moves every later byte).
+    assert case.q.shape == (1, 4, 1) and case.kv_pages.shape == (1, 1, 4, 1), case
+    assert sum(q_lens(case)) == 1 and len(q_lens(case)) <= 2, case
+    assert case.q.dtype.name == "float32" and case.soft_cap is None and case.sm_scale == 1.0
+    assert rpa.gen(spec=case.spec) == case  # its spec replays it
+    case = find(strategies.cases(), lambda c: sum(q > 0 for q in q_lens(c)) >= 2, settings=shrink)
+    assert case.q.shape == (2, 1, 1) and len(q_lens(case)) <= 3, case
 
 
 def test_bad_strategy_arguments_fail_at_definition():

@@ -463,24 +463,20 @@ def _literal(case):
         return None, f"{type(e).__name__}: {e}"
 
 
-def _check_literal_blocks(case, literal, blocks, fails):
-    """The literal schedule plans the block sizes JAX gives the kernel: its output is bit for
-    bit the one it gives with those block sizes set in the case. (`rpa run --json` reports
-    the plan's blocks; the package does not, so the bits stand for them: other block sizes
-    that change what the schedule computes show there, ones that do not, such as two query
-    blocks both past T, compute the same.)"""
-    if (case.num_kv_pages_per_block, case.num_queries_per_block) == blocks:
-        return  # the case sets both: both kernels run with them
-    with_blocks, err = _literal(case.replace(num_kv_pages_per_block=blocks[0],
-                                             num_queries_per_block=blocks[1]))
-    if with_blocks is None:
-        fails.append(f"rpa literal schedule with JAX's blocks {list(blocks)} set: {err}")
+def _check_literal_plan(case, blocks, rows, fails):
+    """The literal schedule in jax mode plans the block sizes JAX gives the kernel and the
+    rows the case defines (rpa.plan: what `rpa run --impl kernel --json` reports)."""
+    try:
+        plan = rpa.plan(case, schedule="literal", mode="jax")
+    except Exception as e:  # pylint: disable=broad-except
+        fails.append(f"rpa.plan(schedule='literal', mode='jax'): {type(e).__name__}: {e}")
         return
-    same = _same_bits(literal, with_blocks)
-    if not np.all(same):
-        fails.append(f"rpa literal blocks differ from JAX's {list(blocks)}: "
-                     f"{same.size - int(same.sum())} of {same.size} elements differ from "
-                     "the literal schedule's with those blocks set")
+    got = [plan.kv_pages_per_block, plan.queries_per_block]
+    if got != list(blocks):
+        fails.append(f"rpa literal blocks {got}, JAX runs {list(blocks)}")
+    # rpa reports cu_q_lens[num_seqs] clipped into [0, T], the rows the case defines.
+    if plan.rows != rows:
+        fails.append(f"rpa reports rows {plan.rows}, the case has {rows} defined")
 
 
 def check_pallas_case(kernel, case, label, tally):
@@ -532,7 +528,7 @@ def check_pallas_case(kernel, case, label, tally):
         if literal is None:
             fails.append(f"rpa run --schedule literal --mode jax: {err}")
         else:
-            _check_literal_blocks(case, literal, blocks, fails)
+            _check_literal_plan(case, blocks, rows, fails)
     steps = pallas.steps(case, blocks)
     if steps is None:
         notes.append("Pallas not run: a kv_len's KV walk wraps int32 (it would not end)")
