@@ -1,5 +1,6 @@
 #include "cli/check_case.h"
 
+#include <chrono>
 #include <cmath>
 #include <utility>
 
@@ -34,7 +35,9 @@ int verdict_exit(CheckVerdict v) {
   return kExitUsage;
 }
 
-CheckOutcome check_case(const Case& c, const CliArgs& a) {
+namespace {
+
+CheckOutcome check_untimed(const Case& c, const CliArgs& a) {
   CheckOutcome o;
   o.has_out = c.out.has_value();
   const auto usage = [&o](std::string why) {
@@ -97,6 +100,15 @@ CheckOutcome check_case(const Case& c, const CliArgs& a) {
   o.verdict = !o.cmp->agree()                        ? CheckVerdict::kMismatch
               : o.cmp->bias.biased() && !a.allow_bias ? CheckVerdict::kBiased
                                                       : CheckVerdict::kAgree;
+  return o;
+}
+
+}  // namespace
+
+CheckOutcome check_case(const Case& c, const CliArgs& a) {
+  const auto start = std::chrono::steady_clock::now();
+  CheckOutcome o = check_untimed(c, a);
+  o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return o;
 }
 
@@ -203,6 +215,7 @@ std::string check_json(const CheckOutcome& o, const CliArgs& a) {
   if (!o.has_out) j.key("schedule").value(a.literal ? "literal" : "default");
   if (a.oracle != "literal") j.key("dot_passes").value(dot_pass_count(a.dot_passes));
   write_comparison_json(j, cmp);
+  j.key("seconds").value(o.seconds);
   return j.end_object().str();
 }
 

@@ -36,6 +36,7 @@ struct CheckOutcome {
   bool has_out = false;                // the case's own `out` was checked (else the kernel's)
   std::string checked;                 // "out", "the tiled kernel", ...
   std::string oracle;                  // "the reference (kernel semantics)", ...
+  double seconds = 0.0;  // check_case's own time: validation, the computations, the comparison
 };
 
 // The options rpa check takes (replay reads them from regressions/expectations.tsv too).

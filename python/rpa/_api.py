@@ -226,6 +226,9 @@ class CheckResult:
     first_mismatch: Optional[Mismatch] = None
     bias: Optional[Bias] = None
     rejection: Optional[Rejected] = None
+    #: The C++ check's own time (validation, the computations, the comparison), as
+    #: ``rpa check --json`` reports it.
+    seconds: Optional[float] = None
     json: dict = dataclasses.field(default_factory=dict, repr=False)
 
     @property
@@ -287,6 +290,8 @@ def check(case: Case, out: Optional[ArrayLike] = None, *, semantics: Optional[st
     arrays, params = case._native()
     verdict, detail, js, text, rejection = _call(_rpa.check, arrays, params, flags, label)
     replay_flags = tuple(f for f in flags if f not in ("--threads",))
+    if verdict == "unreadable":  # an `out` of another shape or dtype than q's
+        raise ValueError(detail.replace(f"{label}: member 'out.npy' is", "out:", 1))
     if js is None:
         return CheckResult(verdict, case, replay_flags, detail=detail,
                            rejection=_rejected(rejection) if rejection else None)
@@ -302,7 +307,7 @@ def check(case: Case, out: Optional[ArrayLike] = None, *, semantics: Optional[st
         max_abs_err=float(j["max_abs_err"]), atol=float(j["atol"]), rtol=float(j["rtol"]),
         compared=int(j["compared"]), mismatches=int(j["mismatches"]),
         first_mismatch=Mismatch(**first) if first else None,
-        bias=Bias(**b), json=j)
+        bias=Bias(**b), seconds=float(j["seconds"]), json=j)
 
 
 # -- generating ------------------------------------------------------------------------------
