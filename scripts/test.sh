@@ -26,7 +26,8 @@ echo "== ASan + UBSan build (clang, -Werror)"
 # -O1 (with Debug's assertions, Eigen's included): at -O0 the property suite's Eigen code
 # runs ~10x slower and the sanitizers find nothing more.
 cmake -S . -B build/asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_FLAGS_DEBUG="-g -O1" \
-  -DRPA_WERROR=ON -DRPA_SANITIZE=ON -DRPA_FUZZ_TESTS=ON -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+  -DRPA_WERROR=ON -DRPA_SANITIZE=ON -DRPA_FUZZ_TESTS=ON -DCMAKE_CXX_COMPILER=clang++ \
+  -DRPA_PACKAGE_PYTHON="$python" >/dev/null
 cmake --build build/asan -j "$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build/asan --output-on-failure -j "$jobs" "$@"
