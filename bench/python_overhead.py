@@ -45,9 +45,9 @@ def main():
     rpa_exe = os.path.join(os.path.dirname(sys.executable), "rpa")
     with tempfile.TemporaryDirectory() as tmp:
         for dtype in ("float32", "bfloat16"):
-            case = rpa.workload(args.workload, dtype)
             path = os.path.join(tmp, "case.npz")
-            case.save(path)
+            rpa.workload(args.workload, dtype).save(path)
+            case = rpa.Case.load(path)  # the arrays the CLI's reader makes, as the CLI checks
             rpa.check(case)  # warm up
             cli, mem, own = [], [], []
             for _ in range(args.repeat):  # interleaved, so drift hits both alike
