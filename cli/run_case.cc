@@ -21,12 +21,16 @@ std::string run_options_error(const CliArgs& a) {
   return "";
 }
 
-RunOutcome run_case(const Case& c, const CliArgs& a) {
+std::optional<Rejection> run_rejection(const Case& c, const CliArgs& a) {
   // The literal schedule says what the Pallas kernel computes: in jax mode it needs no
   // defined output, only an input the Pallas kernel runs on.
   const bool jax_literal = a.literal && a.validate.mode == Mode::kJax;
+  return jax_literal ? literal_jax_rejection(c, a) : compute_rejection(c, a);
+}
+
+RunOutcome run_case(const Case& c, const CliArgs& a) {
   RunOutcome r;
-  r.rejection = jax_literal ? literal_jax_rejection(c, a) : compute_rejection(c, a);
+  r.rejection = run_rejection(c, a);
   if (r.rejection) return r;
   r.out = a.impl == "kernel"
               ? tiled_attention(c.inputs, c.params, kernel_options(a))

@@ -28,6 +28,11 @@ struct RunOutcome {
   std::optional<Tensor> out;           // otherwise o [T, Hq, D] in q's dtype
 };
 
+// The validation gate of `rpa run`: the literal schedule under --mode jax needs only an input
+// the Pallas kernel runs on (literal_jax_rejection); everything else a strict-valid one
+// (compute_rejection). nullopt when the case may be computed.
+std::optional<Rejection> run_rejection(const Case& c, const CliArgs& a);
+
 // Validates the case as `rpa run` does (the literal schedule under --mode jax needs only an
 // input the Pallas kernel runs on; everything else a strict-valid one) and computes it with
 // a.impl. Precondition: run_options_error(a) is "".

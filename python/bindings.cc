@@ -207,10 +207,12 @@ nb::tuple from_case(Case c) {
   return nb::make_tuple(arrays, params);
 }
 
-// Options as CLI flags, parsed as the command parses them; a bad value raises ValueError
-// with the command's message.
-CliArgs parse_flags(const std::vector<std::string>& flags, const std::set<std::string_view>& allowed) {
+// Options as CLI flags for a case named `label`, parsed as the command parses them; a bad
+// value raises ValueError with the command's message.
+CliArgs parse_flags(const std::vector<std::string>& flags, const std::set<std::string_view>& allowed,
+                    const std::string& label = "case") {
   std::vector<std::string_view> views(flags.begin(), flags.end());
+  views.push_back(label);
   CliArgs a;
   if (std::string err = parse_cli_args(views, allowed, a); !err.empty()) {
     throw std::invalid_argument(err);
@@ -246,9 +248,7 @@ nb::list failures_list(const std::vector<Failure>& failures, Mode mode) {
 // (rule, message, jax_crash, line).
 nb::list validate_case(const ArrayMap& arrays, const ParamMap& params,
                        const std::vector<std::string>& flags) {
-  std::vector<std::string> with_path = flags;
-  with_path.push_back("case");
-  CliArgs a = parse_flags(with_path, {"--mode", "--target", "--all"});
+  CliArgs a = parse_flags(flags, {"--mode", "--target", "--all"});
   const BorrowedCase b = to_case(arrays, params);
   const Case& c = b.c;
   std::vector<Failure> failures;
@@ -263,12 +263,16 @@ nb::list validate_case(const ArrayMap& arrays, const ParamMap& params,
   return failures_list(failures, a.validate.mode);
 }
 
+// rpa run's options, for a case named "case".
+CliArgs run_args(const std::vector<std::string>& flags) {
+  CliArgs a = parse_flags(flags, kRunFlags);
+  if (std::string err = run_options_error(a); !err.empty()) throw std::invalid_argument(err);
+  return a;
+}
+
 // rpa run: (None, (dtype, out)) or (rejection, None).
 nb::tuple run(const ArrayMap& arrays, const ParamMap& params, const std::vector<std::string>& flags) {
-  std::vector<std::string> with_path = flags;
-  with_path.push_back("case");
-  CliArgs a = parse_flags(with_path, kRunFlags);
-  if (std::string err = run_options_error(a); !err.empty()) throw std::invalid_argument(err);
+  const CliArgs a = run_args(flags);
   const BorrowedCase b = to_case(arrays, params);
   const Case& c = b.c;
   RunOutcome r;
@@ -284,14 +288,10 @@ nb::tuple run(const ArrayMap& arrays, const ParamMap& params, const std::vector<
 // (rejection, None); report {rows, kv_pages_per_block, queries_per_block, q_heads_per_block,
 // combined_kv_heads_per_block, num_heads_blocks, num_q_blocks, vmem_bytes}. Nothing is computed.
 nb::tuple plan(const ArrayMap& arrays, const ParamMap& params, const std::vector<std::string>& flags) {
-  std::vector<std::string> with_path = flags;
-  with_path.push_back("case");
-  CliArgs a = parse_flags(with_path, kRunFlags);
-  if (std::string err = run_options_error(a); !err.empty()) throw std::invalid_argument(err);
+  const CliArgs a = run_args(flags);
   const BorrowedCase b = to_case(arrays, params);
   const Case& c = b.c;
-  const bool jax_literal = a.literal && a.validate.mode == Mode::kJax;
-  if (auto r = jax_literal ? literal_jax_rejection(c, a) : compute_rejection(c, a)) {
+  if (auto r = run_rejection(c, a)) {
     return nb::make_tuple(rejection_dict(*r), nb::none());
   }
   const RunReport report = run_report(c, a);
@@ -310,10 +310,9 @@ nb::tuple plan(const ArrayMap& arrays, const ParamMap& params, const std::vector
 
 // rpa check LABEL: (verdict, detail, json, text, rejection); json and text for a computed
 // verdict (the --json object and the lines rpa check prints, naming LABEL).
-nb::tuple check(const ArrayMap& arrays, const ParamMap& params, std::vector<std::string> flags,
+nb::tuple check(const ArrayMap& arrays, const ParamMap& params, const std::vector<std::string>& flags,
                 const std::string& label) {
-  flags.push_back(label);
-  CliArgs a = parse_flags(flags, kCheckFlags);
+  CliArgs a = parse_flags(flags, kCheckFlags, label);
   if (std::string err = check_options_error(a); !err.empty()) throw std::invalid_argument(err);
   const BorrowedCase b = to_case(arrays, params);
   const Case& c = b.c;

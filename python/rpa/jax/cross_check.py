@@ -234,6 +234,13 @@ class ReferenceTally:
     outcomes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
 
 
+def _reference_diff(tally, combo, outcome, line):
+    """Counts a failed reference case under its outcome and prints its DIFF line."""
+    tally.failed += 1
+    tally.outcomes[(combo, outcome)] += 1
+    print(line)
+
+
 def check_reference_case(kernel, case, params, info, label, tally, jit=False):
     """One reference case: JAX's output as `out`, `rpa.check`, tolerance used.
     Returns (whether both sides agree, the case to keep: with JAX's output as `out` once
@@ -243,10 +250,9 @@ def check_reference_case(kernel, case, params, info, label, tally, jit=False):
     strict = rpa_outcome(case, mode="strict")
     if not strict.valid:
         tally.rejected += 1
-        tally.failed += 1
-        tally.outcomes[(combo, "rejected")] += 1
-        print(f"DIFF {label}: strict validation rejects a generated case (generator bug): "
-              f"{strict.describe()}\n     {text}")
+        _reference_diff(tally, combo, "rejected",
+                        f"DIFF {label}: strict validation rejects a generated case (generator "
+                        f"bug): {strict.describe()}\n     {text}")
         return False, case
     try:
         with warnings.catch_warnings():
@@ -254,19 +260,18 @@ def check_reference_case(kernel, case, params, info, label, tally, jit=False):
             out = jax_reference(case, jit, kernel)
     except Exception as e:  # pylint: disable=broad-except
         tally.jax_errors += 1
-        tally.failed += 1
-        tally.outcomes[(combo, "jax error")] += 1
-        print(f"DIFF {label}: JAX's ref_ragged_paged_attention raised "
-              f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}\n     {text}")
+        _reference_diff(tally, combo, "jax error",
+                        f"DIFF {label}: JAX's ref_ragged_paged_attention raised "
+                        f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}\n"
+                        f"     {text}")
         return False, case
     rows = int(case.cu_q_lens[int(case.num_seqs[0])])
     jax_nonfinite = not np.all(np.isfinite(np.asarray(out[:rows], np.float32)))
     with_out = case.replace(out=out)
     rc, cmp, err = _check(with_out, None, semantics="reference")
     if rc not in (0, 1) or not isinstance(cmp, dict) or "agree" not in cmp:
-        tally.failed += 1
-        tally.outcomes[(combo, "no verdict")] += 1
-        print(f"DIFF {label}: rpa check gave no verdict: exit {rc}: {err}\n     {text}")
+        _reference_diff(tally, combo, "no verdict",
+                        f"DIFF {label}: rpa check gave no verdict: exit {rc}: {err}\n     {text}")
         return False, with_out
     agree = bool(cmp["agree"]) and rc == 0
     # rpa's own output, for the tolerance used.
@@ -292,9 +297,8 @@ def check_reference_case(kernel, case, params, info, label, tally, jit=False):
         tally.outcomes[(combo, "agree")] += 1
         print(f"OK   {label}: {combo} tolerance used {used:.3g}")
         return True, with_out
-    tally.failed += 1
-    tally.outcomes[(combo, "disagree")] += 1
-    print(f"DIFF {label}: tolerance used {used:.4g}\n     {text}\n     {json.dumps(cmp)}")
+    _reference_diff(tally, combo, "disagree",
+                    f"DIFF {label}: tolerance used {used:.4g}\n     {text}\n     {json.dumps(cmp)}")
     return False, with_out
 
 
