@@ -284,12 +284,13 @@ def check(case: Case, out: Optional[ArrayLike] = None, *, semantics: Optional[st
     text names the case ``label``. Raises ValueError for options that do not fit together."""
     if out is not None:
         case = case.replace(out=as_numpy("out", out))
-    flags = _flags(mode=mode, target=target, semantics=semantics, oracle=oracle,
-                   schedule=schedule, threads=threads, dot_passes=dot_passes,
-                   allow_bias=allow_bias)
+    # The replay command takes the options that decide the verdict (the bits never depend on
+    # the thread count).
+    replay_flags = tuple(_flags(mode=mode, target=target, semantics=semantics, oracle=oracle,
+                                schedule=schedule, dot_passes=dot_passes, allow_bias=allow_bias))
+    flags = list(replay_flags) + _flags(threads=threads)
     arrays, params = case._native()
     verdict, detail, js, text, rejection = _call(_rpa.check, arrays, params, flags, label)
-    replay_flags = tuple(f for f in flags if f not in ("--threads",))
     if verdict == "unreadable":  # an `out` of another shape or dtype than q's
         raise ValueError(detail.replace(f"{label}: member 'out.npy' is", "out:", 1))
     if js is None:

@@ -137,7 +137,7 @@ def test_raise_for_verdict_saves_the_case_and_the_cli_replays_it(tmp_path, rpa_c
     case = rpa.gen(seed=3, profile="mixed", size=60)
     bad = rpa.kernel(case)
     bad[1, 0, 0] = bad[1, 0, 0] + 100
-    result = rpa.check(case, bad, semantics="kernel")
+    result = rpa.check(case, bad, semantics="kernel", threads=2)
     with pytest.raises(rpa.CheckFailed) as e:
         result.raise_for_verdict(save_dir=str(tmp_path))
     failed = e.value
