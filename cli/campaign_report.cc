@@ -124,8 +124,10 @@ std::vector<ReportedFinding> write_finding_files(const Stats& st, const std::fil
       } else if (const std::optional<props::CaseSpec> spec = props::spec_from_hex(f.spec)) {
         const props::Materialized m = props::materialize(*spec);
         std::string error;
-        if (write_case_file((dir / (stem + ".npz")).string(), Case{m.inputs, m.params, {}, {}},
-                            &error)) {
+        Case c;
+        c.inputs = m.inputs;
+        c.params = m.params;
+        if (write_case_file((dir / (stem + ".npz")).string(), c, &error)) {
           r.case_file = stem + ".npz";
         }
       }
