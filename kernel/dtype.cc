@@ -314,4 +314,16 @@ float kv_eff(DType q_dtype, DType kv_dtype, const std::optional<double>& scale, 
   return x;
 }
 
+double dtype_finite_max(DType t) {
+  switch (t) {
+    case DType::kFloat32: return 3.4028234663852886e38;
+    case DType::kBFloat16: return 3.3895313892515355e38;
+    case DType::kFloat8E4M3FN: return 448.0;
+    case DType::kFloat8E5M2: return 57344.0;
+    case DType::kFloat16: return 65504.0;
+    case DType::kFloat64: return 1.7976931348623157e308;
+    default: return 0.0;
+  }
+}
+
 }  // namespace rpa

@@ -72,6 +72,10 @@ float e5m2_to_float(uint8_t bits);
 // may hold.
 float f16_to_float(uint16_t bits);
 
+// finfo(t).max of a float type: float32 3.4028235e38, bfloat16 3.3895314e38, float8_e4m3fn 448,
+// float8_e5m2 57344, float16 65504, float64 DBL_MAX; 0 for the others.
+double dtype_finite_max(DType t);
+
 // Reads element i of a buffer of type t as float (the float types only).
 float load_float(DType t, const void* data, int64_t i);
 // Rounds x to type t and stores it as element i (the float types only).

@@ -135,14 +135,15 @@ class BlockMath {
 
  public:
   // tile_queries: the most query rows of one sequence that one call of block() takes.
-  BlockMath(const Inputs& in, const Params& p, const KernelPlan& plan, bool literal,
-            int64_t tile_queries)
-      : in_(in),
-        p_(p),
-        view_(in),
-        q_dtype_(in.q.dtype()),
-        kv_dtype_(in.kv_pages.dtype()),
+  BlockMath(const PagedKvView& view, const AttentionMath& math, const KernelPlan& plan,
+            bool literal, int64_t tile_queries)
+      : view_(view),
+        math_(math),
+        q_dtype_(view.q_dtype()),
+        kv_dtype_(view.kv_dtype()),
         kv_bytes_(dtype_size(kv_dtype_)),
+        head_bytes_(view.head_stride() * kv_bytes_),
+        v_bytes_(view.v_delta() * kv_bytes_),
         d_(view_.head_dim()),
         group_(view_.q_heads_per_kv()),
         hc_blk_(plan.heads.combined_kv_heads),
@@ -166,29 +167,31 @@ class BlockMath {
         l_(static_cast<size_t>(hkv_blk_ * rows_max_)),
         acc_(static_cast<size_t>(tile_q_ * hq_blk_ * d_)),
         scales_(static_cast<size_t>(wide_rows_)),
-        mask_value_(static_cast<float>(p.effective_mask_value())),
-        sm_scale_(static_cast<float>(p.sm_scale)),
+        mask_value_(static_cast<float>(math.mask_value)),
+        sm_scale_(static_cast<float>(math.logit_scale)),
         exact_skips_(!literal && std::isfinite(mask_value_) &&
                      mask_value_ <= static_cast<float>(kMaxExactMaskValue)),
         kind_(kv_kind(kv_dtype_)),
-        k_in_registers_(kind_ != KvKind::kOther && !p.k_scale),
-        v_in_registers_(kind_ != KvKind::kOther && !p.v_scale),
+        k_in_registers_(kind_ != KvKind::kOther && !math.k_scale),
+        v_in_registers_(kind_ != KvKind::kOther && !math.v_scale),
         bf16_dots_(simd::kBf16Dot && q_dtype_ == DType::kBFloat16 && kind_ == KvKind::kBF16 &&
-                   k_in_registers_),
+                   k_in_registers_ && !math.q_quant_scale),
         q_bits_(bf16_dots_ ? static_cast<size_t>(hkv_blk_ * rows_max_ * d_) : 0) {}
 
   bool exact_skips() const { return exact_skips_; }
 
   // q rows [a, b) of every q head of heads block heads_blk, as float32 for block().
   void load_q(int64_t heads_blk, int64_t a, int64_t b) {
+    heads_blk_ = heads_blk;
     const int64_t rows = (b - a) * group_;
     for (int64_t h = 0; h < hkv_blk_; ++h) {
       const int64_t q_head0 = heads_blk * hq_blk_ + h * group_;
       for (int64_t r = a; r < b; ++r) {
         for (int64_t g = 0; g < group_; ++g) {
-          const std::byte* src = in_.q.data() + view_.q_offset(r, q_head0 + g) * dtype_size(q_dtype_);
+          const std::byte* src = view_.q_data() + view_.q_offset(r, q_head0 + g) * dtype_size(q_dtype_);
           const int64_t dst = ((h * rows) + (r - a) * group_ + g) * d_;
           to_float(q_dtype_, src, d_, q_.data() + dst);
+          if (math_.q_quant_scale) quantize_q(q_.data() + dst);
           if (bf16_dots_) std::memcpy(q_bits_.data() + dst, src, static_cast<size_t>(d_) * 2);
         }
       }
@@ -212,7 +215,9 @@ class BlockMath {
     // triangle). Otherwise, as on the TPU, every slot of the block takes part, zero-filled
     // past kv_len: its logit is q . 0 before the mask (zero_slot_logit) and its V row adds
     // nothing.
-    const int64_t nk = exact_skips_ ? std::min(valid, last_pos + 1 - kv_start) : kv_per_blk_;
+    const int64_t nk = !exact_skips_   ? kv_per_blk_
+                       : math_.causal ? std::min(valid, last_pos + 1 - kv_start)
+                                      : valid;
     // Slots with a token's K and V (none when the literal schedule's int32 walk wraps past
     // kv_len).
     const int64_t n_data = std::clamp<int64_t>(valid, 0, nk);
@@ -268,7 +273,7 @@ class BlockMath {
       with_kv_tag(kind_, [&](auto tag) {
         using Kv = decltype(tag);
         const kv_rows_detail::HeadsLayout heads{.heads = hkv_blk_,
-                                                .head_bytes = 2 * d_ * kv_bytes_,
+                                                .head_bytes = head_bytes_,
                                                 .q_head = rows * d_,
                                                 .out_head = rows * nk};
         for_each_kv_page(src, n, ahead, [&](const std::byte* page, int64_t j0, int64_t count,
@@ -297,7 +302,7 @@ class BlockMath {
       for (int64_t i = 0; i < rows; ++i) {
         float* x = lg + (h * rows + i) * nk;
         std::fill(x + n, x + nk, zero_slot_logit(q_.data() + (h * rows + i) * d_));
-        softmax_row(x, nk, br, i, m_of(h, br), l_of(h, br), scales_[static_cast<size_t>(h * rows + i)]);
+        softmax_row(x, nk, br, h, i, m_of(h, br), l_of(h, br), scales_[static_cast<size_t>(h * rows + i)]);
       }
     }
     float* const pv = qkv_.data();  // head h, row i: pv + (h * rows + i) * d
@@ -308,7 +313,7 @@ class BlockMath {
         for_each_kv_page(src, n, [&](const std::byte* page, int64_t j0, int64_t count,
                                      const std::byte*, int64_t) {
           for (int64_t h = 0; h < hkv_blk_; ++h) {
-            few_row_axpy<Kv>(lg + h * rows * nk + j0, rows, nk, page, (2 * h + 1) * d_ * kv_bytes_,
+            few_row_axpy<Kv>(lg + h * rows * nk + j0, rows, nk, page, h * head_bytes_ + v_bytes_,
                              stride, count, d_, pv + h * rows * d_);
           }
         });
@@ -338,7 +343,7 @@ class BlockMath {
     const int64_t f32_row = d_ * static_cast<int64_t>(sizeof(float));
     const std::byte* const k_rows = reinterpret_cast<const std::byte*>(k_.data());
     const std::byte* const v_rows = reinterpret_cast<const std::byte*>(v_.data());
-    const PagedV k_in_place{src, 2 * h * d_ * kv_bytes_};
+    const PagedV k_in_place{src, h * head_bytes_};
     const PagedV k_copy{{&k_rows, std::max<int64_t>(n, 1), f32_row}, 0};
     const PagedV v_copy{{&v_rows, std::max<int64_t>(n, 1), f32_row}, 0};
     if (k_in_registers_) {
@@ -353,7 +358,9 @@ class BlockMath {
     int64_t* const keys = row_keys_.data();       // softmax length of each row
     int64_t* const data_keys = keys + rows_max_;  // ... of those, keys with K and V
     for (int64_t i = 0; i < rows; ++i) {
-      keys[i] = exact_skips_ ? std::clamp<int64_t>(br.q_pos0 + i / group_ + 1 - br.kv_start, 1, nk) : nk;
+      keys[i] = exact_skips_ && math_.causal
+                    ? std::clamp<int64_t>(br.q_pos0 + i / group_ + 1 - br.kv_start, 1, nk)
+                    : nk;
       data_keys[i] = std::min(keys[i], n);
     }
     float* const lg = logits_.data();  // row i: lg + i * ldk
@@ -365,7 +372,7 @@ class BlockMath {
       for (int64_t i = i0; i < i0 + pr; ++i) {
         float* x = lg + i * ldk;
         std::fill(x + data_keys[i], x + keys[i], zero_slot_logit(q + i * d_));
-        softmax_row(x, keys[i], br, i, m_of(h, br), l_of(h, br), scales_[static_cast<size_t>(i)]);
+        softmax_row(x, keys[i], br, h, i, m_of(h, br), l_of(h, br), scales_[static_cast<size_t>(i)]);
         // The weighted sum runs each register tile of rows to its last row's keys.
         const int64_t sum_keys = weighted_sum_keys(data_keys + i0, pr, i - i0);
         if (sum_keys > keys[i]) std::fill(x + keys[i], x + sum_keys, 0.0f);
@@ -384,27 +391,34 @@ class BlockMath {
     return 0.0f;
   }
 
-  // Row i's logits x[0, n) of this block: scale, soft cap, mask, and the update of the row's
-  // m and l; x becomes the row's weights exp(x - m_curr).
-  void softmax_row(float* xp, int64_t n, const BlockRows& br, int64_t i, float* m, float* l,
-                   Scales& sc) const {
+  // Row i of local kv head h: its logits x[0, n) of this block: scale, soft cap, mask, and
+  // the update of the row's m and l; x becomes the row's weights exp(x - m_curr).
+  void softmax_row(float* xp, int64_t n, const BlockRows& br, int64_t h, int64_t i, float* m,
+                   float* l, Scales& sc) const {
     Eigen::Map<Eigen::ArrayXf> x(xp, n);
     x *= sm_scale_;
-    if (p_.soft_cap) {
-      const auto cap = static_cast<float>(*p_.soft_cap);
+    if (math_.soft_cap) {
+      const auto cap = static_cast<float>(*math_.soft_cap);
       x = cap * (x / cap).tanh();
     }
-    // Keys t with q_pos - W < t <= q_pos are visible; the mask value is added elsewhere.
+    // Keys t with q_pos - W < t (and t <= q_pos under the causal mask) are visible; the mask
+    // value is added to (jax) or replaces (v3) the others' logits elsewhere.
     const int64_t q_pos = br.q_pos0 + i / group_;
-    const int64_t lo = p_.sliding_window ? q_pos - *p_.sliding_window + 1 - br.kv_start : 0;
-    const int64_t hi = q_pos + 1 - br.kv_start;
-    for (int64_t j = 0; j < std::min(std::max<int64_t>(lo, 0), n); ++j) x[j] += mask_value_;
-    for (int64_t j = std::max<int64_t>(hi, 0); j < n; ++j) x[j] += mask_value_;
+    const int64_t lo = math_.sliding_window ? q_pos - *math_.sliding_window + 1 - br.kv_start : 0;
+    const int64_t hi = math_.causal ? q_pos + 1 - br.kv_start : n;
+    const auto mask = [&](int64_t j) { x[j] = math_.mask_replaces ? mask_value_ : x[j] + mask_value_; };
+    for (int64_t j = 0; j < std::min(std::max<int64_t>(lo, 0), n); ++j) mask(j);
+    for (int64_t j = std::max<int64_t>(hi, 0); j < n; ++j) mask(j);
     const float m_curr = x.maxCoeff<Eigen::PropagateNaN>();
     x = (x - m_curr).exp();
     const float l_curr = x.sum();
-    const float m_prev = br.first ? -std::numeric_limits<float>::infinity() : m[i];
-    const float l_prev = br.first ? 0.0f : l[i];
+    // The sink starts the online softmax of the sequence's first chunk as a block of one
+    // logit with no value: m = sink, l = 1, the accumulator 0.
+    const bool sink = br.first && math_.sink != nullptr && sink_chunk_;
+    const float m_prev = !br.first ? m[i]
+                         : sink    ? math_.sink[heads_blk_ * hq_blk_ + h * group_ + i % group_]
+                                   : -std::numeric_limits<float>::infinity();
+    const float l_prev = !br.first ? l[i] : sink ? 1.0f : 0.0f;
     const float m_next = std::isnan(m_prev)   ? m_prev
                          : std::isnan(m_curr) ? m_curr
                                               : std::max(m_prev, m_curr);
@@ -463,8 +477,8 @@ class BlockMath {
 
   // One token's K or V row of local kv head h (token at `token`) into d float32.
   void gather_row(const std::byte* token, int64_t h, bool value, float* row) const {
-    const std::optional<double>& scale = value ? p_.v_scale : p_.k_scale;
-    to_float(kv_dtype_, token + (2 * h + (value ? 1 : 0)) * d_ * kv_bytes_, d_, row);
+    const std::optional<double>& scale = value ? math_.v_scale : math_.k_scale;
+    to_float(kv_dtype_, token + h * head_bytes_ + (value ? v_bytes_ : 0), d_, row);
     if (scale || (!value && q_dtype_ == DType::kBFloat16 && dtype_is_integer(kv_dtype_))) {
       for (int64_t c = 0; c < d_; ++c) row[c] = kv_eff(q_dtype_, kv_dtype_, scale, !value, row[c]);
     }
@@ -493,11 +507,20 @@ class BlockMath {
     }
   }
 
-  const Inputs& in_;
-  const Params& p_;
+  // q (one row of D floats) quantized as v3's q_scale does (AttentionMath::q_quant_scale).
+  void quantize_q(float* row) const {
+    const double scale = *math_.q_quant_scale;
+    const double top = kv_finite_max_;
+    for (int64_t c = 0; c < d_; ++c) {
+      const double x = round_double_to(q_dtype_, static_cast<double>(row[c]) / scale);
+      row[c] = round_double_to(kv_dtype_, std::clamp(x, -top, top));
+    }
+  }
+
   const PagedKvView view_;
+  const AttentionMath math_;
   const DType q_dtype_, kv_dtype_;
-  const int64_t kv_bytes_, d_, group_, hc_blk_, hq_blk_, hkv_blk_, bkv_, bq_, kv_per_blk_,
+  const int64_t kv_bytes_, head_bytes_, v_bytes_, d_, group_, hc_blk_, hq_blk_, hkv_blk_, bkv_, bq_, kv_per_blk_,
       tile_q_, rows_max_, wide_rows_, kv_ld_;
   Scratch<float> k_, v_;    // [bkv * S, D]: a block's rows of one head as float32 (GEMMs)
   Scratch<float> q_;        // [Hkv_blk, rows, D]
@@ -518,6 +541,9 @@ class BlockMath {
   // bfloat16 q and K, and the BF16 dot instruction: decode's logits from the bits directly.
   const bool bf16_dots_;
   Scratch<uint16_t> q_bits_;  // [Hkv_blk, rows, D]: q_'s bfloat16 bits (bf16_dots_)
+  const double kv_finite_max_ = dtype_finite_max(kv_dtype_);
+  int64_t heads_blk_ = 0;    // the heads block load_q loaded
+  bool sink_chunk_ = true;   // the block with first set starts the sequence (the sink's chunk)
 };
 
 // The literal schedule's worker (DESIGN.md section 5): the TPU's KV double buffer in the KV
@@ -526,7 +552,9 @@ class BlockMath {
 class LiteralWorker : public BlockMath {
  public:
   LiteralWorker(const Inputs& in, const Params& p, const KernelPlan& plan, Tensor& out)
-      : BlockMath(in, p, plan, /*literal=*/true, plan.blocks.queries_per_block),
+      : BlockMath(PagedKvView(in), attention_math(p), plan, /*literal=*/true,
+                  plan.blocks.queries_per_block),
+        in_(in),
         out_(out),
         slot_bytes_(hc_blk_ * d_ * kv_bytes_),
         kv_buf_(static_cast<size_t>(2 * kv_per_blk_ * slot_bytes_)),
@@ -585,6 +613,7 @@ class LiteralWorker : public BlockMath {
     }
   }
 
+  const Inputs& in_;
   Tensor& out_;
   const int64_t slot_bytes_;
   Scratch<std::byte> kv_buf_;  // [2, bkv, S, Hc_blk, D] in the KV dtype
@@ -648,8 +677,10 @@ KernelPlan heads_plan(const KernelPlan& plan, const PagedKvView& view, int64_t k
 // The default schedule's worker: reads each KV block in place from the paged cache.
 class SegmentWorker : public BlockMath {
  public:
-  SegmentWorker(const Inputs& in, const Params& p, const KernelPlan& plan, int64_t tile_queries)
-      : BlockMath(in, p, plan, /*literal=*/false, tile_queries), pages_(static_cast<size_t>(bkv_)) {}
+  SegmentWorker(const PagedKvView& view, const AttentionMath& math, const KernelPlan& plan,
+                int64_t tile_queries)
+      : BlockMath(view, math, plan, /*literal=*/false, tile_queries),
+        pages_(static_cast<size_t>(bkv_)) {}
 
   // Chunk c of segment sg: its online softmax into m, l and the accumulator, then either
   // the output rows (one chunk) or the chunk's partial results.
@@ -657,10 +688,16 @@ class SegmentWorker : public BlockMath {
     const int64_t b0 = sg.kb_begin + c * sg.chunk_blocks;
     const int64_t b1 = std::min(sg.kb_end, b0 + sg.chunk_blocks);
     load_q(sg.heads_blk, sg.a, sg.b);
+    sink_chunk_ = c == 0;
     for (int64_t kv_blk = b0; kv_blk < b1; ++kv_blk) {
       block(sg.seq, sg.a, sg.b, sg.a, kv_blk, kv_blk == b0, pages_of(sg, kv_blk));
     }
     if (b0 >= b1) std::fill(acc_.begin(), acc_.end(), 0.0f);  // no block: nothing attended
+    if (math_.out_scale) {  // v3's v_scale on p.V: on the chunk's result, which is linear in it
+      const auto scale = static_cast<float>(*math_.out_scale);
+      const int64_t n = (sg.b - sg.a) * hq_blk_ * d_;
+      for (int64_t e = 0; e < n; ++e) acc_[static_cast<size_t>(e)] *= scale;
+    }
     if (sg.chunks == 1) {
       store(out, sg.heads_blk, acc_.data(), sg.a, sg.a, sg.b);
       return;
@@ -682,23 +719,21 @@ class SegmentWorker : public BlockMath {
   // Where the tokens of block kv_blk of the segment's sequence lie in the cache.
   KvRows pages_of(const Segment& sg, int64_t kv_blk) {
     const int64_t S = view_.page_size();
-    const int64_t P = in_.kv_pages.dim(0);
-    const int64_t token_bytes = view_.num_kv_heads() * 2 * d_ * kv_bytes_;
+    const int64_t P = view_.num_pages();
+    const int64_t token_bytes = view_.token_stride() * kv_bytes_;
     const int64_t valid = std::min(kv_per_blk_, view_.kv_len(sg.seq) - kv_blk * kv_per_blk_);
     const int64_t pages = exact_skips() ? (valid + S - 1) / S : bkv_;
     for (int64_t i = 0; i < pages; ++i) {
       const int64_t column = kv_blk * bkv_ + i;
-      const int64_t page = column < view_.pages_per_seq()
-                               ? in_.page_indices.int_at(sg.seq * view_.pages_per_seq() + column)
-                               : -1;
+      const int64_t page = column < view_.pages_per_seq() ? view_.page_of(sg.seq, column * S) : -1;
       // Strict validation keeps every page a token is read from in range; a page past
       // kv_len is never read (its slots are zero-filled slots, see BlockMath::block).
       if (i * S < valid && (page < 0 || page >= P)) {
         throw std::out_of_range("tiled_attention: page index out of range (validate first)");
       }
       pages_[static_cast<size_t>(i)] =
-          i * S < valid ? in_.kv_pages.data() + (page * S * token_bytes) +
-                              sg.heads_blk * hc_blk_ * d_ * kv_bytes_
+          i * S < valid ? view_.kv_data() + (page * S * token_bytes) +
+                              sg.heads_blk * hkv_blk_ * head_bytes_
                         : nullptr;
     }
     return {.pages = pages_.data(), .page_size = S, .token_stride = token_bytes};
@@ -750,9 +785,8 @@ int64_t tile_queries(const PagedKvView& view) {
 // The default schedule's segments: heads blocks in order, then each sequence's rows in
 // tiles of tile_queries, then its KV blocks in chunks. Everything here follows from the
 // shape and the plan, never from the thread count.
-std::vector<Segment> plan_segments(const Inputs& in, const Params& p, const KernelPlan& plan,
-                                   bool exact_skips) {
-  const PagedKvView view(in);
+std::vector<Segment> plan_segments(const PagedKvView& view, const AttentionMath& math,
+                                   const KernelPlan& plan, bool exact_skips) {
   const int64_t tile = tile_queries(view);
   const int64_t kv_per_blk = plan.blocks.kv_pages_per_block * view.page_size();
   const int64_t chunk_blocks = std::max<int64_t>(1, (kSplitTokens + kv_per_blk - 1) / kv_per_blk);
@@ -773,8 +807,8 @@ std::vector<Segment> plan_segments(const Inputs& in, const Params& p, const Kern
           // Every key of the block masked for every row: after the last row's position, or
           // before the first row's window.
           const bool all_masked =
-              kv_start > last_pos ||
-              (p.sliding_window && kv_start + valid - 1 <= first_pos - *p.sliding_window);
+              (math.causal && kv_start > last_pos) ||
+              (math.sliding_window && kv_start + valid - 1 <= first_pos - *math.sliding_window);
           if (exact_skips && all_masked) continue;
           if (kb_begin < 0) kb_begin = kb;
           kb_end = kb + 1;
@@ -874,11 +908,16 @@ Tensor tiled_attention(const Inputs& in, const Params& p, const KernelOptions& o
     }
     return out;
   }
+  default_schedule(PagedKvView(in), attention_math(p), plan, options.threads, out);
+  return out;
+}
+
+void default_schedule(const PagedKvView& view, const AttentionMath& math, const KernelPlan& plan,
+                      int threads_wanted, Tensor& out) {
   // Every chunk of every segment is one task; a task's arithmetic does not depend on the
   // thread that runs it, and split segments are merged in chunk order afterwards.
-  const PagedKvView view(in);
-  const bool exact = SegmentWorker(in, p, plan, 1).exact_skips();
-  std::vector<Segment> segments = plan_segments(in, p, plan, exact);
+  const bool exact = SegmentWorker(view, math, plan, 1).exact_skips();
+  std::vector<Segment> segments = plan_segments(view, math, plan, exact);
   const int64_t d = view.head_dim();
   const KernelPlan all = heads_plan(plan, view, view.num_kv_heads());
   const KernelPlan one = heads_plan(plan, view, 1);
@@ -913,7 +952,7 @@ Tensor tiled_attention(const Inputs& in, const Params& p, const KernelOptions& o
   int64_t tile = 1, all_tile = 1;
   for (const Segment& sg : segments) (sg.all_heads ? all_tile : tile) = std::max(sg.all_heads ? all_tile : tile, sg.b - sg.a);
   const int hw = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  const int threads = options.threads > 0 ? options.threads : hw;
+  const int threads = threads_wanted > 0 ? threads_wanted : hw;
   const auto workers =
       static_cast<int>(std::min<int64_t>(std::max<size_t>(tasks.size(), 1), threads));
   std::atomic<size_t> next{0};
@@ -923,7 +962,7 @@ Tensor tiled_attention(const Inputs& in, const Params& p, const KernelOptions& o
     for (size_t t = next++; t < tasks.size(); t = next++) {
       const Segment& sg = segments[tasks[t].first];
       std::optional<SegmentWorker>& worker = sg.all_heads ? every_head : blocks;
-      if (!worker) worker.emplace(in, p, sg.all_heads ? all : one, sg.all_heads ? all_tile : tile);
+      if (!worker) worker.emplace(view, math, sg.all_heads ? all : one, sg.all_heads ? all_tile : tile);
       worker->run(sg, tasks[t].second, out, partial.data() + sg.partial);
     }
   });
@@ -933,10 +972,9 @@ Tensor tiled_attention(const Inputs& in, const Params& p, const KernelOptions& o
     std::vector<float> o;
     for (size_t t = next_split++; t < split.size(); t = next_split++) {
       const Segment& sg = segments[split[t]];
-      merge_chunks(sg, partial.data() + sg.partial, d, view, in.q.dtype(), out, o);
+      merge_chunks(sg, partial.data() + sg.partial, d, view, view.q_dtype(), out, o);
     }
   });
-  return out;
 }
 
 }  // namespace rpa

@@ -7,8 +7,10 @@
 
 #include <cstdint>
 
+#include "kernel/attention_math.h"
 #include "kernel/heads_per_block.h"
 #include "kernel/inputs.h"
+#include "kernel/paged_kv_view.h"
 #include "kernel/params.h"
 #include "kernel/target_profile.h"
 #include "kernel/tensor.h"
@@ -62,5 +64,14 @@ KernelPlan plan_kernel(const Inputs& in, const Params& params, const TargetProfi
 // what the Pallas program leaves there). The result does not depend on the thread count:
 // each task is computed by one thread in a fixed order, and chunks are merged in order.
 Tensor tiled_attention(const Inputs& in, const Params& params, const KernelOptions& options = {});
+
+// The default schedule on any dialect's logical view (DESIGN.md section 16): the math core
+// that tiled_attention runs for the jax dialect and v3_tiled_attention for tpu-inference v3.
+// Uses plan.blocks.kv_pages_per_block only (heads and query blocks are the schedule's own).
+// Writes the rows [0, view.total_q_tokens()) of out ([T, Hq, D] in view.q_dtype()), nothing
+// else. Precondition: the dialect's strict validation accepted the call; math.mask_value
+// <= kMaxExactMaskValue unless math is the jax dialect's.
+void default_schedule(const PagedKvView& view, const AttentionMath& math, const KernelPlan& plan,
+                      int threads, Tensor& out);
 
 }  // namespace rpa

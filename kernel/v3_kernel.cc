@@ -1,0 +1,67 @@
+#include "kernel/v3_kernel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+#include "kernel/attention_math.h"
+#include "kernel/paged_kv_view.h"
+#include "kernel/params.h"
+#include "kernel/v3_cache_layout.h"
+
+namespace rpa {
+
+int64_t v3_kv_pages_per_block(Dialect d, const V3Inputs& in, const V3Params& p) {
+  const int64_t page_size = std::max<int64_t>(in.kv_cache.dim(1), 1);
+  int64_t pages = std::max<int64_t>(1, 256 / page_size);
+  if (d == Dialect::kTpuInferenceV3 && p.m_block_sizes) pages = (*p.m_block_sizes)[3] / page_size;
+  if (d == Dialect::kTpuInferenceV3Hd64 && p.num_kv_pages_per_block) pages = *p.num_kv_pages_per_block;
+  return std::max<int64_t>(pages, 1);
+}
+
+void v3_fused_update(Dialect d, const V3Inputs& in, Tensor& cache) {
+  const PagedKvView view(d, in, cache);
+  const V3CacheLayout layout(d, cache.dtype(), view.num_kv_heads(), view.head_dim());
+  const int64_t e = dtype_size(cache.dtype());
+  const int64_t record = layout.token_stride() * e;
+  const int64_t row = view.head_dim() * e;
+  std::byte* const base = cache.data();
+  for (int64_t s = 0; s < view.num_seqs(); ++s) {
+    for (int64_t j = 0; j < view.q_len(s); ++j) {
+      const int64_t pos = view.kv_len(s) - view.q_len(s) + j;
+      const int64_t token = view.q_start(s) + j;
+      std::byte* dst = base + layout.token_offset(view.page_of(s, pos), view.slot_of(pos), view.page_size()) * e;
+      std::memset(dst, 0, static_cast<size_t>(record));
+      for (int64_t h = 0; h < view.num_kv_heads(); ++h) {
+        const int64_t src = (token * view.num_kv_heads() + h) * view.head_dim() * e;
+        std::memcpy(dst + layout.k_offset(h) * e, in.keys.data() + src, static_cast<size_t>(row));
+        std::memcpy(dst + layout.v_offset(h) * e, in.values.data() + src, static_cast<size_t>(row));
+      }
+    }
+  }
+}
+
+V3KernelResult v3_tiled_attention(Dialect d, const V3Inputs& in, const V3Params& p,
+                                  const KernelOptions& options) {
+  if (options.literal_schedule) {
+    throw std::invalid_argument("v3_tiled_attention: no literal v3 schedule yet");
+  }
+  const bool hd64 = d == Dialect::kTpuInferenceV3Hd64;
+  V3KernelResult r{Tensor(in.queries.dtype(), in.queries.shape()), in.kv_cache};
+  if (hd64 || p.update_kv_cache) v3_fused_update(d, in, r.kv_cache);
+  AttentionMath math = attention_math(d, p, in.queries.dtype());
+  if (!std::isfinite(math.mask_value) || math.mask_value > kMaxExactMaskValue) {
+    throw std::invalid_argument("v3_tiled_attention: mask_value above -1e30 (validate first)");
+  }
+  if (hd64 && in.attention_sink) math.sink = reinterpret_cast<const float*>(in.attention_sink->data());
+  KernelPlan plan{};
+  plan.blocks.kv_pages_per_block = v3_kv_pages_per_block(d, in, p);
+  plan.blocks.queries_per_block = 1;  // the default schedule tiles rows itself
+  const PagedKvView view(d, in, std::as_const(r.kv_cache));
+  default_schedule(view, math, plan, options.threads, r.out);
+  return r;
+}
+
+}  // namespace rpa

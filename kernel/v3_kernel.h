@@ -1,0 +1,39 @@
+// tpu-inference v3 on the tiled kernel (DESIGN.md section 16): the fused KV-cache update, then
+// the default schedule's math core (kernel/tiled_kernel.h) over the updated cache, read in
+// place in its packed layout.
+#pragma once
+
+#include <cstdint>
+
+#include "kernel/dialect.h"
+#include "kernel/tensor.h"
+#include "kernel/tiled_kernel.h"
+#include "kernel/v3_inputs.h"
+#include "kernel/v3_params.h"
+
+namespace rpa {
+
+struct V3KernelResult {
+  Tensor out;       // [T, Hq, D] in the queries' dtype; rows >= cu_q_lens[distribution[2]] are 0
+  Tensor kv_cache;  // the cache after the fused update (the input's when update_kv_cache is off)
+};
+
+// KV pages per online-softmax step: kernel.py's mixed-pass KV compute block (m_block_sizes'
+// bkv_csz / page_size) when given, hd64's num_kv_pages_per_block when given, else 256 tokens'
+// worth; at least 1. The block size changes only float32 rounding, never what is computed.
+int64_t v3_kv_pages_per_block(Dialect d, const V3Inputs& in, const V3Params& p);
+
+// Writes each computed sequence's new keys and values (token rows cu_q_lens[i] ..
+// cu_q_lens[i + 1] of keys / values) into `cache` at its positions kv_len - q_len .. kv_len - 1,
+// whole token records as the kernel's DMA writes them (the padding heads and head_dim lanes of
+// a record become 0). Nothing else changes. Precondition: strict validation accepted the call
+// and cache has kv_cache's shape and dtype.
+void v3_fused_update(Dialect d, const V3Inputs& in, Tensor& cache);
+
+// Precondition: the dialect's strict validation accepted (in, p); options.literal_schedule is
+// false (the literal v3 schedule is not built yet: std::invalid_argument). Thread count and
+// block size change no bit of `out` beyond float32 rounding, and no bit of `kv_cache`.
+V3KernelResult v3_tiled_attention(Dialect d, const V3Inputs& in, const V3Params& p,
+                                  const KernelOptions& options = {});
+
+}  // namespace rpa
