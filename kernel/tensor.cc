@@ -5,6 +5,11 @@
 namespace rpa {
 
 int64_t shape_numel(const Shape& shape) {
+  // A zero dimension anywhere makes the product 0 however large the others are (a case file
+  // may declare {8, INT64_MAX, 0}): multiplying left to right would overflow first.
+  for (int64_t d : shape) {
+    if (d == 0) return 0;
+  }
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
