@@ -1,0 +1,177 @@
+#include "oracle/v3_compare.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+
+#include "kernel/python_repr.h"
+#include "kernel/v3_cache_layout.h"
+#include "oracle/tolerance.h"
+
+namespace rpa {
+namespace {
+
+double unit(DType t) { return std::ldexp(1.0, -precision_bits(t)); }
+
+double min_subnormal(DType t) {
+  switch (t) {
+    case DType::kBFloat16:
+      return std::ldexp(1.0, -133);
+    case DType::kFloat8E4M3FN:
+      return std::ldexp(1.0, -9);
+    case DType::kFloat8E5M2:
+      return std::ldexp(1.0, -16);
+    default:
+      return std::ldexp(1.0, -149);
+  }
+}
+
+// The KV compute block (tokens) of sequence i, 0 when the call leaves it to the TPU.
+int64_t compute_block(Dialect d, const V3Inputs& in, const V3Params& p, int64_t i) {
+  const int64_t page_size = in.kv_cache.dim(1);
+  if (d == Dialect::kTpuInferenceV3Hd64) {
+    return p.num_kv_pages_per_block ? *p.num_kv_pages_per_block * page_size : 0;
+  }
+  const auto& sizes = i < in.distribution.int_at(0)   ? p.d_block_sizes
+                      : i < in.distribution.int_at(1) ? p.p_block_sizes
+                                                      : p.m_block_sizes;
+  return sizes ? (*sizes)[3] : 0;
+}
+
+bool same_special(double a, double b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
+  return std::isinf(a) && a == b;
+}
+
+}  // namespace
+
+std::vector<double> v3_tolerance(Dialect d, const V3Inputs& in, const V3Params& p,
+                                 const V3ReferenceResult& r) {
+  const bool hd64 = d == Dialect::kTpuInferenceV3Hd64;
+  const DType q_dtype = in.queries.dtype();
+  const int64_t page_size = in.kv_cache.dim(1), dim = in.queries.dim(2);
+  const double u32 = std::ldexp(1.0, -24), uq = unit(q_dtype);
+  std::vector<double> allowed(static_cast<size_t>(in.queries.numel()), 0.0);
+  for (size_t ri = 0; ri < r.row_seq.size(); ++ri) {
+    const int64_t seq = r.row_seq[ri];
+    if (seq < 0) continue;
+    const auto kv = static_cast<double>(r.row_kv_len[ri]);
+    const double limit = 2.0 * r.row_max_v[ri];
+    double rel = 0.0, wrel = 0.0, floor = min_subnormal(q_dtype);
+    if (r.semantics == Semantics::kKernel) {
+      const double ua = hd64 ? u32 : unit(r.out_dtype);
+      const int64_t bkv = compute_block(d, in, p, seq);
+      const double steps = std::ceil(kv / static_cast<double>(bkv > 0 ? bkv : page_size));
+      const double n = bkv > 0 ? std::min(static_cast<double>(bkv), kv) : kv;
+      const double eps_l = (n + 2.0 * steps) * ua;
+      rel = ((n + 7.0 * steps) * ua + (n + 2.0) * u32 + 2.0 * (steps + 1.0) * kExpError) /
+            (1.0 - eps_l);
+      if (!(eps_l < 1.0)) rel = INFINITY;
+      wrel = (hd64 && q_dtype != DType::kFloat32 ? 4.0 : 2.0) * uq;
+      floor += (kv + 1.0) * std::ldexp(1.0, -126);
+    }
+    for (int64_t c = 0; c < dim; ++c) {
+      const auto e = ri * static_cast<size_t>(dim) + static_cast<size_t>(c);
+      const double want = std::fabs(r.out.float_at(static_cast<int64_t>(e)));
+      const double bound = r.semantics == Semantics::kKernel
+                               ? r.logit_spread[e] + r.abs_weighted[e] * rel +
+                                     (std::isfinite(want) ? want : 0.0) * wrel + floor
+                               : r.reference_bound[e] + floor;
+      allowed[e] = std::isfinite(bound) ? std::min(bound, limit + floor) : limit + floor;
+    }
+  }
+  return allowed;
+}
+
+V3Comparison v3_compare(Dialect d, const V3Inputs& in, const V3Params& p,
+                        const V3ReferenceResult& r, const Tensor& out, const Tensor& kv_cache_out) {
+  if (out.shape() != r.out.shape() || kv_cache_out.shape() != r.kv_cache.shape() ||
+      kv_cache_out.dtype() != r.kv_cache.dtype()) {
+    throw std::invalid_argument("v3_compare: out or kv_cache_out has the wrong shape or dtype");
+  }
+  V3Comparison c;
+  // The cache, bit for bit.
+  const DType kv_dtype = r.kv_cache.dtype();
+  const auto size = static_cast<size_t>(dtype_size(kv_dtype));
+  const V3CacheLayout layout(d, kv_dtype, in.keys.dim(1), in.queries.dim(2));
+  const int64_t page_size = r.kv_cache.dim(1), stride = layout.token_stride();
+  for (int64_t e = 0; e < r.kv_cache.numel(); ++e) {
+    if (std::memcmp(kv_cache_out.data() + static_cast<size_t>(e) * size,
+                    r.kv_cache.data() + static_cast<size_t>(e) * size, size) == 0) {
+      continue;
+    }
+    ++c.cache_differences;
+    if (c.cache_first) continue;
+    const int64_t token = e / stride, off = e % stride;
+    V3CacheMismatch m{e, token / page_size,        token % page_size,     0, false,
+                      0, kv_cache_out.float_at(e), r.kv_cache.float_at(e)};
+    if (d == Dialect::kTpuInferenceV3Hd64) {
+      m.kv_head = off / 128;
+      m.value = off % 128 >= 64;
+      m.lane = off % 64;
+    } else {
+      const int64_t combined = off / layout.padded_head_dim();
+      m.kv_head = combined / 2;
+      m.value = combined % 2 == 1;
+      m.lane = off % layout.padded_head_dim();
+    }
+    c.cache_first = m;
+  }
+  c.cache_equal = c.cache_differences == 0;
+  // The defined rows.
+  const std::vector<double> allowed = v3_tolerance(d, in, p, r);
+  const int64_t heads = in.queries.dim(1), dim = in.queries.dim(2);
+  const int64_t rows = in.cu_q_lens.int_at(in.distribution.int_at(2));
+  for (int64_t row = 0; row < rows; ++row) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t col = 0; col < dim; ++col) {
+        const int64_t e = (row * heads + h) * dim + col;
+        const double a = out.float_at(e), b = r.out.float_at(e);
+        const double tol = allowed[static_cast<size_t>(e)];
+        ++c.compared;
+        c.max_allowed = std::max(c.max_allowed, tol);
+        if (same_special(a, b)) continue;
+        const double err = std::fabs(a - b);
+        if (std::isfinite(err)) {
+          if (err > c.max_abs_err || (err == c.max_abs_err && tol < c.tolerance_at_max)) {
+            c.max_abs_err = err;
+            c.tolerance_at_max = tol;
+          }
+          c.max_share = std::max(c.max_share, tol > 0.0 ? err / tol : (err > 0.0 ? INFINITY : 0.0));
+          if (err <= tol) continue;
+        }
+        ++c.mismatches;
+        if (!c.first) c.first = V3OutMismatch{row, h, col, a, b, tol};
+      }
+    }
+  }
+  return c;
+}
+
+std::string describe_v3_comparison(const V3Comparison& c) {
+  std::string s;
+  if (c.cache_first) {
+    const V3CacheMismatch& m = *c.cache_first;
+    s += "cache: page " + py_int_repr(m.page) + ", slot " + py_int_repr(m.slot) + ", kv head " +
+         py_int_repr(m.kv_head) + ", " + (m.value ? "V" : "K") + ", lane " + py_int_repr(m.lane) +
+         ": got " + py_float_repr(m.got) + ", want " + py_float_repr(m.want) + " (" +
+         py_int_repr(c.cache_differences) + " elements differ)";
+  } else {
+    s += "cache equal";
+  }
+  s += "; ";
+  if (c.first) {
+    const V3OutMismatch& m = *c.first;
+    s += "out: row " + py_int_repr(m.row) + ", head " + py_int_repr(m.head) + ", column " +
+         py_int_repr(m.col) + ": got " + py_float_repr(m.got) + ", want " + py_float_repr(m.want) +
+         ", allowed difference " + py_float_repr(m.allowed) + " (" + py_int_repr(c.mismatches) +
+         " of " + py_int_repr(c.compared) + " elements differ)";
+  } else {
+    s += "out: all " + py_int_repr(c.compared) + " elements agree (max error " +
+         py_float_repr(c.max_abs_err) + ", " + py_float_repr(c.max_share) + " of its tolerance)";
+  }
+  return s;
+}
+
+}  // namespace rpa

@@ -1,0 +1,127 @@
+// The comparison of a tpu-inference v3 result (out, kv_cache_out) with the v3 dense
+// reference (reference/v3_reference.h): the cache bit for bit, the defined output rows
+// within a tolerance derived from the rounding points of each semantics.
+//
+// Notation (per output element e = (row, head, column c); v3_reference.h computes the sums):
+// u_x = 2^-prec(x) (float32 2^-24, bfloat16 2^-8, e4m3 2^-4, e5m2 2^-3), X = sum_t p_t |v_t|,
+// S = logit_spread[e] = sum_t p_t (a_t + a_bar) |v_t - o| (a_t: v3_logit_error), kv = the
+// row's kv_len, M_row = max |v_t| of the row's keys, W = |want|.
+//
+// Logits. A logit that moves by d_t moves p_t by a factor e^(d_t - sum p_u d_u) (to first
+// order), so o moves by at most sum_t p_t (|d_t| + a_bar) |v_t - o| = S when |d_t| <= a_t.
+//
+// Kernel semantics (the exact definition) against a v3 kernel that holds l, m and acc in the
+// accumulation dtype A (kernel.py: out_dtype, bfloat16 for bfloat16 queries; hd64: float32),
+// computing N steps of at most n tokens (N = ceil(kv / bkv), n = min(bkv, kv), bkv = the
+// pass's bkv_csz (kernel.py: d/p/m_block_sizes by the sequence's range in distribution;
+// hd64: num_kv_pages_per_block * page_size); unknown block sizes: bkv = page_size for N and
+// n = kv). With L the exact denominator and all partial sums in units of the final max:
+// - l: per step, p cast to A and summed in A (jnp.sum(p, dtype=out_dtype): at most n_b u_A
+//   of that block's sum L_b, and sum_b n_b L_b <= n L), alpha * l and + each one rounding of
+//   at most L: |dl| <= (n + 2N) u_A L =: eps_l L.
+// - acc (per column): per step the float32 p.V (n + 2 float32 roundings of at most L X),
+//   the cast of pv to A, alpha * acc, +: three roundings of at most L X: |dacc| <=
+//   (3N u_A + (n + 2) u_32) L X.
+// - alpha = exp(m_prev - m) rounded to A scales all earlier weights of l and acc alike: a
+//   weight error of u_A per step, o moves by <= N u_A sum p_t |v_t - o| <= 2 N u_A X; exp in
+//   float32 (kExpError per weight and per rescale) likewise 2 (N + 1) kExpError X.
+// - o = acc / l: (|dacc| + |o| |dl|) / (L - |dl|) with |o| <= X, then the division's own
+//   rounding and the reference's rounding to q's dtype: 2 u_q W (hd64 with bfloat16 q:
+//   acc * reciprocal(l, approx) is bf16(1 / bf16(l)) in interpret mode, 4 u_q W; a TPU's
+//   approximate reciprocal is not covered).
+// So allowed = S + X [(n + 2N) u_A + 3N u_A + 2N u_A + (n + 2) u_32 + 2 (N + 1) kExpError]
+// / (1 - eps_l) + 2 u_q W (4 u_q W) + min_subnormal(q) + (kv + 1) 2^-126 (flushed float32
+// subnormals), at most 2 M_row (both are averages of the row's values). For bfloat16 with
+// one compute block of 16 tokens that is about 0.1 X + 2^-7 W: a dropped key, a wrong
+// scale or mask moves o by |v_t - o| times the weight it changes.
+// Not covered: a TPU evaluating float32 dots in fewer than six bfloat16 passes; a
+// mask_value that does not dominate (kernel.py also gives the slots of the last compute
+// block past kv_len mask_value, with V zeroed: they enter l where exp(mask_value - m) is not
+// 0, which the definition's softmax over t < kv_len excludes; measured with mask_value -3).
+//
+// Reference semantics (the ref step for step) against tpu-inference's ref run by XLA: both
+// round at the same points, so they differ only where float32 work before a rounding point
+// differs in order or implementation and the rounded values land apart. v3_reference follows
+// that through each rounding point (reference_bound), with two facts: rounding is monotone,
+// so two inputs within r of x round alike unless x - r and x + r round apart (then they are
+// at most their difference plus one ulp apart); and a rounding of equal inputs is equal (XLA
+// computes each bfloat16 elementwise op in float32, correctly rounded, then rounds: the
+// reference does the same; XLA's CPU dot on float8 operands rounds its float32 sum to
+// float16 before float8, and so does the reference). The float32 sources, each a bound: the dot
+// before the cast to out_dtype (D + 3) 2^-24 sum |q k|; exp and tanh 2^-21 relative (kExpError);
+// the softmax's float32 sum (kv + 2) 2^-24 of it; a float32 softmax (out_dtype float32, hd64) (kv +
+// 4) 2^-24
+// + 2 kExpError relative per weight; p.V's float32 sum (kv + 2) 2^-24 X. Where the scores may
+// land apart, every later rounding adds one ulp: per score v3_logit_error's ulps, per weight
+// exp and the quotient, per row the sum. Per token the weight's bound r_t (relative) goes
+// through the cast of p to the KV dtype (0 or p_t r_t + one ulp at p_t), then per element
+// sum_t that |V_tc| plus p.V's order goes through the cast of p.V to the KV dtype, to
+// out_dtype, the v_scale multiply (times |v_scale|, plus an ulp where it may land apart;
+// float32: 3 u_32 W for float32(v_scale), the product and this reference's own rounding).
+// So allowed = reference_bound + min_subnormal(q), at most 2 M_row: 0 for an element the
+// float32 differences cannot reach, which is most of them with bfloat16 scores.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernel/dialect.h"
+#include "kernel/tensor.h"
+#include "kernel/v3_inputs.h"
+#include "kernel/v3_params.h"
+#include "reference/v3_reference.h"
+
+namespace rpa {
+
+// The first cache element whose bits differ, named in the packed layout's terms.
+struct V3CacheMismatch {
+  int64_t element;  // flat index into the cache
+  int64_t page;
+  int64_t slot;
+  int64_t kv_head;  // >= Hkv: a padding head
+  bool value;       // false: K, true: V
+  int64_t lane;     // position in the head's row; >= head_dim: padding
+  double got;
+  double want;
+};
+
+struct V3OutMismatch {
+  int64_t row;
+  int64_t head;
+  int64_t col;
+  double got;
+  double want;
+  double allowed;
+};
+
+struct V3Comparison {
+  bool cache_equal = true;
+  int64_t cache_differences = 0;  // elements whose bits differ
+  std::optional<V3CacheMismatch> cache_first;
+  int64_t compared = 0;    // output elements on defined rows
+  int64_t mismatches = 0;  // outside the tolerance (or a NaN / infinity on one side only)
+  double max_abs_err = 0.0;
+  double tolerance_at_max = 0.0;       // the allowed difference where max_abs_err occurs
+  double max_share = 0.0;              // max |got - want| / allowed (> 1: a mismatch)
+  double max_allowed = 0.0;            // the largest allowance used
+  std::optional<V3OutMismatch> first;  // row-major
+  bool agree() const { return cache_equal && mismatches == 0; }
+};
+
+// The allowed |got - want| per output element (q's layout; 0 on rows no sequence defines),
+// as derived above for r's semantics (|want| taken from r.out).
+std::vector<double> v3_tolerance(Dialect d, const V3Inputs& in, const V3Params& p,
+                                 const V3ReferenceResult& r);
+
+// out: [T, Hq, D] in q's dtype; kv_cache_out: the cache's shape and dtype. Rows at or past
+// cu_q_lens[distribution[2]] are not compared. NaN equals NaN, an infinity itself.
+V3Comparison v3_compare(Dialect d, const V3Inputs& in, const V3Params& p,
+                        const V3ReferenceResult& r, const Tensor& out, const Tensor& kv_cache_out);
+
+// One line, e.g. "cache: page 3, slot 1, kv head 0, V, lane 5: got 0.5, want 0.25 (2 elements
+// differ); out: row 4, head 1, column 0: got 1.5, want 1.25, allowed difference 0.01".
+std::string describe_v3_comparison(const V3Comparison& c);
+
+}  // namespace rpa
