@@ -10,9 +10,12 @@
 #include <string_view>
 #include <vector>
 
+#include "kernel/dialect.h"
 #include "kernel/dtype.h"
 #include "kernel/inputs.h"
 #include "kernel/params.h"
+#include "kernel/v3_inputs.h"
+#include "kernel/v3_params.h"
 
 namespace rpa::bench {
 
@@ -57,6 +60,21 @@ struct Workload {
 // Builds the workload and checks it with strict validation; throws std::logic_error
 // naming the rule if validation rejects it (a bug in the builder, never expected).
 Workload build_workload(const WorkloadSpec& spec);
+
+// The same call in tpu-inference v3's dialect (DESIGN.md section 16), so that the two
+// dialects are timed on the same shapes and data: queries = q; kv_cache = kv_pages in v3's
+// packed layout, page for page (NaN where kv_pages has NaN); keys / values = each sequence's
+// last q_len tokens, which the fused update writes back where they already are;
+// page_indices flattened; distribution [0, 0, N] (every sequence in the mixed pass, as the
+// package's own tests run it); sm_scale as the jax workload's. The output equals the jax
+// dialect's. Checked with v3 strict validation (std::logic_error naming the rule).
+struct V3Workload {
+  WorkloadSpec spec;
+  V3Inputs inputs;
+  V3Params params;
+  std::string label() const;  // "v3-decode/bfloat16"
+};
+V3Workload build_v3_workload(const Workload& w);
 
 // (query, key) pairs the definition attends to: key t of a sequence is attended by its
 // row r unless causally masked (t > kv_len - q_len + r). Sliding windows are not counted

@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -21,9 +23,12 @@
 #include "kernel/paged_kv_view.h"
 #include "kernel/python_repr.h"
 #include "kernel/tiled_kernel.h"
+#include "kernel/v3_kernel.h"
 #include "oracle/compare.h"
 #include "oracle/tolerance.h"
+#include "oracle/v3_compare.h"
 #include "reference/dense_reference.h"
+#include "reference/v3_reference.h"
 
 namespace rpa {
 namespace {
@@ -60,6 +65,9 @@ struct Preset {
 
 std::optional<Preset> find_preset(std::string_view name) {
   if (name == "quick") return Preset{"quick", {"decode", "prefill", "mixed"}, 5, 3, 3.0};
+  // The two dialects on the same shapes and data, one after the other in one run, so that
+  // their %limit can be compared (DESIGN.md section 16).
+  if (name == "v3") return Preset{"v3", {"decode", "v3-decode", "mixed", "v3-mixed"}, 21, 5, 15.0};
   for (std::string_view w : bench::workload_names()) {
     if (name == w) return Preset{std::string(w), {std::string(w)}, 21, 5, 15.0};
   }
@@ -85,6 +93,7 @@ double median(std::vector<double> v) {
 
 struct Row {
   std::string workload, dtype;
+  std::string dialect = "jax";
   int threads = 0;
   double flops = 0, kv_bytes = 0;
   int64_t grid_heads = 0, grid_q = 0, bkv = 0, bq = 0;
@@ -94,57 +103,129 @@ struct Row {
   double reference_ms = 0;
   int reference_runs = 0;
   double reference_first_s = 0;
-  Comparison cmp;
+  // The check of the warm-up call's output against the reference.
+  bool agree = false;
+  double max_abs_err = 0, atol = 0, rtol = 0;
 };
+
+// What measure() times, whatever the dialect: the reference (each call keeps its answer for
+// check), the kernel on a thread count, and the warm-up output's check against the answer.
+struct Subject {
+  std::string label;  // "decode/float32", "v3-decode/bfloat16"
+  Row facts;          // workload, dtype, dialect, flops, kv_bytes, grid and blocks
+  std::function<void()> reference;
+  std::function<void(int threads)> kernel;
+  // Runs the kernel once on `threads` and checks it: fills row.agree, max_abs_err, atol, rtol;
+  // returns the mismatch's description ("" when it agrees).
+  std::function<std::string(int threads, Row& row)> check;
+};
+
+Subject jax_subject(const bench::Workload& w) {
+  Subject sb;
+  sb.label = w.label();
+  sb.facts.workload = w.spec.name;
+  sb.facts.dtype = dtype_name(w.spec.dtype);
+  sb.facts.flops = bench::useful_flops(w.inputs);
+  sb.facts.kv_bytes = bench::effective_kv_bytes(w.inputs);
+  const KernelPlan plan = plan_kernel(w.inputs, w.params, default_target_profile());
+  sb.facts.grid_heads = plan.num_heads_blks;
+  sb.facts.grid_q = plan.num_q_blks;
+  sb.facts.bkv = plan.blocks.kv_pages_per_block;
+  sb.facts.bq = plan.blocks.queries_per_block;
+  auto ref = std::make_shared<std::optional<ReferenceResult>>();
+  sb.reference = [&w, ref] {
+    ReferenceResult r = dense_reference(w.inputs, w.params);
+    if (!*ref) *ref = std::move(r);
+  };
+  sb.kernel = [&w](int threads) { (void)tiled_attention(w.inputs, w.params, KernelOptions{.threads = threads}); };
+  sb.check = [&w, ref](int threads, Row& row) {
+    const Tolerance tol = tolerance_for_case(w.inputs, w.params, **ref);
+    const Tensor out = tiled_attention(w.inputs, w.params, KernelOptions{.threads = threads});
+    const Comparison c = compare_outputs(out, (*ref)->out, PagedKvView(w.inputs), tol);
+    row.agree = c.agree();
+    row.max_abs_err = c.max_abs_err;
+    row.atol = tol.atol;
+    row.rtol = tol.rtol;
+    return c.agree() ? std::string()
+                     : describe_mismatch(c) + " (atol " + py_float_repr(tol.atol) + ", rtol " +
+                           py_float_repr(tol.rtol) + ")";
+  };
+  return sb;
+}
+
+// tpu-inference v3's kernel.py on the same shapes (bench::build_v3_workload): the fused update
+// and attention over the packed cache, checked against the v3 reference (oracle/v3_compare.h:
+// the cache bit for bit, the output within its tolerance). atol is the largest allowance the
+// comparison used, rtol 0 (its tolerance is per element).
+Subject v3_subject(const bench::Workload& jax, const bench::V3Workload& w) {
+  Subject sb;
+  sb.label = w.label();
+  sb.facts.workload = "v3-" + w.spec.name;
+  sb.facts.dialect = std::string(dialect_name(Dialect::kTpuInferenceV3));
+  sb.facts.dtype = dtype_name(w.spec.dtype);
+  sb.facts.flops = bench::useful_flops(jax.inputs);
+  sb.facts.kv_bytes = bench::effective_kv_bytes(jax.inputs);
+  sb.facts.grid_heads = 1;
+  sb.facts.grid_q = 1;
+  sb.facts.bkv = v3_kv_pages_per_block(Dialect::kTpuInferenceV3, w.inputs, w.params);
+  sb.facts.bq = 0;
+  constexpr Dialect d = Dialect::kTpuInferenceV3;
+  auto ref = std::make_shared<std::optional<V3ReferenceResult>>();
+  sb.reference = [&w, ref] {
+    V3ReferenceResult r = v3_reference(d, w.inputs, w.params);
+    if (!*ref) *ref = std::move(r);
+  };
+  // Timed as the TPU runs it, the cache updated in place (its kv_cache is donated): no copy
+  // of the cache per call. The update rewrites the records the keys and values already hold.
+  auto cache = std::make_shared<Tensor>(w.inputs.kv_cache);
+  sb.kernel = [&w, cache](int threads) {
+    (void)v3_tiled_attention_in_place(d, w.inputs, *cache, w.params, KernelOptions{.threads = threads});
+  };
+  sb.check = [&w, ref](int threads, Row& row) {
+    const V3KernelResult r = v3_tiled_attention(d, w.inputs, w.params, KernelOptions{.threads = threads});
+    const V3Comparison c = v3_compare(d, w.inputs, w.params, **ref, r.out, r.kv_cache);
+    row.agree = c.agree();
+    row.max_abs_err = c.max_abs_err;
+    row.atol = c.max_allowed;
+    row.rtol = 0.0;
+    return c.agree() ? std::string() : describe_v3_comparison(c);
+  };
+  return sb;
+}
 
 // One workload: the reference (timed, and the answer every thread count's output is
 // checked against), then the kernel on each thread count of the sweep.
-std::vector<Row> measure(const bench::Workload& w, const Preset& preset, const std::vector<int>& sweep,
+std::vector<Row> measure(const Subject& sb, const Preset& preset, const std::vector<int>& sweep,
                          int index, int total) {
   using Clock = std::chrono::steady_clock;
-  const std::string tag = "[" + std::to_string(index) + "/" + std::to_string(total) + "] " + w.label();
+  const std::string tag = "[" + std::to_string(index) + "/" + std::to_string(total) + "] " + sb.label;
   std::vector<double> ref_s;
-  std::optional<ReferenceResult> ref;
   while (static_cast<int>(ref_s.size()) < preset.reference_runs) {
     double spent = 0;
     for (double s : ref_s) spent += s;
     if (!ref_s.empty() && spent + ref_s.front() > preset.reference_budget_s) break;
     std::fprintf(stderr, "rpa bench: %s: reference run %zu\n", tag.c_str(), ref_s.size() + 1);
     const auto t0 = Clock::now();
-    ReferenceResult r = dense_reference(w.inputs, w.params);
+    sb.reference();
     ref_s.push_back(seconds(Clock::now() - t0));
-    if (!ref) ref = std::move(r);
   }
-  const Tolerance tol = tolerance_for_case(w.inputs, w.params, *ref);
 
   std::vector<Row> rows;
   for (const int threads : sweep) {
-    Row row;
-    row.workload = w.spec.name;
-    row.dtype = dtype_name(w.spec.dtype);
+    Row row = sb.facts;
     row.threads = threads;
-    row.flops = bench::useful_flops(w.inputs);
-    row.kv_bytes = bench::effective_kv_bytes(w.inputs);
-    const KernelOptions options{.threads = threads};
-    const KernelPlan plan = plan_kernel(w.inputs, w.params, options.target);
-    row.grid_heads = plan.num_heads_blks;
-    row.grid_q = plan.num_q_blks;
-    row.bkv = plan.blocks.kv_pages_per_block;
-    row.bq = plan.blocks.queries_per_block;
     row.reference_runs = static_cast<int>(ref_s.size());
     row.reference_first_s = ref_s.front();
     row.reference_ms = median(ref_s) * 1e3;
 
     // Warm-up call, whose output is also the one checked against the reference.
     std::fprintf(stderr, "rpa bench: %s: kernel warm-up on %d threads\n", tag.c_str(), threads);
-    const Tensor kernel_out = tiled_attention(w.inputs, w.params, options);
-    row.cmp = compare_outputs(kernel_out, ref->out, PagedKvView(w.inputs), tol);
-    if (!row.cmp.agree()) {
+    const std::string mismatch = sb.check(threads, row);
+    if (!row.agree) {
       std::fprintf(stderr,
                    "rpa bench: ERROR: %s on %d threads: THE KERNEL DISAGREES WITH THE REFERENCE: "
-                   "%s (atol %s, rtol %s)\n",
-                   w.label().c_str(), threads, describe_mismatch(row.cmp).c_str(),
-                   py_float_repr(tol.atol).c_str(), py_float_repr(tol.rtol).c_str());
+                   "%s\n",
+                   sb.label.c_str(), threads, mismatch.c_str());
     }
     std::fprintf(stderr, "rpa bench: %s: kernel, %d timed runs on %d threads\n", tag.c_str(),
                  preset.kernel_runs, threads);
@@ -152,7 +233,7 @@ std::vector<Row> measure(const bench::Workload& w, const Preset& preset, const s
     for (int i = 0; i < preset.kernel_runs; ++i) {
       const double c0 = process_cpu_seconds();
       const auto t0 = Clock::now();
-      const Tensor out = tiled_attention(w.inputs, w.params, options);
+      sb.kernel(threads);
       kernel_s.push_back(seconds(Clock::now() - t0));
       kernel_cpu_s.push_back(process_cpu_seconds() - c0);
     }
@@ -161,7 +242,7 @@ std::vector<Row> measure(const bench::Workload& w, const Preset& preset, const s
     row.kernel_cpu_ms = median(kernel_cpu_s) * 1e3;
     std::fprintf(stderr, "rpa bench: %s: kernel %.3f ms on %d threads, reference %.1f ms, %s\n",
                  tag.c_str(), row.kernel_ms, threads, row.reference_ms,
-                 row.cmp.agree() ? "agree" : "MISMATCH");
+                 row.agree ? "agree" : "MISMATCH");
     rows.push_back(std::move(row));
   }
   return rows;
@@ -192,18 +273,18 @@ RowRates row_rates(const Row& r, const std::vector<Limits>& limits) {
 }
 
 void print_table(const std::vector<Row>& rows, const std::vector<Limits>& limits) {
-  std::printf("%-8s %-8s %3s %10s %8s %8s %6s %8s %7s %8s %11s %9s  %s\n", "workload", "dtype",
+  std::printf("%-9s %-8s %3s %10s %8s %8s %6s %8s %7s %8s %11s %9s  %s\n", "workload", "dtype",
               "thr", "kernel ms", "(cpu ms)", "GFLOP/s", "%GEMM", "GB/s", "%triad", "%limit",
               "ref ms", "speed-up", "check");
   for (const Row& r : rows) {
     const RowRates q = row_rates(r, limits);
     const std::string ref_ms =
         fixed(r.reference_ms, 1) + (r.reference_runs == 1 ? "*" : "");
-    std::printf("%-8s %-8s %3d %10.3f %8.1f %8.2f %5.1f%% %8.2f %6.1f%% %6.1f%%%c %11s %8.1fx  %s\n",
+    std::printf("%-9s %-8s %3d %10.3f %8.1f %8.2f %5.1f%% %8.2f %6.1f%% %6.1f%%%c %11s %8.1fx  %s\n",
                 r.workload.c_str(), r.dtype.c_str(), r.threads, r.kernel_ms, r.kernel_cpu_ms,
                 q.gflops, q.pct_gemm, q.gbps, q.pct_triad, q.pct_limit,
                 q.roof.bound[0] == 'm' ? 'm' : 'c', ref_ms.c_str(), r.reference_ms / r.kernel_ms,
-                r.cmp.agree() ? "agree" : "MISMATCH");
+                r.agree ? "agree" : "MISMATCH");
   }
   std::printf("\n");
   for (const Row& r : rows) {
@@ -212,11 +293,14 @@ void print_table(const std::vector<Row>& rows, const std::vector<Limits>& limits
         r.reference_runs == 1
             ? "1 run (* one call took " + fixed(r.reference_first_s, 2) + " s, so it ran once)"
             : std::to_string(r.reference_runs) + " runs";
-    std::printf("  %s/%s: kernel median of %d runs per thread count (TPU grid %lldx%lld, bkv %lld "
-                "pages, bq %lld); reference median of %s; %.3f useful GFLOP, %.2f MB of KV\n",
-                r.workload.c_str(), r.dtype.c_str(), r.kernel_runs,
-                static_cast<long long>(r.grid_heads), static_cast<long long>(r.grid_q),
-                static_cast<long long>(r.bkv), static_cast<long long>(r.bq), ref_runs.c_str(),
+    const std::string blocks =
+        r.dialect == "jax"
+            ? "TPU grid " + std::to_string(r.grid_heads) + "x" + std::to_string(r.grid_q) + ", bkv " +
+                  std::to_string(r.bkv) + " pages, bq " + std::to_string(r.bq)
+            : r.dialect + ", packed cache, bkv " + std::to_string(r.bkv) + " pages per step";
+    std::printf("  %s/%s: kernel median of %d runs per thread count (%s); reference median of %s; "
+                "%.3f useful GFLOP, %.2f MB of KV\n",
+                r.workload.c_str(), r.dtype.c_str(), r.kernel_runs, blocks.c_str(), ref_runs.c_str(),
                 r.flops / 1e9, r.kv_bytes / 1e6);
   }
   std::printf(
@@ -251,9 +335,9 @@ void print_json(const std::vector<Row>& rows, const Preset& preset, const std::s
   j.key("results").begin_array();
   for (const Row& r : rows) {
     const RowRates q = row_rates(r, limits);
-    all_agree = all_agree && r.cmp.agree();
+    all_agree = all_agree && r.agree;
     j.begin_object();
-    j.key("workload").value(r.workload).key("dtype").value(r.dtype);
+    j.key("workload").value(r.workload).key("dialect").value(r.dialect).key("dtype").value(r.dtype);
     j.key("threads").value(r.threads);
     j.key("useful_flops").value(r.flops).key("kv_bytes").value(r.kv_bytes);
     j.key("grid").begin_array().value(r.grid_heads).value(r.grid_q).end_array();
@@ -265,9 +349,9 @@ void print_json(const std::vector<Row>& rows, const Preset& preset, const std::s
     j.key("bound").value(q.roof.bound).key("pct_limit").value(q.pct_limit);
     j.key("reference_ms").value(r.reference_ms).key("reference_runs").value(r.reference_runs);
     j.key("speedup").value(r.reference_ms / r.kernel_ms);
-    j.key("agree").value(r.cmp.agree());
-    j.key("max_abs_err").value(r.cmp.max_abs_err);
-    j.key("atol").value(r.cmp.tol.atol).key("rtol").value(r.cmp.tol.rtol);
+    j.key("agree").value(r.agree);
+    j.key("max_abs_err").value(r.max_abs_err);
+    j.key("atol").value(r.atol).key("rtol").value(r.rtol);
     j.end_object();
   }
   j.end_array();
@@ -315,7 +399,7 @@ int bench_command(const std::vector<std::string_view>& args) {
     }
   }
   const std::optional<Preset> preset = find_preset(preset_name);
-  if (!preset) return usage_error("--preset takes quick, decode, prefill or mixed");
+  if (!preset) return usage_error("--preset takes quick, decode, prefill, mixed or v3");
   const std::optional<std::vector<int>> sweep = parse_thread_sweep(threads_arg);
   if (!sweep) {
     return usage_error("--threads takes a comma-separated list of thread counts (1 to 4096) and "
@@ -349,13 +433,20 @@ int bench_command(const std::vector<std::string_view>& args) {
   const int total = static_cast<int>(preset->workloads.size()) * 2;
   int index = 0;
   for (const std::string& name : preset->workloads) {
+    // "v3-NAME": NAME's shapes and data in tpu-inference v3's dialect.
+    const bool v3 = name.starts_with("v3-");
     for (DType t : {DType::kFloat32, DType::kBFloat16}) {
-      const bench::WorkloadSpec spec = bench::workload_spec(name, t);
+      const bench::WorkloadSpec spec = bench::workload_spec(v3 ? name.substr(3) : name, t);
       ++index;
       std::fprintf(stderr, "rpa bench: [%d/%d] %s/%s: building\n", index, total, name.c_str(),
                    std::string(dtype_name(t)).c_str());
       const bench::Workload w = bench::build_workload(spec);  // throws if strict rejects
-      for (Row& r : measure(w, *preset, *sweep, index, total)) rows.push_back(std::move(r));
+      if (v3) {
+        const bench::V3Workload v = bench::build_v3_workload(w);  // throws if strict rejects
+        for (Row& r : measure(v3_subject(w, v), *preset, *sweep, index, total)) rows.push_back(std::move(r));
+      } else {
+        for (Row& r : measure(jax_subject(w), *preset, *sweep, index, total)) rows.push_back(std::move(r));
+      }
     }
   }
 
@@ -385,7 +476,7 @@ int bench_command(const std::vector<std::string_view>& args) {
     print_table(rows, limits);
   }
   const bool all_agree =
-      std::all_of(rows.begin(), rows.end(), [](const Row& r) { return r.cmp.agree(); });
+      std::all_of(rows.begin(), rows.end(), [](const Row& r) { return r.agree; });
   if (!all_agree) {
     std::fprintf(stderr, "rpa bench: ERROR: the kernel disagreed with the reference (see above)\n");
   }

@@ -15,7 +15,11 @@ namespace rpa {
 
 int64_t v3_kv_pages_per_block(Dialect d, const V3Inputs& in, const V3Params& p) {
   const int64_t page_size = std::max<int64_t>(in.kv_cache.dim(1), 1);
-  int64_t pages = std::max<int64_t>(1, 256 / page_size);
+  // Without block sizes: KV blocks of up to 2048 tokens, at most a sequence's page table. A
+  // prefill's GEMMs then run over long blocks (the jax dialect's default plan takes whole
+  // sequences of its mixed workload too), and a decode is cut into parallel chunks anyway.
+  const int64_t pps = in.kv_lens.dim(0) > 0 ? in.page_indices.dim(0) / in.kv_lens.dim(0) : 1;
+  int64_t pages = std::clamp<int64_t>(2048 / page_size, 1, std::max<int64_t>(pps, 1));
   if (d == Dialect::kTpuInferenceV3 && p.m_block_sizes) pages = (*p.m_block_sizes)[3] / page_size;
   if (d == Dialect::kTpuInferenceV3Hd64 && p.num_kv_pages_per_block) pages = *p.num_kv_pages_per_block;
   return std::max<int64_t>(pages, 1);
@@ -45,12 +49,19 @@ void v3_fused_update(Dialect d, const V3Inputs& in, Tensor& cache) {
 
 V3KernelResult v3_tiled_attention(Dialect d, const V3Inputs& in, const V3Params& p,
                                   const KernelOptions& options) {
+  V3KernelResult r{Tensor(), in.kv_cache};
+  r.out = v3_tiled_attention_in_place(d, in, r.kv_cache, p, options);
+  return r;
+}
+
+Tensor v3_tiled_attention_in_place(Dialect d, const V3Inputs& in, Tensor& cache, const V3Params& p,
+                                   const KernelOptions& options) {
   if (options.literal_schedule) {
     throw std::invalid_argument("v3_tiled_attention: no literal v3 schedule yet");
   }
   const bool hd64 = d == Dialect::kTpuInferenceV3Hd64;
-  V3KernelResult r{Tensor(in.queries.dtype(), in.queries.shape()), in.kv_cache};
-  if (hd64 || p.update_kv_cache) v3_fused_update(d, in, r.kv_cache);
+  Tensor out(in.queries.dtype(), in.queries.shape());
+  if (hd64 || p.update_kv_cache) v3_fused_update(d, in, cache);
   AttentionMath math = attention_math(d, p, in.queries.dtype());
   if (!std::isfinite(math.mask_value) || math.mask_value > kMaxExactMaskValue) {
     throw std::invalid_argument("v3_tiled_attention: mask_value above -1e30 (validate first)");
@@ -59,9 +70,9 @@ V3KernelResult v3_tiled_attention(Dialect d, const V3Inputs& in, const V3Params&
   KernelPlan plan{};
   plan.blocks.kv_pages_per_block = v3_kv_pages_per_block(d, in, p);
   plan.blocks.queries_per_block = 1;  // the default schedule tiles rows itself
-  const PagedKvView view(d, in, std::as_const(r.kv_cache));
-  default_schedule(view, math, plan, options.threads, r.out);
-  return r;
+  const PagedKvView view(d, in, std::as_const(cache));
+  default_schedule(view, math, plan, options.threads, out);
+  return out;
 }
 
 }  // namespace rpa

@@ -19,8 +19,9 @@ struct V3KernelResult {
 };
 
 // KV pages per online-softmax step: kernel.py's mixed-pass KV compute block (m_block_sizes'
-// bkv_csz / page_size) when given, hd64's num_kv_pages_per_block when given, else 256 tokens'
-// worth; at least 1. The block size changes only float32 rounding, never what is computed.
+// bkv_csz / page_size) when given, hd64's num_kv_pages_per_block when given, else 2048 tokens'
+// worth or pages_per_seq, whichever is less; at least 1. The block size changes only float32
+// rounding, never what is computed.
 int64_t v3_kv_pages_per_block(Dialect d, const V3Inputs& in, const V3Params& p);
 
 // Writes each computed sequence's new keys and values (token rows cu_q_lens[i] ..
@@ -35,5 +36,12 @@ void v3_fused_update(Dialect d, const V3Inputs& in, Tensor& cache);
 // block size change no bit of `out` beyond float32 rounding, and no bit of `kv_cache`.
 V3KernelResult v3_tiled_attention(Dialect d, const V3Inputs& in, const V3Params& p,
                                   const KernelOptions& options = {});
+
+// The same with the cache updated in place, as the TPU kernel does with its donated
+// kv_cache: `cache` is the call's kv_cache (in.kv_cache itself, or a tensor equal to it),
+// which the fused update writes and attention then reads; no copy of the cache is made.
+// Returns out.
+Tensor v3_tiled_attention_in_place(Dialect d, const V3Inputs& in, Tensor& cache, const V3Params& p,
+                                   const KernelOptions& options = {});
 
 }  // namespace rpa
