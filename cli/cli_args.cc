@@ -11,8 +11,10 @@ const char* const kUsage =
     "usage: rpa <command> [options]\n"
     "\n"
     "commands:\n"
-    "  validate CASE.npz [--mode jax|strict] [--all] [--json]\n"
-    "      Check a case against the rules of one mode (default strict).\n"
+    "  validate CASE.npz [--mode native|jax|strict] [--all] [--json]\n"
+    "      Check a case against the rules of one mode (default strict); native: the\n"
+    "      case's dialect's own validators (jax: JAX 0.10.2's; tpu_inference_v3[_hd64]:\n"
+    "      tpu-inference 0.32.0's), jax the same.\n"
     "      Exit 0 valid, 2 rejected (rule and message on stderr).\n"
     "  run CASE.npz --impl reference|kernel [-o OUT.npz] [--threads N]\n"
     "      [--schedule default|literal] [--semantics kernel|reference] [--mode jax|strict]\n"
@@ -25,6 +27,8 @@ const char* const kUsage =
     "      (grid order, prefetch chain, scratch carried across grid cells, every slot\n"
     "      computed over); with --mode jax on any input jax mode accepts, to show what\n"
     "      the TPU kernel computes where the definition does not hold.\n"
+    "      A v3 dialect's case: --impl reference alone (the tiled kernel does not compute\n"
+    "      them yet); OUT.npz gets `out` and `kv_cache_out` (the fused cache update).\n"
     "  check CASE.npz|DIR... [--mode jax|strict] [--threads N] [--schedule default|literal]\n"
     "      [--oracle reference|literal] [--semantics kernel|reference] [--allow-bias]\n"
     "      [--dot-passes 6|3|1] [--junit FILE] [--json]\n"
@@ -54,12 +58,15 @@ const char* const kUsage =
     "      through the target (each file in a child process); fuzz/ or corpus/ for all\n"
     "      below them. One line per case and a total. Exit 0 all pass, 1 any fails.\n"
     "  gen (--seed S [--profile decode|prefill|mixed|long|edge] [--size 0..400]\n"
-    "      [--head-dim D] | --spec HEX) -o CASE.npz\n"
+    "      [--head-dim D] | --spec HEX) [--dialect jax|tpu_inference_v3|\n"
+    "      tpu_inference_v3_hd64] -o CASE.npz\n"
     "      Write a generated case: from a seed (a valid case; long: kv_len up to 8192\n"
     "      with float8 KV; edge: one with one or two named mutations; size as\n"
     "      RapidCheck's, default 100), or from the spec hex a\n"
     "      failing property printed. Prints the case and the verdicts the spec model\n"
-    "      expects in each mode.\n"
+    "      expects in each mode. A v3 dialect's cases are all valid (edge: small\n"
+    "      batches at their boundaries); its spec hex starts with 'v3:' and names the\n"
+    "      dialect.\n"
     "  campaign [--seconds N] [--seed S] [--max-size 0..400] [--report DIR] [--pallas N]\n"
     "      [--junit FILE] [--dot-passes 6|3|1]\n"
     "      The main job, on every core: for N seconds (default 60) draw cases from the\n"
@@ -138,12 +145,13 @@ std::string parse_cli_args(const std::vector<std::string_view>& args,
     if (i + 1 >= args.size()) return std::string(a) + " needs a value";
     const std::string_view v = args[++i];
     if (a == "--mode") {
-      if (v == "jax") {
+      // native: the case's dialect's own validators; jax names the jax dialect's.
+      if (v == "jax" || v == "native") {
         out.validate.mode = Mode::kJax;
       } else if (v == "strict") {
         out.validate.mode = Mode::kStrict;
       } else {
-        return "--mode takes jax or strict";
+        return "--mode takes native (jax), jax or strict";
       }
     } else if (a == "--target") {
       const auto profile = find_target_profile(v);

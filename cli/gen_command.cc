@@ -1,5 +1,6 @@
 // rpa gen: one generated case as a case file, from a seed or from the hex a failing
-// property prints, with the verdicts the spec model expects.
+// property prints, with the verdicts the spec model expects (jax dialect) or the v3
+// validators' verdicts (v3 dialects, whose generated cases are all valid).
 #include <charconv>
 #include <cstdio>
 #include <optional>
@@ -9,24 +10,70 @@
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "kernel/dialect.h"
+#include "kernel/v3_validate.h"
 #include "properties/case_codec.h"
 #include "properties/generate.h"
 #include "properties/materialize.h"
 #include "properties/random_source.h"
 #include "properties/spec_model.h"
+#include "properties/v3_build_case.h"
+#include "properties/v3_materialize.h"
 
 namespace rpa {
+namespace {
+
+std::string v3_verdict_text(const std::optional<V3Failure>& f) {
+  return f ? std::string(v3_rule_info(f->rule).name) + ": " + f->message : "valid";
+}
+
+// The v3 half of gen: the spec from the seed or the hex, its case file, the report.
+int gen_v3(Dialect dialect, std::optional<uint64_t> seed, std::optional<int> size,
+           const std::string& spec_text, const props::GenRequest& request,
+           const std::string& output) {
+  props::V3CaseSpec spec;
+  if (seed) {
+    const props::V3GenOptions options = props::v3_gen_options(dialect, request);
+    if (!options.options) return usage_error(options.error);
+    spec = props::seeded_v3_spec(*seed, size.value_or(100), *options.options);
+  } else {
+    std::optional<props::V3CaseSpec> decoded = props::v3_spec_from_hex(spec_text);
+    if (!decoded) {
+      return usage_error("--spec takes the hex a property or rpa gen printed, whole (" +
+                         std::to_string(spec_text.size()) + " characters given)");
+    }
+    spec = std::move(*decoded);
+  }
+  const props::V3Materialized m = props::materialize_v3(spec);
+  Case c;
+  c.dialect = spec.dialect;
+  c.v3_inputs = m.inputs;
+  c.v3_params = m.params;
+  if (std::string err; !write_case_file(output, c, &err)) {
+    std::fprintf(stderr, "rpa: %s\n", err.c_str());
+    return kExitUnreadable;
+  }
+  std::printf("%s\n  spec: %s\n  expected strict: %s\n  expected native: %s\nwrote %s\n",
+              props::describe(spec).c_str(), props::v3_spec_hex(spec).c_str(),
+              v3_verdict_text(v3_validate(spec.dialect, m.inputs, m.params, Mode::kStrict)).c_str(),
+              v3_verdict_text(v3_validate(spec.dialect, m.inputs, m.params, Mode::kJax)).c_str(),
+              output.c_str());
+  return kExitOk;
+}
+
+}  // namespace
 
 int gen_command(const std::vector<std::string_view>& args) {
   std::optional<uint64_t> seed;
   std::optional<int> size;
   std::string spec_text, profile, output;
   std::optional<int64_t> head_dim;
+  std::optional<Dialect> dialect;
   bool has_spec = false;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     if (a != "--seed" && a != "--size" && a != "--spec" && a != "--profile" && a != "-o" &&
-        a != "--head-dim") {
+        a != "--head-dim" && a != "--dialect") {
       return usage_error("unknown option " + std::string(a));
     }
     if (i + 1 >= args.size()) return usage_error(std::string(a) + " needs a value");
@@ -48,6 +95,12 @@ int gen_command(const std::vector<std::string_view>& args) {
     } else if (a == "--spec") {
       spec_text = v;
       has_spec = true;
+    } else if (a == "--dialect") {
+      dialect = parse_dialect(v);
+      if (!dialect) {
+        return usage_error("--dialect takes jax, tpu_inference_v3 or tpu_inference_v3_hd64 (got '" +
+                           std::string(v) + "')");
+      }
     } else if (a == "--profile") {
       profile = v;
     } else if (a == "--head-dim") {
@@ -65,6 +118,24 @@ int gen_command(const std::vector<std::string_view>& args) {
   if (output.empty()) return usage_error("gen needs -o CASE.npz");
   if (!seed && (!profile.empty() || size || head_dim))
     return usage_error("--profile, --size and --head-dim go with --seed");
+  // A v3 spec names its dialect; --dialect, if given, must agree.
+  if (has_spec && spec_text.starts_with(props::kV3SpecPrefix)) {
+    const std::optional<props::V3CaseSpec> decoded = props::v3_spec_from_hex(spec_text);
+    if (decoded && dialect && *dialect != decoded->dialect) {
+      return usage_error("--spec names dialect " + std::string(dialect_name(decoded->dialect)) +
+                         ", not " + std::string(dialect_name(*dialect)));
+    }
+    return gen_v3(decoded ? decoded->dialect : Dialect::kTpuInferenceV3, seed, size, spec_text,
+                  {.profile = profile, .head_dim = head_dim}, output);
+  }
+  if (dialect && is_v3(*dialect)) {
+    if (has_spec) {
+      return usage_error("--spec for dialect " + std::string(dialect_name(*dialect)) +
+                         " takes the 'v3:' hex rpa gen printed");
+    }
+    return gen_v3(*dialect, seed, size, spec_text, {.profile = profile, .head_dim = head_dim},
+                  output);
+  }
   const props::GenOptions options = props::gen_options({.profile = profile, .head_dim = head_dim});
   if (!options.options) return usage_error(options.error);
 

@@ -1,9 +1,11 @@
 #include <cstdio>
+#include <utility>
 
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/run_case.h"
+#include "cli/v3_commands.h"
 
 namespace rpa {
 
@@ -13,6 +15,7 @@ int run_command(const std::vector<std::string_view>& args) {
   if (std::string err = run_options_error(a); !err.empty()) return usage_error(err);
   std::optional<Case> c = read_case_or_report(a);
   if (!c) return kExitUnreadable;
+  if (is_v3(c->dialect)) return run_v3(std::move(*c), a);
   RunOutcome run = run_case(*c, a);
   if (run.rejection) {
     report_rejection(a, *run.rejection);

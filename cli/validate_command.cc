@@ -3,6 +3,7 @@
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/v3_commands.h"
 
 namespace rpa {
 
@@ -15,6 +16,7 @@ int validate_command(const std::vector<std::string_view>& args) {
   }
   const std::optional<Case> c = read_case_or_report(a);
   if (!c) return kExitUnreadable;
+  if (is_v3(c->dialect)) return validate_v3(*c, a);
   const Mode mode = a.validate.mode;
   std::vector<Failure> failures;
   if (a.all) {

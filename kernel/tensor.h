@@ -32,7 +32,9 @@ struct TensorView {
 
 class Tensor {
  public:
-  Tensor() = default;
+  // A 0-d float32 holding 0.0: one element with its storage, like any 0-d array (a Case
+  // holds one dialect's arrays and leaves the other's default, and compares them all).
+  Tensor() : bytes_(sizeof(float)) {}
   // Zero-filled. Throws std::invalid_argument on a negative dimension.
   Tensor(DType dtype, Shape shape);
   // Takes raw little-endian bytes; bytes.size() must equal numel * dtype_size.

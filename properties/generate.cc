@@ -26,13 +26,15 @@ GenOptions gen_options(const GenRequest& request) {
     }
   }
   if (!known) {
-    return {.options = std::nullopt, .error = "profile takes decode, prefill, mixed, long or edge (got '" +
-                     request.profile + "')"};
+    return {.options = std::nullopt,
+            .error = "profile takes decode, prefill, mixed, long or edge (got '" + request.profile +
+                     "')"};
   }
   if (request.head_dim) {
     const int64_t d = *request.head_dim;
     if (d < 1 || d > o.max_head_dim) {
-      return {.options = std::nullopt, .error = "head_dim takes 1 to " + std::to_string(o.max_head_dim) +
+      return {.options = std::nullopt,
+              .error = "head_dim takes 1 to " + std::to_string(o.max_head_dim) +
                        (name.empty() ? std::string() : " with profile " + request.profile) +
                        " (got " + std::to_string(d) + ")"};
     }
@@ -59,7 +61,8 @@ GenOptions strategy_options(const GenRequest& request, const DecodeBounds& bound
   narrow(o.max_head_dim, bounds.max_head_dim);
   narrow(o.max_page_size, bounds.max_page_size);
   if (o.min_head_dim > o.max_head_dim) {
-    return {.options = std::nullopt, .error = "head_dim " + std::to_string(o.min_head_dim) + " is above max_head_dim " +
+    return {.options = std::nullopt,
+            .error = "head_dim " + std::to_string(o.min_head_dim) + " is above max_head_dim " +
                      std::to_string(o.max_head_dim)};
   }
   o.min_seqs = std::min(o.min_seqs, o.max_seqs);
@@ -69,6 +72,54 @@ GenOptions strategy_options(const GenRequest& request, const DecodeBounds& bound
   o.max_mutations = valid ? 0 : 1;
   if (!valid) o.mutation_kinds.assign(kinds.begin(), kinds.end());
   return g;
+}
+
+V3GenOptions v3_gen_options(Dialect d, const GenRequest& request) {
+  V3BuildOptions o;
+  o.dialect = d;
+  const std::string_view name = request.profile;
+  bool known = name.empty();
+  if (name == "long") {
+    o = v3_long_options();
+    known = true;
+  } else if (name == "edge") {
+    o = v3_edge_options();
+    known = true;
+  }
+  o.dialect = d;
+  for (V3Profile p : kV3Profiles) {
+    if (v3_profile_name(p) == name) {
+      o.profile = p;
+      known = true;
+    }
+  }
+  if (!known) {
+    return {.options = std::nullopt,
+            .error = "profile takes decode, prefill, mixed, long or edge (got '" + request.profile +
+                     "')"};
+  }
+  if (request.head_dim) {
+    const int64_t hd = *request.head_dim;
+    if (d == Dialect::kTpuInferenceV3Hd64 && hd != 64) {
+      return {.options = std::nullopt,
+              .error = "head_dim takes 64 alone with dialect tpu_inference_v3_hd64 (got " +
+                       std::to_string(hd) + ")"};
+    }
+    const int64_t max_d = std::min(o.max_head_dim, kV3MaxHeadDim);
+    if (hd < 1 || hd > max_d) {
+      return {.options = std::nullopt,
+              .error = "head_dim takes 1 to " + std::to_string(max_d) +
+                       (name.empty() ? std::string() : " with profile " + request.profile) +
+                       " (got " + std::to_string(hd) + ")"};
+    }
+    o.head_dim = hd;
+  }
+  return {.options = o, .error = {}};
+}
+
+V3CaseSpec seeded_v3_spec(uint64_t seed, int size, const V3BuildOptions& options) {
+  RandomSource source(seed, std::clamp(size, 0, kFullSize));
+  return build_v3_case(source, options);
 }
 
 }  // namespace rpa::props

@@ -12,6 +12,8 @@
 #include "properties/build_case.h"
 #include "properties/case_spec.h"
 #include "properties/mutation.h"
+#include "properties/v3_build_case.h"
+#include "properties/v3_case_spec.h"
 
 namespace rpa::props {
 
@@ -48,5 +50,17 @@ struct DecodeBounds {
 // mutation (valid) or exactly one, of one of `kinds` when that is not empty.
 GenOptions strategy_options(const GenRequest& request, const DecodeBounds& bounds, bool valid,
                             std::span<const MutationKind> kinds);
+
+// The v3 dialects' options for a request (d a v3 dialect): the same profile names, "edge"
+// meaning small batches at their boundaries (v3 cases are always valid); head_dim 1 to 256
+// (long: 128), and for hd64 64 alone.
+struct V3GenOptions {
+  std::optional<V3BuildOptions> options;  // set on success
+  std::string error;                      // one line, set on failure
+};
+V3GenOptions v3_gen_options(Dialect d, const GenRequest& request);
+
+// rpa gen --seed for a v3 dialect: RandomSource at `size` through build_v3_case.
+V3CaseSpec seeded_v3_spec(uint64_t seed, int size, const V3BuildOptions& options);
 
 }  // namespace rpa::props

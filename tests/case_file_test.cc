@@ -23,6 +23,7 @@
 
 #include "casefile/npy.h"
 #include "casefile/zip_archive.h"
+#include "kernel/v3_cache_layout.h"
 
 namespace rpa {
 namespace {
@@ -931,6 +932,356 @@ TEST(CaseFileRead, SurvivesEveryByteFlipAndTruncation) {
   }
   // Flips in names, times and padding leave a readable case; most others do not.
   EXPECT_GT(read_anyway, 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// The v3 dialects (DESIGN.md section 16)
+
+// A small v3 batch: T = 4 tokens, 4 q heads, 2 kv heads, D = 8, 3 pages of 4 in the layout's
+// packed shape, every option set that the dialect has. Random bits, so NaNs turn up.
+Case small_v3_case(Dialect d, DType q, DType kv, uint32_t seed = 1) {
+  std::mt19937 rng(seed);
+  Case c;
+  c.dialect = d;
+  const bool hd64 = d == Dialect::kTpuInferenceV3Hd64;
+  const int64_t dim = hd64 ? 64 : 8;
+  const V3CacheLayout layout(d, kv, 2, dim);
+  c.v3_inputs.queries = random_tensor(q, {4, 4, dim}, rng);
+  c.v3_inputs.keys = random_tensor(kv, {4, 2, dim}, rng);
+  c.v3_inputs.values = random_tensor(kv, {4, 2, dim}, rng);
+  c.v3_inputs.kv_cache = random_tensor(kv, layout.cache_shape(3, 4), rng);
+  c.v3_inputs.kv_lens = Tensor::from_int32({2}, std::vector<int32_t>{3, 7});
+  c.v3_inputs.page_indices = Tensor::from_int32({4}, std::vector<int32_t>{0, 1, 2, 0});
+  c.v3_inputs.cu_q_lens = Tensor::from_int32({3}, std::vector<int32_t>{0, 1, 4});
+  c.v3_inputs.distribution = Tensor::from_int32({3}, std::vector<int32_t>{1, 1, 2});
+  V3Params& p = c.v3_params;
+  p.sm_scale = 0.125;
+  p.sliding_window = 5;
+  p.soft_cap = -0.0;
+  p.mask_value = -std::numeric_limits<double>::infinity();
+  p.q_scale = 0.5;
+  p.k_scale = std::numeric_limits<double>::quiet_NaN();
+  p.v_scale = 2.0;
+  p.chunk_prefill_size = 3;
+  p.vmem_limit_bytes = int64_t{1} << 40;
+  if (hd64) {
+    c.v3_inputs.attention_sink = random_tensor(DType::kFloat32, {4}, rng);
+    p.num_kv_pages_per_block = 2;
+    p.num_queries_per_block = 8;
+  } else {
+    p.use_causal_mask = false;
+    p.update_kv_cache = false;
+    p.skip_kv_mask = true;
+    p.out_dtype = DType::kFloat32;
+    p.d_block_sizes = V3BlockSizes{1, 4, 1, 4};
+    p.p_block_sizes = V3BlockSizes{8, 8, 4, 4};
+    p.m_block_sizes = V3BlockSizes{-1, 0, INT64_MAX, INT64_MIN};
+  }
+  c.out = random_tensor(q, {4, 4, dim}, rng);
+  c.expected = random_tensor(q, {4, 4, dim}, rng);
+  c.kv_cache_out = random_tensor(kv, layout.cache_shape(3, 4), rng);
+  c.expected_kv_cache = random_tensor(kv, layout.cache_shape(3, 4), rng);
+  return c;
+}
+
+void expect_same_bits(const V3Params& a, const V3Params& b) {
+  EXPECT_EQ(bits(a.sm_scale), bits(b.sm_scale));
+  EXPECT_EQ(bits(a.soft_cap), bits(b.soft_cap));
+  EXPECT_EQ(bits(a.mask_value), bits(b.mask_value));
+  EXPECT_EQ(bits(a.q_scale), bits(b.q_scale));
+  EXPECT_EQ(bits(a.k_scale), bits(b.k_scale));
+  EXPECT_EQ(bits(a.v_scale), bits(b.v_scale));
+  EXPECT_EQ(a.use_causal_mask, b.use_causal_mask);
+  EXPECT_EQ(a.update_kv_cache, b.update_kv_cache);
+  EXPECT_EQ(a.skip_kv_mask, b.skip_kv_mask);
+  EXPECT_EQ(a.sliding_window, b.sliding_window);
+  EXPECT_EQ(a.out_dtype, b.out_dtype);
+  EXPECT_EQ(a.chunk_prefill_size, b.chunk_prefill_size);
+  EXPECT_EQ(a.d_block_sizes, b.d_block_sizes);
+  EXPECT_EQ(a.p_block_sizes, b.p_block_sizes);
+  EXPECT_EQ(a.m_block_sizes, b.m_block_sizes);
+  EXPECT_EQ(a.num_kv_pages_per_block, b.num_kv_pages_per_block);
+  EXPECT_EQ(a.num_queries_per_block, b.num_queries_per_block);
+  EXPECT_EQ(a.vmem_limit_bytes, b.vmem_limit_bytes);
+}
+
+void expect_v3_round_trip(const Case& c) {
+  const Case back = read_back(c);
+  EXPECT_EQ(back.dialect, c.dialect);
+  EXPECT_EQ(back.v3_inputs, c.v3_inputs);
+  EXPECT_EQ(back.out, c.out);
+  EXPECT_EQ(back.expected, c.expected);
+  EXPECT_EQ(back.kv_cache_out, c.kv_cache_out);
+  EXPECT_EQ(back.expected_kv_cache, c.expected_kv_cache);
+  EXPECT_EQ(back.inputs.q.data(), nullptr);  // the jax arrays stay empty
+  expect_same_bits(back.v3_params, c.v3_params);
+}
+
+constexpr Dialect kV3Dialects[] = {Dialect::kTpuInferenceV3, Dialect::kTpuInferenceV3Hd64};
+
+TEST(CaseFileV3, RoundTripsEveryDialectAndDtypePairBitForBit) {
+  for (Dialect d : kV3Dialects) {
+    for (DType q : {DType::kFloat32, DType::kBFloat16}) {
+      for (DType kv : kFloatDTypes) {
+        SCOPED_TRACE(std::string(dialect_name(d)) + " " + std::string(dtype_name(q)) + "/" +
+                     std::string(dtype_name(kv)));
+        expect_v3_round_trip(small_v3_case(d, q, kv));
+      }
+    }
+  }
+}
+
+TEST(CaseFileV3, AbsentOptionsReadAsTheKeywordDefaults) {
+  for (Dialect d : kV3Dialects) {
+    Case c = small_v3_case(d, DType::kFloat32, DType::kFloat32);
+    c.v3_params = V3Params{};
+    c.v3_inputs.attention_sink.reset();
+    c.out.reset();
+    c.expected.reset();
+    c.kv_cache_out.reset();
+    c.expected_kv_cache.reset();
+    expect_v3_round_trip(c);
+    std::vector<std::string> want = {
+        "dialect.npy", "queries.npy",      "keys.npy",      "values.npy",       "kv_cache.npy",
+        "kv_lens.npy", "page_indices.npy", "cu_q_lens.npy", "distribution.npy", "sm_scale.npy"};
+    if (d == Dialect::kTpuInferenceV3) {
+      for (const char* n : {"use_causal_mask.npy", "update_kv_cache.npy", "skip_kv_mask.npy"}) {
+        want.push_back(n);
+      }
+    }
+    EXPECT_EQ(names_of(write_case_bytes(c)), want);
+    // Only `dialect` and the eight arrays: every keyword at its default.
+    std::vector<ZipEntry> entries = entries_of(write_case_bytes(c));
+    std::erase_if(entries, [](const ZipEntry& e) {
+      return e.name == "sm_scale.npy" || e.name.find("_mask") != std::string::npos ||
+             e.name == "update_kv_cache.npy";
+    });
+    const CaseReadResult r = read_case_bytes(write_zip(entries), {});
+    ASSERT_TRUE(r.value.has_value()) << r.error;
+    EXPECT_TRUE(r.value->v3_params == V3Params{});
+  }
+}
+
+TEST(CaseFileV3, AbsentDialectIsJaxAndJaxFilesHaveNoDialectMember) {
+  const Case c = small_case(DType::kFloat32, DType::kFloat32);
+  const Bytes bytes = write_case_bytes(c);
+  const std::vector<std::string> names = names_of(bytes);
+  EXPECT_EQ(std::count(names.begin(), names.end(), "dialect.npy"), 0);
+  EXPECT_EQ(read_back(c).dialect, Dialect::kJax);
+  // Named explicitly, it reads the same.
+  const CaseReadResult r =
+      read_case_bytes(with_member(c, "dialect.npy", write_npy_unicode(U"jax")), {});
+  ASSERT_TRUE(r.value.has_value()) << r.error;
+  EXPECT_EQ(r.value->inputs, c.inputs);
+}
+
+// np.savez_compressed(f, dialect=np.array('tpu_inference_v3'),
+//   queries=bf16 [[[1.5, -2]]].view(np.uint16), keys=e4m3fn [[[0.5, 4]]].view(np.uint8),
+//   values=e4m3fn [[[-0.25, 1]]].view(np.uint8), kv_cache=np.zeros((1,4,1,4,2), np.uint8),
+//   kv_lens=i32 [1], page_indices=i32 [0], cu_q_lens=i32 [0, 1], distribution=i32 [0, 0, 1],
+//   q_dtype=np.array('bfloat16'), kv_dtype=np.array('float8_e4m3fn'),
+//   use_causal_mask=np.int64(0), m_block_sizes=np.array([8, 16, 4, 16], np.int64),
+//   out_dtype=np.array('bfloat16'), sm_scale=np.float64(0.5)); numpy 2.5.5 and ml_dtypes 0.7.0
+// in /tmp/v3venv. Bits printed there: queries 16320 49152, keys 48 72, values 168 56.
+constexpr std::string_view kNumpyV3Hex =
+    "504b03042d000000080000002100eb95aa21ffffffffffffffff0b0014006469616c6563742e6e7079010010"
+    "00c00000000000000067000000000000009bec17ea1b10c9c850c650ad9e925a9c5ca46ea5a06e136a68a6ae"
+    "a3a09e965f54529498179f5f94920a92704bcc294e058a17672416a402f91a9a3a0ab50a9400ae1206068602"
+    "202e05e27820ce04e23c204e03e254202e82d220b164281ba4ae0c888d811800504b03042d00000008000000"
+    "2100cbbb40f9ffffffffffffffff0b001400717565726965732e6e70790100100084000000000000004c0000"
+    "00000000009bec17ea1b10c9c850c650ad9e925a9c5ca46ea5a06e536aa4aea3a09e965f54529498179f5f94"
+    "920a12774bcc294e058a17672416a402f91a863a0a4064a4a9a350ab401ee03a60cf700000504b03042d0000"
+    "00080000002100b1fafc99ffffffffffffffff080014006b6579732e6e70790100100082000000000000004a"
+    "000000000000009bec17ea1b10c9c850c650ad9e925a9c5ca46ea5a05e536aa8aea3a09e965f54529498179f"
+    "5f94920a12774bcc294e058a17672416a402f91a863a0a4064a4a9a350ab401ee032f00000504b03042d0000"
+    "000800000021009f8b6170ffffffffffffffff0a00140076616c7565732e6e70790100100082000000000000"
+    "004a000000000000009bec17ea1b10c9c850c650ad9e925a9c5ca46ea5a05e536aa8aea3a09e965f54529498"
+    "179f5f94920a12774bcc294e058a17672416a402f91a863a0a4064a4a9a350ab401ee05a610100504b03042d"
+    "000000080000002100e89de9bcffffffffffffffff0c0014006b765f63616368652e6e707901001000a00000"
+    "00000000004e000000000000009bec17ea1b10c9c850c650ad9e925a9c5ca46ea5a05e536aa8aea3a09e965f"
+    "54529498179f5f94920a12774bcc294e058a17672416a402f91a863a0a263a0a10d2485347a1568154c0c540"
+    "000000504b03042d000000080000002100a118124fffffffffffffffff0b0014006b765f6c656e732e6e7079"
+    "01001000840000000000000048000000000000009bec17ea1b10c9c850c650ad9e925a9c5ca46ea5a06e9369"
+    "a2aea3a09e965f54529498179f5f94920a12774bcc294e058a17672416a402f91a863a9a3a0ab50a14002e46"
+    "06060600504b03042d000000080000002100c47faef7ffffffffffffffff10001400706167655f696e646963"
+    "65732e6e707901001000840000000000000047000000000000009bec17ea1b10c9c850c650ad9e925a9c5ca4"
+    "6ea5a06e9369a2aea3a09e965f54529498179f5f94920a12774bcc294e058a17672416a402f91a863a9a3a0a"
+    "b50a14002e06200000504b03042d0000000800000021007b56b5f3ffffffffffffffff0d00140063755f715f"
+    "6c656e732e6e707901001000880000000000000049000000000000009bec17ea1b10c9c850c650ad9e925a9c"
+    "5ca46ea5a06e9369a2aea3a09e965f54529498179f5f94920a12774bcc294e058a17672416a402f91a463a9a"
+    "3a0ab50a14002e062060046200504b03042d0000000800000021007243a277ffffffffffffffff1000140064"
+    "6973747269627574696f6e2e6e7079010010008c0000000000000049000000000000009bec17ea1b10c9c850"
+    "c650ad9e925a9c5ca46ea5a06e9369a2aea3a09e965f54529498179f5f94920a12774bcc294e058a17672416"
+    "a402f91ac63a9a3a0ab50a14002e062860046200504b03042d000000080000002100ac82fa94ffffffffffff"
+    "ffff0b001400715f64747970652e6e707901001000a00000000000000058000000000000009bec17ea1b10c9"
+    "c850c650ad9e925a9c5ca46ea5a06e136aa1aea3a09e965f54529498179f5f94920a12774bcc294e058a1767"
+    "2416a402f91a9a3a0ab50a1401ae240606863420ce01e27c204e04e2122036046233200600504b03042d0000"
+    "000800000021001e063f70ffffffffffffffff0c0014006b765f64747970652e6e707901001000b400000000"
+    "00000065000000000000009bec17ea1b10c9c850c650ad9e925a9c5ca46ea5a06e136a68acaea3a09e965f54"
+    "529498179f5f94920a92704bcc294e058a17672416a402f91a9a3a0ab50a9400ae340606861c20ce07e24420"
+    "2e01620b208e07e254203601e25c2036066290da3c200600504b03042d0000000800000021003ab13566ffff"
+    "ffffffffffff130014007573655f63617573616c5f6d61736b2e6e7079010010008800000000000000450000"
+    "00000000009bec17ea1b10c9c850c650ad9e925a9c5ca46ea5a06e9369a1aea3a09e965f54529498179f5f94"
+    "920a12774bcc294e058a17672416a402f91a9a3a0ab50a14012e06280000504b03042d000000080000002100"
+    "a1b2256dffffffffffffffff110014006d5f626c6f636b5f73697a65732e6e707901001000a0000000000000"
+    "004d000000000000009bec17ea1b10c9c850c650ad9e925a9c5ca46ea5a06e9369a1aea3a09e965f54529498"
+    "179f5f94920a12774bcc294e058a17672416a402f91a263a9a3a0ab50a14002e0e06081080d22c687c00504b"
+    "03042d000000080000002100ac82fa94ffffffffffffffff0d0014006f75745f64747970652e6e7079010010"
+    "00a00000000000000058000000000000009bec17ea1b10c9c850c650ad9e925a9c5ca46ea5a06e136aa1aea3"
+    "a09e965f54529498179f5f94920a12774bcc294e058a17672416a402f91a9a3a0ab50a1401ae240606863420"
+    "ce01e27c204e04e2122036046233200600504b03042d00000008000000210070ee9269ffffffffffffffff0c"
+    "001400736d5f7363616c652e6e707901001000880000000000000047000000000000009bec17ea1b10c9c850"
+    "c650ad9e925a9c5ca46ea5a06e9366a1aea3a09e965f54529498179f5f94920a12774bcc294e058a17672416"
+    "a402f91a9a3a0ab50a14012e063078600f00504b01022d032d000000080000002100eb95aa2167000000c000"
+    "00000b00000000000000000000008001000000006469616c6563742e6e7079504b01022d032d000000080000"
+    "002100cbbb40f94c000000840000000b00000000000000000000008001a4000000717565726965732e6e7079"
+    "504b01022d032d000000080000002100b1fafc994a0000008200000008000000000000000000000080012d01"
+    "00006b6579732e6e7079504b01022d032d0000000800000021009f8b61704a000000820000000a0000000000"
+    "0000000000008001b101000076616c7565732e6e7079504b01022d032d000000080000002100e89de9bc4e00"
+    "0000a00000000c00000000000000000000008001370200006b765f63616368652e6e7079504b01022d032d00"
+    "0000080000002100a118124f48000000840000000b00000000000000000000008001c30200006b765f6c656e"
+    "732e6e7079504b01022d032d000000080000002100c47faef747000000840000001000000000000000000000"
+    "00800148030000706167655f696e64696365732e6e7079504b01022d032d0000000800000021007b56b5f349"
+    "000000880000000d00000000000000000000008001d103000063755f715f6c656e732e6e7079504b01022d03"
+    "2d0000000800000021007243a277490000008c00000010000000000000000000000080015904000064697374"
+    "7269627574696f6e2e6e7079504b01022d032d000000080000002100ac82fa9458000000a00000000b000000"
+    "00000000000000008001e4040000715f64747970652e6e7079504b01022d032d0000000800000021001e063f"
+    "7065000000b40000000c00000000000000000000008001790500006b765f64747970652e6e7079504b01022d"
+    "032d0000000800000021003ab13566450000008800000013000000000000000000000080011c060000757365"
+    "5f63617573616c5f6d61736b2e6e7079504b01022d032d000000080000002100a1b2256d4d000000a0000000"
+    "1100000000000000000000008001a60600006d5f626c6f636b5f73697a65732e6e7079504b01022d032d0000"
+    "00080000002100ac82fa9458000000a00000000d00000000000000000000008001360700006f75745f647479"
+    "70652e6e7079504b01022d032d00000008000000210070ee926947000000880000000c000000000000000000"
+    "00008001cd070000736d5f7363616c652e6e7079504b0506000000000f000f0072030000520800000000";
+
+TEST(CaseFileV3, ReadsWhatNumpyWrites) {
+  const CaseReadResult r = read_case_bytes(from_hex(kNumpyV3Hex), {});
+  ASSERT_TRUE(r.value.has_value()) << r.error;
+  const Case& c = *r.value;
+  EXPECT_EQ(c.dialect, Dialect::kTpuInferenceV3);
+  ASSERT_EQ(c.v3_inputs.queries.dtype(), DType::kBFloat16);
+  EXPECT_EQ(c.v3_inputs.queries.shape(), (Shape{1, 1, 2}));
+  EXPECT_EQ(c.v3_inputs.queries.float_at(0), 1.5);
+  EXPECT_EQ(c.v3_inputs.queries.float_at(1), -2.0);
+  ASSERT_EQ(c.v3_inputs.keys.dtype(), DType::kFloat8E4M3FN);
+  EXPECT_EQ(c.v3_inputs.keys.float_at(1), 4.0);
+  EXPECT_EQ(c.v3_inputs.values.float_at(0), -0.25);
+  EXPECT_EQ(c.v3_inputs.kv_cache.dtype(), DType::kFloat8E4M3FN);
+  EXPECT_EQ(c.v3_inputs.kv_cache.shape(), (Shape{1, 4, 1, 4, 2}));
+  EXPECT_EQ(c.v3_inputs.distribution.int_at(2), 1);
+  EXPECT_FALSE(c.v3_params.use_causal_mask);
+  EXPECT_TRUE(c.v3_params.update_kv_cache);
+  EXPECT_EQ(c.v3_params.m_block_sizes, (V3BlockSizes{8, 16, 4, 16}));
+  EXPECT_EQ(c.v3_params.out_dtype, DType::kBFloat16);
+  EXPECT_EQ(c.v3_params.sm_scale, 0.5);
+}
+
+TEST(CaseFileV3, RefusesMalformedV3FilesNamingTheMember) {
+  const Case v3 = small_v3_case(Dialect::kTpuInferenceV3, DType::kBFloat16, DType::kFloat8E5M2);
+  const Case hd64 = small_v3_case(Dialect::kTpuInferenceV3Hd64, DType::kFloat32, DType::kFloat32);
+  const Case jax = small_case(DType::kFloat32, DType::kFloat32);
+  const struct {
+    std::string name;
+    Bytes archive;
+    std::string error;
+  } kCases[] = {
+      {"unknown dialect", with_member(v3, "dialect.npy", write_npy_unicode(U"tpu_v4")),
+       "member 'dialect.npy': unknown dialect 'tpu_v4' (jax, tpu_inference_v3 or "
+       "tpu_inference_v3_hd64)"},
+      {"dialect not text", with_member(v3, "dialect.npy", scalar_npy("<i8", int64_t{1})),
+       "member 'dialect.npy': must be a 0-d unicode string (np.array('tpu_inference_v3')), "
+       "holds int64 of shape ()"},
+      {"q in v3", with_member(v3, "q.npy", scalar_npy("<f8", 1.0)),
+       "member 'q.npy' is the jax dialect's, not the tpu_inference_v3 dialect's"},
+      {"num_seqs in v3", with_member(v3, "num_seqs.npy", scalar_npy("<i8", int64_t{1})),
+       "member 'num_seqs.npy' is the jax dialect's, not the tpu_inference_v3 dialect's"},
+      {"hd64 block in v3",
+       with_member(v3, "num_queries_per_block.npy", scalar_npy("<i8", int64_t{8})),
+       "member 'num_queries_per_block.npy' is the jax and tpu_inference_v3_hd64 dialects', not "
+       "the tpu_inference_v3 dialect's"},
+      {"sink in v3", with_member(v3, "attention_sink.npy", scalar_npy("<f4", 1.0f)),
+       "member 'attention_sink.npy' is the tpu_inference_v3_hd64 dialect's, not the "
+       "tpu_inference_v3 dialect's"},
+      {"causal in hd64", with_member(hd64, "use_causal_mask.npy", scalar_npy("<i8", int64_t{1})),
+       "member 'use_causal_mask.npy' is the tpu_inference_v3 dialect's, not the "
+       "tpu_inference_v3_hd64 dialect's"},
+      {"out_dtype in hd64", with_member(hd64, "out_dtype.npy", write_npy_unicode(U"float32")),
+       "member 'out_dtype.npy' is the tpu_inference_v3 dialect's, not the "
+       "tpu_inference_v3_hd64 dialect's"},
+      {"queries in jax", with_member(jax, "queries.npy", scalar_npy("<f4", 1.0f)),
+       "member 'queries.npy' is the tpu_inference_v3 and tpu_inference_v3_hd64 dialects', not "
+       "the jax dialect's"},
+      {"kv_cache_out in jax", with_member(jax, "kv_cache_out.npy", scalar_npy("<f4", 1.0f)),
+       "member 'kv_cache_out.npy' is the tpu_inference_v3 and tpu_inference_v3_hd64 dialects', "
+       "not the jax dialect's"},
+      {"missing", without_member(v3, "distribution.npy"),
+       "missing required member 'distribution.npy' (dialect tpu_inference_v3)"},
+      {"kv dtype", with_member(v3, "keys.npy", npy(header("<f4", "(1,)"), Bytes(4))),
+       "member 'keys.npy': kv_dtype is float8_e5m2, so it must hold its uint8 bits ('|u1'), but "
+       "holds float32 of shape (1,)"},
+      {"cache out dtype", with_member(v3, "kv_cache_out.npy", npy(header("<u2", "(1,)"), Bytes(2))),
+       "member 'kv_cache_out.npy': kv_dtype is float8_e5m2, so it must hold its uint8 bits "
+       "('|u1'), but holds uint16 of shape (1,)"},
+      {"queries dtype", with_member(v3, "queries.npy", npy(header("|u1", "(1,)"), Bytes(1))),
+       "member 'queries.npy': q_dtype is bfloat16, so it must hold its uint16 bits ('<u2'), but "
+       "holds uint8 of shape (1,)"},
+      {"bool 2", with_member(v3, "skip_kv_mask.npy", scalar_npy("<i8", int64_t{2})),
+       "member 'skip_kv_mask.npy': skip_kv_mask must be 0 or 1, holds 2"},
+      {"bool float", with_member(v3, "update_kv_cache.npy", scalar_npy("<f8", 1.0)),
+       "member 'update_kv_cache.npy': update_kv_cache must be a 0-d integer array, holds float64 "
+       "of shape ()"},
+      {"block rank", with_member(v3, "d_block_sizes.npy", scalar_npy("<i8", int64_t{1})),
+       "member 'd_block_sizes.npy': d_block_sizes must be an integer array of shape (4,), holds "
+       "int64 of shape ()"},
+      {"block length", with_member(v3, "p_block_sizes.npy", npy(header("<i8", "(3,)"), Bytes(24))),
+       "member 'p_block_sizes.npy': p_block_sizes must be an integer array of shape (4,), holds "
+       "int64 of shape (3,)"},
+      {"out_dtype", with_member(v3, "out_dtype.npy", write_npy_unicode(U"float128")),
+       "member 'out_dtype.npy': unknown dtype 'float128'"},
+      {"chunk float", with_member(v3, "chunk_prefill_size.npy", scalar_npy("<f8", 8.0)),
+       "member 'chunk_prefill_size.npy': chunk_prefill_size must be a 0-d integer array, holds "
+       "float64 of shape ()"},
+      {"q_scale int", with_member(v3, "q_scale.npy", scalar_npy("<i8", int64_t{1})),
+       "member 'q_scale.npy': q_scale must be a 0-d float64 or float32 array, holds int64 of "
+       "shape ()"},
+  };
+  for (const auto& k : kCases) {
+    SCOPED_TRACE(k.name);
+    EXPECT_EQ(refusal(k.archive), k.error);
+  }
+}
+
+TEST(CaseFileV3, WriteRefusesWhatAReaderWouldReadDifferently) {
+  Case c = small_v3_case(Dialect::kTpuInferenceV3, DType::kBFloat16, DType::kBFloat16);
+  c.v3_inputs.keys = Tensor(DType::kFloat32, {4, 2, 8});
+  EXPECT_THROW(write_case_bytes(c), std::invalid_argument);
+  c = small_v3_case(Dialect::kTpuInferenceV3, DType::kFloat32, DType::kFloat32);
+  c.v3_params.num_kv_pages_per_block = 2;
+  EXPECT_THROW(write_case_bytes(c), std::invalid_argument);
+  c = small_v3_case(Dialect::kTpuInferenceV3Hd64, DType::kFloat32, DType::kFloat32);
+  c.v3_params.use_causal_mask = false;
+  EXPECT_THROW(write_case_bytes(c), std::invalid_argument);
+  c = small_v3_case(Dialect::kTpuInferenceV3Hd64, DType::kFloat32, DType::kFloat32);
+  c.v3_params.m_block_sizes = V3BlockSizes{1, 1, 1, 1};
+  EXPECT_THROW(write_case_bytes(c), std::invalid_argument);
+  Case j = small_case(DType::kFloat32, DType::kFloat32);
+  j.kv_cache_out = Tensor(DType::kFloat32, {1});
+  EXPECT_THROW(write_case_bytes(j), std::invalid_argument);
+}
+
+TEST(CaseFileV3, SurvivesEveryByteFlipAndTruncation) {
+  const Bytes good = write_case_bytes(
+      small_v3_case(Dialect::kTpuInferenceV3Hd64, DType::kBFloat16, DType::kFloat8E4M3FN));
+  for (size_t i = 0; i < good.size(); i += 7) {
+    Bytes flipped = good;
+    flipped[i] ^= std::byte{0x5a};
+    const CaseReadResult r = read_case_bytes(flipped, {});
+    if (!r.value.has_value()) {
+      EXPECT_EQ(r.error.find('\n'), std::string::npos) << r.error;
+    }
+    const CaseReadResult t = read_case_bytes(std::span(good).first(i), {});
+    EXPECT_FALSE(t.value.has_value());
+  }
 }
 
 }  // namespace

@@ -410,6 +410,69 @@ def test_run_json_without_output(tmp):
     check("run --json -o names the output", as_json(p).get("output") == out_path, p.stdout)
 
 
+def test_v3_run(tmp):
+    """rpa run on a kernel.py case (f32, Hq 2, Hkv 1, D 128, page_size 16): sequence 0
+    decodes 1 row over kv_len 5 (cached tokens 0..3 on page 1), sequence 1 has 3 new rows
+    over kv_len 3 on page 0. Hand derivation: every key is 0, so each row's softmax is
+    uniform over its visible keys and the output is the mean of their values."""
+    kv_cache = np.full((2, 16, 2, 1, 128), np.nan, np.float32)
+    kv_cache[1, 0:4, 0, 0, :] = 0.0  # K of cached tokens 0..3 (combined head 0 = K0)
+    kv_cache[1, 0:4, 1, 0, :] = 2.0  # V0 = 2
+    keys = np.zeros((4, 1, 128), np.float32)
+    values = np.zeros((4, 1, 128), np.float32)
+    values[0] = 7.0                            # sequence 0's new token: V = 7
+    values[1:4, 0, :] = np.array([1.0, 2.0, 3.0])[:, None]  # sequence 1's three tokens
+    path = os.path.join(tmp, "v3_run.npz")
+    np.savez(path, dialect=np.array("tpu_inference_v3"),
+             queries=np.ones((4, 2, 128), np.float32), keys=keys, values=values,
+             kv_cache=kv_cache, kv_lens=np.array([5, 3], np.int32),
+             page_indices=np.array([1, 0], np.int32), cu_q_lens=np.array([0, 1, 4], np.int32),
+             distribution=np.array([1, 1, 2], np.int32),
+             d_block_sizes=np.array([1, 16, 1, 16], np.int64),
+             m_block_sizes=np.array([4, 16, 4, 16], np.int64))
+    out_path = os.path.join(tmp, "v3_run_out.npz")
+    for semantics in ("kernel", "reference"):
+        p = rpa("run", path, "--impl", "reference", "--semantics", semantics, "-o", out_path,
+                "--json")
+        j = as_json(p)
+        check(f"v3 run {semantics}", p.returncode == 0 and j.get("rows") == 4
+              and j.get("dialect") == "tpu_inference_v3" and j.get("semantics") == semantics,
+              p.stdout + p.stderr)
+        with np.load(out_path) as f:
+            out, cache = f["out"], f["kv_cache_out"]
+            names = set(f.files)
+        check(f"v3 run {semantics} writes out and kv_cache_out",
+              {"out", "kv_cache_out", "dialect", "queries"} <= names, sorted(names))
+        # Sequence 0 (row 0): mean of V over 4 cached 2s and the new 7 = 3. Sequence 1
+        # (causal): row r sees tokens 0..r, values 1, 2, 3 -> 1, 1.5, 2.
+        want = np.array([3.0, 1.0, 1.5, 2.0], np.float32)
+        check(f"v3 run {semantics} output", np.array_equal(out[:, :, :], np.broadcast_to(
+            want[:, None, None], (4, 2, 128))), out[:, 0, 0])
+        # The fused update: sequence 0's new token is position 4 (page 1, slot 4),
+        # sequence 1's are positions 0..2 of page 0; K at combined head 0, V at 1.
+        check(f"v3 run {semantics} cache update",
+              np.all(cache[1, 4, 1, 0] == 7.0) and np.all(cache[1, 4, 0, 0] == 0.0)
+              and np.array_equal(cache[0, 0:3, 1, 0, 0], [1.0, 2.0, 3.0])
+              and np.all(cache[1, 0:4, 1, 0] == 2.0) and np.isnan(cache[1, 5]).all()
+              and np.isnan(cache[0, 3:]).all(), cache[0, 0:4, 1, 0, 0])
+    p = rpa("run", path, "--impl", "reference")
+    check("v3 run text", p.returncode == 0 and p.stdout.startswith(f"{path}: computed 4 rows"),
+          p.stdout)
+    p = rpa("run", path, "--impl", "kernel")
+    check("v3 run --impl kernel is a usage error", p.returncode == 64 and p.stderr == (
+        "rpa: the tiled kernel does not compute the v3 dialects yet (tpu_inference_v3): use "
+        "--impl reference\n"), p.stderr)
+    bad = os.path.join(tmp, "v3_bad.npz")
+    with np.load(path) as f:
+        arrays = dict(f)
+    arrays["kv_lens"] = np.array([5, 2], np.int32)
+    np.savez(bad, **arrays)
+    p = rpa("run", bad, "--impl", "reference", "--json")
+    check("v3 run rejects in strict mode", p.returncode == 2
+          and as_json(p).get("rule") == "q_len_range" and as_json(p).get("mode") == "strict",
+          p.stdout)
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_run_and_check(tmp, "f32", make_mode_corpus.base(), {})
@@ -422,6 +485,7 @@ def main():
         test_unreadable(tmp)
         test_run_json_without_output(tmp)
         test_literal_in_jax_mode(tmp)
+        test_v3_run(tmp)
     return finish("rpa run/check CLI")
 
 

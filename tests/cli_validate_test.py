@@ -104,6 +104,68 @@ def test_target(tmp):
     check("v2 smem", json.loads(p.stdout).get("rule") == "smem_budget_exceeded", p.stdout)
 
 
+def v3_case_file(path, dialect="tpu_inference_v3", kv_lens=(5, 3), **options):
+    """A small kernel.py case (f32, Hq 2, Hkv 1, D 128, page_size 16, two sequences: a
+    decode one and a mixed one of 3 rows), written with numpy as DESIGN.md section 16 says."""
+    arrays = dict(
+        dialect=np.array(dialect),
+        queries=np.zeros((4, 2, 128), np.float32),
+        keys=np.zeros((4, 1, 128), np.float32),
+        values=np.zeros((4, 1, 128), np.float32),
+        kv_cache=np.zeros((2, 16, 2, 1, 128), np.float32),
+        kv_lens=np.array(kv_lens, np.int32),
+        page_indices=np.array([0, 1], np.int32),
+        cu_q_lens=np.array([0, 1, 4], np.int32),
+        distribution=np.array([1, 1, 2], np.int32),
+        d_block_sizes=np.array([1, 16, 1, 16], np.int64),
+        m_block_sizes=np.array([4, 16, 4, 16], np.int64),
+    )
+    arrays.update(options)
+    np.savez(path, **arrays)
+    return path
+
+
+def test_v3_dialect(tmp):
+    good = v3_case_file(os.path.join(tmp, "v3.npz"))
+    for mode in ("native", "jax", "strict"):
+        p = rpa("validate", good, "--mode", mode)
+        check(f"v3 valid in {mode}", p.returncode == 0 and "(tpu_inference_v3)" in p.stdout,
+              p.stdout + p.stderr)
+    p = rpa("validate", good, "--json", "--mode", "native")
+    check("v3 json names the dialect and the native mode",
+          json.loads(p.stdout) == {"valid": True, "mode": "native", "dialect": "tpu_inference_v3"},
+          p.stdout)
+    # Expected messages: tpu-inference 0.32.0's dynamic_validate_inputs on these arrays as
+    # jnp arrays (/tmp/v3venv, jax 0.11.2), printed there.
+    bad = v3_case_file(os.path.join(tmp, "v3_q_len.npz"), kv_lens=(5, 2))
+    p = rpa("validate", bad, "--mode", "native")
+    check("v3 native rejection", p.returncode == 2 and p.stderr == (
+        f"{bad}: rejected in native mode (tpu_inference_v3) by q_len_range: Require 0 < "
+        "q_len=Array(3, dtype=int32) <= kv_len=Array(2, dtype=int32) at sequence 1.\n"),
+        p.stderr)
+    p = rpa("validate", bad, "--mode", "native", "--json")
+    j = json.loads(p.stdout)
+    check("v3 json rule", j.get("rule") == "q_len_range" and j.get("valid") is False
+          and j.get("message", "").endswith("at sequence 1."), p.stdout)
+    both = v3_case_file(os.path.join(tmp, "v3_two.npz"), kv_lens=(5, 2),
+                        sliding_window=np.int64(0))
+    p = rpa("validate", both, "--mode", "native", "--all", "--json")
+    j = json.loads(p.stdout)
+    rules = [f["rule"] for f in j.get("failures", [])]
+    check("v3 --all lists both, static first", rules[:1] == ["sliding_window_nonpositive"]
+          and "q_len_range" in rules and j.get("message") == "sliding_window=0 must be positive.",
+          p.stdout)
+    # A member of the other dialect: unreadable (3), naming it.
+    hd64 = v3_case_file(os.path.join(tmp, "hd64.npz"), dialect="tpu_inference_v3_hd64",
+                        use_causal_mask=np.int64(1))
+    p = rpa("validate", hd64)
+    check("other dialect's member", p.returncode == 3 and "member 'd_block_sizes.npy'" in p.stderr,
+          p.stderr)
+    p = rpa("validate", v3_case_file(os.path.join(tmp, "odd.npz"), dialect="tpu_v9"))
+    check("unknown dialect", p.returncode == 3 and p.stderr.count("\n") == 1
+          and "unknown dialect 'tpu_v9'" in p.stderr, p.stderr)
+
+
 def main():
     with tempfile.TemporaryDirectory() as tmp:
         test_usage_errors()
@@ -113,6 +175,7 @@ def main():
         test_jax_crash_flag()
         test_all(tmp)
         test_target(tmp)
+        test_v3_dialect(tmp)
     return finish("rpa validate CLI")
 
 

@@ -1,0 +1,33 @@
+#include "properties/v3_build_case.h"
+
+#include "properties/byte_source.h"
+#include "properties/case_codec.h"
+
+namespace rpa::props {
+
+std::vector<uint8_t> encode_v3_case(const V3CaseSpec& spec) {
+  ByteSink sink;
+  V3CaseSpec copy = spec;
+  visit_v3_case(sink, copy, v3_widest_options());
+  return sink.bytes();
+}
+
+V3CaseSpec decode_v3_case(std::span<const uint8_t> bytes) {
+  ByteSource source(bytes);
+  return build_v3_case(source, v3_widest_options());
+}
+
+std::string v3_spec_hex(const V3CaseSpec& spec) {
+  return std::string(kV3SpecPrefix) + to_hex(encode_v3_case(spec));
+}
+
+std::optional<V3CaseSpec> v3_spec_from_hex(std::string_view text) {
+  if (!text.starts_with(kV3SpecPrefix)) return std::nullopt;
+  const std::optional<std::vector<uint8_t>> bytes = from_hex(text.substr(kV3SpecPrefix.size()));
+  if (!bytes) return std::nullopt;
+  V3CaseSpec spec = decode_v3_case(*bytes);
+  if (encode_v3_case(spec) != *bytes) return std::nullopt;
+  return spec;
+}
+
+}  // namespace rpa::props

@@ -1,0 +1,162 @@
+// Tests of the v3 case generator (properties/v3_build_case.h, v3_materialize.h): every spec
+// replays from its hex, materializes to arrays of the shapes the contract gives
+// (v3-contract.md section 1), and is valid in strict mode (kernel/v3_validate.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <set>
+#include <string>
+
+#include "kernel/v3_cache_layout.h"
+#include "kernel/v3_validate.h"
+#include "properties/generate.h"
+#include "properties/v3_build_case.h"
+#include "properties/v3_materialize.h"
+
+namespace rpa::props {
+namespace {
+
+std::string failure_text(const std::optional<V3Failure>& f) {
+  return f ? std::string(v3_rule_info(f->rule).name) + ": " + f->message : "accepted";
+}
+
+V3BuildOptions options_for(std::string_view profile, Dialect d) {
+  const V3GenOptions g = v3_gen_options(d, {.profile = std::string(profile), .head_dim = {}});
+  EXPECT_TRUE(g.options.has_value()) << g.error;
+  return g.options.value_or(V3BuildOptions{});
+}
+
+TEST(V3CaseGen, EverySeededSpecReplaysFromItsHexAndIsStrictValid) {
+  int checked = 0;
+  for (Dialect d : kV3GenDialects) {
+    for (std::string_view profile : {"", "decode", "prefill", "mixed", "long", "edge"}) {
+      const V3BuildOptions o = options_for(profile, d);
+      for (uint64_t seed = 0; seed < 40; ++seed) {
+        const V3CaseSpec spec = seeded_v3_spec(seed, static_cast<int>(seed * 10 % 401), o);
+        SCOPED_TRACE(describe(spec));
+        const std::optional<V3CaseSpec> back = v3_spec_from_hex(v3_spec_hex(spec));
+        ASSERT_TRUE(back.has_value());
+        EXPECT_TRUE(*back == spec);
+        const V3Materialized m = materialize_v3(spec);
+        EXPECT_EQ(failure_text(v3_validate(d, m.inputs, m.params, Mode::kStrict)), "accepted");
+        EXPECT_EQ(failure_text(v3_validate(d, m.inputs, m.params, Mode::kJax)), "accepted");
+        ++checked;
+      }
+    }
+  }
+  EXPECT_EQ(checked, 2 * 6 * 40);
+}
+
+TEST(V3CaseGen, SameSeedSameBytes) {
+  const V3BuildOptions o = options_for("", Dialect::kTpuInferenceV3);
+  const V3Materialized a = materialize_v3(seeded_v3_spec(7, 100, o));
+  const V3Materialized b = materialize_v3(seeded_v3_spec(7, 100, o));
+  EXPECT_EQ(a.inputs, b.inputs);
+}
+
+// Shapes as v3-contract.md section 1 gives them, for one hand-built spec: 2 sequences
+// (decode 1/5, mixed 3/3) on bfloat16 KV (packing 2), Hkv 3, D 80, page_size 4.
+TEST(V3CaseGen, MaterializesTheContractShapes) {
+  V3CaseSpec s;
+  s.dialect = Dialect::kTpuInferenceV3;
+  s.q_dtype = DType::kBFloat16;
+  s.kv_dtype = DType::kBFloat16;
+  s.num_kv_heads = 3;
+  s.q_per_kv = 2;
+  s.head_dim = 80;
+  s.page_size = 4;
+  s.seqs = {{.q_len = 1, .kv_len = 5}, {.q_len = 3, .kv_len = 3}};
+  s.num_decode = 1;
+  s.extra_seq_slots = 2;
+  s.extra_page_slots = 1;
+  s.extra_pages = 2;
+  s.extra_tokens = 3;
+  s.params.update_kv_cache = false;
+  const V3Materialized m = materialize_v3(s);
+  // T = 1 + 3 + 3; N = 2 + 2; pps = cdiv(5, 4) + 1; pages = 2 + 1 + 2.
+  EXPECT_EQ(m.inputs.queries.shape(), (Shape{7, 6, 80}));
+  EXPECT_EQ(m.inputs.keys.shape(), (Shape{7, 3, 80}));
+  // get_kv_cache_shape(5, 4, 3, 80, bf16) = (5, 4, align(6, 2) / 2, 2, 128).
+  EXPECT_EQ(m.inputs.kv_cache.shape(), (Shape{5, 4, 3, 2, 128}));
+  EXPECT_EQ(m.inputs.kv_lens.numel(), 4);
+  EXPECT_EQ(m.inputs.page_indices.numel(), 4 * 3);
+  EXPECT_EQ(m.inputs.cu_q_lens.int_at(1), 1);
+  EXPECT_EQ(m.inputs.cu_q_lens.int_at(2), 4);
+  EXPECT_EQ(m.inputs.distribution.int_at(0), 1);
+  EXPECT_EQ(m.inputs.distribution.int_at(1), 1);
+  EXPECT_EQ(m.inputs.distribution.int_at(2), 2);
+  // update_kv_cache=False: sequence 1's three tokens are its own keys rows 1..3, K of head
+  // h at lanes [2h * 128, 2h * 128 + 80) of the token record (K0, V0, K1, V1, ...).
+  const V3CacheLayout layout(s.dialect, s.kv_dtype, 3, 80);
+  const int64_t page = m.inputs.page_indices.int_at(3);
+  for (int64_t pos = 0; pos < 3; ++pos) {
+    const int64_t base = layout.token_offset(page, pos, 4);
+    EXPECT_EQ(m.inputs.kv_cache.float_at(base + 2 * 128 + 7),
+              m.inputs.keys.float_at(((1 + pos) * 3 + 1) * 80 + 7));
+    EXPECT_EQ(m.inputs.kv_cache.float_at(base + 5 * 128 + 79),
+              m.inputs.values.float_at(((1 + pos) * 3 + 2) * 80 + 79));
+    EXPECT_EQ(m.inputs.kv_cache.float_at(base + 5 * 128 + 80), 0.0);  // padded lane
+  }
+  // Garbage: rows past the 4 used ones are NaN.
+  EXPECT_TRUE(std::isnan(m.inputs.queries.float_at(4 * 6 * 80)));
+}
+
+TEST(V3CaseGen, ReachesTheShapesTheBriefAsksFor) {
+  std::set<std::string> seen;
+  for (Dialect d : kV3GenDialects) {
+    const V3BuildOptions o = options_for("", d);
+    for (uint64_t seed = 0; seed < 400; ++seed) {
+      const V3CaseSpec s = seeded_v3_spec(seed, 100, o);
+      const int64_t n = s.num_seqs(), i = s.num_decode, j = i + s.num_prefill;
+      if (n == 0) seen.insert("empty");
+      if (n > 0 && i == n) seen.insert("decode only");
+      if (n > 0 && i == 0 && j == n) seen.insert("prefill range only");
+      if (n > 0 && i > 0 && i == j && j < n) seen.insert("vllm [d, d, n]");
+      if (i > 0 && j > i && n > j) seen.insert("all three ranges");
+      if (s.num_kv_heads % 2 == 1 && s.num_kv_heads > 1) seen.insert("odd Hkv");
+      if (s.q_per_kv == 1) seen.insert("Hq == Hkv");
+      if (s.page_size == v3_kv_packing(s.kv_dtype)) seen.insert("page_size == packing");
+      if (!s.params.use_causal_mask) seen.insert("non-causal");
+      if (s.params.skip_kv_mask) seen.insert("skip_kv_mask");
+      if (!s.params.update_kv_cache) seen.insert("kv share");
+      if (s.sink == V3Sink::kWithInfs) seen.insert("sink with -inf");
+      if (s.page_shuffle_seed != 0) seen.insert("shuffled pages");
+      if (s.kv_dtype == DType::kFloat8E5M2 && s.q_dtype == DType::kBFloat16) {
+        seen.insert("bf16 q fp8 kv");
+      }
+      for (const V3SeqSpec& q : s.seqs) {
+        if (q.q_len == q.kv_len && q.q_len > 1) seen.insert("q_len == kv_len");
+      }
+    }
+  }
+  for (const char* want :
+       {"empty", "decode only", "prefill range only", "vllm [d, d, n]", "all three ranges",
+        "odd Hkv", "Hq == Hkv", "page_size == packing", "non-causal", "skip_kv_mask", "kv share",
+        "sink with -inf", "shuffled pages", "bf16 q fp8 kv", "q_len == kv_len"}) {
+    EXPECT_TRUE(seen.contains(want)) << want;
+  }
+}
+
+TEST(V3CaseGen, HexRefusesTruncatedPaddedAndJaxSpecs) {
+  const V3CaseSpec spec = seeded_v3_spec(3, 100, options_for("mixed", Dialect::kTpuInferenceV3));
+  const std::string hex = v3_spec_hex(spec);
+  ASSERT_TRUE(hex.starts_with("v3:"));
+  EXPECT_FALSE(v3_spec_from_hex(hex.substr(0, hex.size() - 2)).has_value());
+  EXPECT_FALSE(v3_spec_from_hex(hex + "00").has_value());
+  EXPECT_FALSE(v3_spec_from_hex(hex.substr(3)).has_value());
+  EXPECT_FALSE(v3_spec_from_hex("v3:zz").has_value());
+}
+
+TEST(V3CaseGen, OptionErrors) {
+  EXPECT_EQ(v3_gen_options(Dialect::kTpuInferenceV3, {.profile = "huge", .head_dim = {}}).error,
+            "profile takes decode, prefill, mixed, long or edge (got 'huge')");
+  EXPECT_EQ(v3_gen_options(Dialect::kTpuInferenceV3Hd64, {.profile = "", .head_dim = 128}).error,
+            "head_dim takes 64 alone with dialect tpu_inference_v3_hd64 (got 128)");
+  EXPECT_EQ(v3_gen_options(Dialect::kTpuInferenceV3, {.profile = "long", .head_dim = 256}).error,
+            "head_dim takes 1 to 128 with profile long (got 256)");
+  EXPECT_TRUE(v3_gen_options(Dialect::kTpuInferenceV3, {.profile = "", .head_dim = 256}).options);
+}
+
+}  // namespace
+}  // namespace rpa::props
