@@ -33,14 +33,26 @@
 #include "cli/check_case.h"
 #include "cli/cli_args.h"
 #include "cli/run_case.h"
+#include "cli/v3_commands.h"
+#include "kernel/dialect.h"
 #include "kernel/rule.h"
+#include "kernel/v3_inputs.h"
+#include "kernel/v3_params.h"
+#include "kernel/v3_rule.h"
+#include "kernel/v3_validate.h"
 #include "kernel/validate.h"
+#include "oracle/v3_compare.h"
 #include "properties/case_codec.h"
 #include "properties/generate.h"
 #include "properties/materialize.h"
 #include "properties/mutation.h"
 #include "properties/random_source.h"
 #include "properties/spec_model.h"
+#include "properties/v3_build_case.h"
+#include "properties/v3_case_spec.h"
+#include "properties/v3_materialize.h"
+#include "reference/semantics.h"
+#include "reference/v3_reference.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -117,10 +129,99 @@ struct BorrowedCase {
   std::vector<Array> keep;
 };
 
-// The Case the arrays and parameters describe.
+std::optional<bool> opt_bool(const ParamMap& p, const char* key) {
+  if (!p.contains(key) || p[key].is_none()) return std::nullopt;
+  return nb::cast<bool>(p[key]);
+}
+
+std::optional<V3BlockSizes> opt_blocks(const ParamMap& p, const char* key) {
+  if (!p.contains(key) || p[key].is_none()) return std::nullopt;
+  const auto v = nb::cast<std::vector<int64_t>>(p[key]);
+  if (v.size() != 4) throw std::invalid_argument(std::string(key) + ": expected 4 ints");
+  return V3BlockSizes{v[0], v[1], v[2], v[3]};
+}
+
+// The dialect a case's parameters name under "dialect" (absent: jax).
+Dialect dialect_of(const ParamMap& params) {
+  if (!params.contains("dialect") || params["dialect"].is_none()) return Dialect::kJax;
+  const auto name = nb::cast<std::string>(params["dialect"]);
+  const std::optional<Dialect> d = parse_dialect(name);
+  if (!d) throw std::invalid_argument("unknown dialect " + name);
+  return *d;
+}
+
+// The v3 dialects' arrays (DESIGN.md section 16), by the kernel's argument names.
+constexpr std::pair<const char*, Tensor V3Inputs::*> kV3Arrays[] = {
+    {"queries", &V3Inputs::queries},     {"keys", &V3Inputs::keys},
+    {"values", &V3Inputs::values},       {"kv_cache", &V3Inputs::kv_cache},
+    {"kv_lens", &V3Inputs::kv_lens},     {"page_indices", &V3Inputs::page_indices},
+    {"cu_q_lens", &V3Inputs::cu_q_lens}, {"distribution", &V3Inputs::distribution}};
+
+// A v3 call's arrays and keywords into c (its dialect set).
+void to_v3_case(const ArrayMap& arrays, const ParamMap& params, BorrowedCase& b) {
+  Case& c = b.c;
+  std::vector<bool> seen(std::size(kV3Arrays));
+  for (const auto& [name, typed] : arrays) {
+    Tensor t = borrow_array(name, typed.first, typed.second, b.keep);
+    const auto* field = std::find_if(std::begin(kV3Arrays), std::end(kV3Arrays),
+                                     [&](const auto& e) { return name == e.first; });
+    if (field != std::end(kV3Arrays)) {
+      c.v3_inputs.*(field->second) = std::move(t);
+      seen[static_cast<size_t>(field - std::begin(kV3Arrays))] = true;
+    } else if (name == "attention_sink") {
+      c.v3_inputs.attention_sink = std::move(t);
+    } else if (name == "out") {
+      c.out = std::move(t);
+    } else if (name == "expected") {
+      c.expected = std::move(t);
+    } else if (name == "kv_cache_out") {
+      c.kv_cache_out = std::move(t);
+    } else if (name == "expected_kv_cache") {
+      c.expected_kv_cache = std::move(t);
+    } else {
+      throw std::invalid_argument("unknown array " + name);
+    }
+  }
+  for (size_t k = 0; k < seen.size(); ++k) {
+    if (!seen[k]) throw std::invalid_argument(std::string(kV3Arrays[k].first) + " is missing");
+  }
+  V3Params& p = c.v3_params;
+  p.use_causal_mask = opt_bool(params, "use_causal_mask").value_or(true);
+  p.update_kv_cache = opt_bool(params, "update_kv_cache").value_or(true);
+  p.skip_kv_mask = opt_bool(params, "skip_kv_mask").value_or(false);
+  p.sm_scale = opt_float(params, "sm_scale").value_or(1.0);
+  p.sliding_window = opt_int(params, "sliding_window");
+  p.soft_cap = opt_float(params, "soft_cap");
+  if (params.contains("out_dtype") && !params["out_dtype"].is_none()) {
+    const auto name = nb::cast<std::string>(params["out_dtype"]);
+    p.out_dtype = dtype_from_name(name);
+    if (!p.out_dtype) {
+      throw std::invalid_argument("out_dtype: " + name + " is not a dtype rpa reads (" +
+                                  dtype_list() + ")");
+    }
+  }
+  p.mask_value = opt_float(params, "mask_value");
+  p.q_scale = opt_float(params, "q_scale");
+  p.k_scale = opt_float(params, "k_scale");
+  p.v_scale = opt_float(params, "v_scale");
+  p.chunk_prefill_size = opt_int(params, "chunk_prefill_size");
+  p.d_block_sizes = opt_blocks(params, "d_block_sizes");
+  p.p_block_sizes = opt_blocks(params, "p_block_sizes");
+  p.m_block_sizes = opt_blocks(params, "m_block_sizes");
+  p.num_kv_pages_per_block = opt_int(params, "num_kv_pages_per_block");
+  p.num_queries_per_block = opt_int(params, "num_queries_per_block");
+  p.vmem_limit_bytes = opt_int(params, "vmem_limit_bytes");
+}
+
+// The Case the arrays and parameters describe (params["dialect"] names its dialect).
 BorrowedCase to_case(const ArrayMap& arrays, const ParamMap& params) {
   BorrowedCase b;
   Case& c = b.c;
+  c.dialect = dialect_of(params);
+  if (is_v3(c.dialect)) {
+    to_v3_case(arrays, params, b);
+    return b;
+  }
   std::vector<bool> seen(std::size(kArrayNames));
   for (const auto& [name, typed] : arrays) {
     Tensor t = borrow_array(name, typed.first, typed.second, b.keep);
@@ -183,17 +284,58 @@ nb::tuple typed(Tensor t) {
   return nb::make_tuple(name, to_numpy(std::move(t)));
 }
 
-// A Case as the Python side builds rpa.Case from it: (arrays, params).
+nb::object opt_blocks_object(const std::optional<V3BlockSizes>& b) {
+  if (!b) return nb::none();
+  return nb::make_tuple((*b)[0], (*b)[1], (*b)[2], (*b)[3]);
+}
+
+// A v3 Case's arrays and keywords, for the keywords its dialect's kernel takes.
+void from_v3_case(Case& c, nb::dict& arrays, nb::dict& params) {
+  for (const auto& [name, field] : kV3Arrays) arrays[name] = typed(std::move(c.v3_inputs.*field));
+  if (c.v3_inputs.attention_sink) arrays["attention_sink"] = typed(std::move(*c.v3_inputs.attention_sink));
+  if (c.kv_cache_out) arrays["kv_cache_out"] = typed(std::move(*c.kv_cache_out));
+  if (c.expected_kv_cache) arrays["expected_kv_cache"] = typed(std::move(*c.expected_kv_cache));
+  const V3Params& p = c.v3_params;
+  params["sm_scale"] = p.sm_scale;
+  params["sliding_window"] = p.sliding_window;
+  params["soft_cap"] = p.soft_cap;
+  params["mask_value"] = p.mask_value;
+  params["q_scale"] = p.q_scale;
+  params["k_scale"] = p.k_scale;
+  params["v_scale"] = p.v_scale;
+  params["chunk_prefill_size"] = p.chunk_prefill_size;
+  params["vmem_limit_bytes"] = p.vmem_limit_bytes;
+  if (c.dialect == Dialect::kTpuInferenceV3Hd64) {
+    params["num_kv_pages_per_block"] = p.num_kv_pages_per_block;
+    params["num_queries_per_block"] = p.num_queries_per_block;
+    return;
+  }
+  params["use_causal_mask"] = p.use_causal_mask;
+  params["update_kv_cache"] = p.update_kv_cache;
+  params["skip_kv_mask"] = p.skip_kv_mask;
+  params["out_dtype"] = p.out_dtype ? nb::cast(std::string(dtype_name(*p.out_dtype))) : nb::none();
+  params["d_block_sizes"] = opt_blocks_object(p.d_block_sizes);
+  params["p_block_sizes"] = opt_blocks_object(p.p_block_sizes);
+  params["m_block_sizes"] = opt_blocks_object(p.m_block_sizes);
+}
+
+// A Case as the Python side builds rpa.Case from it: (arrays, params), the dialect's name
+// under params["dialect"].
 nb::tuple from_case(Case c) {
   nb::dict arrays, params;
+  params["dialect"] = std::string(dialect_name(c.dialect));
+  if (c.out) arrays["out"] = typed(std::move(*c.out));
+  if (c.expected) arrays["expected"] = typed(std::move(*c.expected));
+  if (is_v3(c.dialect)) {
+    from_v3_case(c, arrays, params);
+    return nb::make_tuple(arrays, params);
+  }
   arrays["q"] = typed(std::move(c.inputs.q));
   arrays["kv_pages"] = typed(std::move(c.inputs.kv_pages));
   arrays["kv_lens"] = typed(std::move(c.inputs.kv_lens));
   arrays["page_indices"] = typed(std::move(c.inputs.page_indices));
   arrays["cu_q_lens"] = typed(std::move(c.inputs.cu_q_lens));
   arrays["num_seqs"] = typed(std::move(c.inputs.num_seqs));
-  if (c.out) arrays["out"] = typed(std::move(*c.out));
-  if (c.expected) arrays["expected"] = typed(std::move(*c.expected));
   const Params& p = c.params;
   params["sm_scale"] = p.sm_scale;
   params["sliding_window"] = p.sliding_window;
@@ -455,6 +597,157 @@ nb::list rules() {
   return out;
 }
 
+// -- the tpu-inference v3 dialects (DESIGN.md section 16) ------------------------------------
+
+// Mode::kJax is a v3 dialect's native mode.
+Mode v3_mode(const std::string& name) {
+  if (name == "native") return Mode::kJax;
+  if (name == "strict") return Mode::kStrict;
+  throw std::invalid_argument("mode takes native or strict for a v3 dialect (got " + name + ")");
+}
+
+Semantics semantics_or_throw(const std::string& name) {
+  const std::optional<Semantics> s = parse_semantics(name);
+  if (!s) throw std::invalid_argument("semantics takes kernel or reference (got " + name + ")");
+  return *s;
+}
+
+// rpa validate for a v3 case: every failure (all) or the first, each as (rule, message, crash,
+// the line rpa validate prints).
+nb::list v3_validate_case(const ArrayMap& arrays, const ParamMap& params, const std::string& mode,
+                          bool all) {
+  const Mode m = v3_mode(mode);
+  const BorrowedCase b = to_case(arrays, params);
+  const Case& c = b.c;
+  std::vector<V3Failure> failures;
+  {
+    nb::gil_scoped_release release;
+    if (all) {
+      failures = v3_validate_all(c.dialect, c.v3_inputs, c.v3_params, m);
+    } else if (auto f = v3_validate(c.dialect, c.v3_inputs, c.v3_params, m)) {
+      failures.push_back(std::move(*f));
+    }
+  }
+  nb::list out;
+  for (const V3Failure& f : failures) {
+    const V3RuleInfo& info = v3_rule_info(f.rule);
+    out.append(nb::make_tuple(std::string(info.name), f.message, m == Mode::kJax && info.crash,
+                              v3_failure_line(f, m)));
+  }
+  return out;
+}
+
+// The v3 dense reference (precondition: strict validation accepted the case; the package
+// checks it first): ((dtype, out), (dtype, kv_cache)).
+nb::tuple v3_reference_case(const ArrayMap& arrays, const ParamMap& params,
+                            const std::string& semantics) {
+  const Semantics s = semantics_or_throw(semantics);
+  const BorrowedCase b = to_case(arrays, params);
+  const Case& c = b.c;
+  V3ReferenceResult r;
+  {
+    nb::gil_scoped_release release;
+    r = v3_reference(c.dialect, c.v3_inputs, c.v3_params, s);
+  }
+  return nb::make_tuple(typed(std::move(r.out)), typed(std::move(r.kv_cache)));
+}
+
+// The case's out and kv_cache_out against the v3 dense reference in `semantics`
+// (oracle/v3_compare.h; precondition: strict validation accepted the case): the comparison's
+// fields and its one-line description.
+nb::dict v3_check_case(const ArrayMap& arrays, const ParamMap& params,
+                       const std::string& semantics) {
+  const Semantics s = semantics_or_throw(semantics);
+  const BorrowedCase b = to_case(arrays, params);
+  const Case& c = b.c;
+  if (!c.out || !c.kv_cache_out) throw std::invalid_argument("the case has no out and kv_cache_out");
+  V3Comparison cmp;
+  std::string line;
+  {
+    nb::gil_scoped_release release;
+    const V3ReferenceResult r = v3_reference(c.dialect, c.v3_inputs, c.v3_params, s);
+    cmp = v3_compare(c.dialect, c.v3_inputs, c.v3_params, r, *c.out, *c.kv_cache_out);
+    line = describe_v3_comparison(cmp);
+  }
+  nb::dict d;
+  d["agree"] = cmp.agree();
+  d["cache_equal"] = cmp.cache_equal;
+  d["cache_differences"] = cmp.cache_differences;
+  d["compared"] = cmp.compared;
+  d["mismatches"] = cmp.mismatches;
+  d["max_abs_err"] = cmp.max_abs_err;
+  d["tolerance_at_max"] = cmp.tolerance_at_max;
+  d["max_share"] = cmp.max_share;
+  d["max_allowed"] = cmp.max_allowed;
+  if (cmp.first) {
+    const V3OutMismatch& f = *cmp.first;
+    d["first"] = nb::make_tuple(f.row, f.head, f.col, f.got, f.want, f.allowed);
+  } else {
+    d["first"] = nb::none();
+  }
+  if (cmp.cache_first) {
+    const V3CacheMismatch& f = *cmp.cache_first;
+    d["cache_first"] = nb::make_tuple(f.element, f.page, f.slot, f.kv_head, f.value, f.lane, f.got,
+                                      f.want);
+  } else {
+    d["cache_first"] = nb::none();
+  }
+  d["text"] = line;
+  return d;
+}
+
+// A generated v3 spec as the Python side keeps it: (arrays, params, spec hex, description,
+// None, None): v3 generated cases are valid by construction.
+nb::tuple v3_generated(const props::V3CaseSpec& spec) {
+  const props::V3Materialized m = props::materialize_v3(spec);
+  Case c;
+  c.dialect = spec.dialect;
+  c.v3_inputs = m.inputs;
+  c.v3_params = m.params;
+  nb::tuple t = from_case(std::move(c));
+  return nb::make_tuple(t[0], t[1], props::v3_spec_hex(spec), props::describe(spec), nb::none(),
+                        nb::none());
+}
+
+// rpa gen --dialect D --seed S [--profile P] [--size N] [--head-dim H].
+nb::tuple v3_gen(uint64_t seed, const std::string& dialect, const std::string& profile, int size,
+                 std::optional<int64_t> head_dim) {
+  const std::optional<Dialect> d = parse_dialect(dialect);
+  if (!d || !is_v3(*d)) {
+    throw std::invalid_argument("dialect takes jax, tpu_inference_v3 or tpu_inference_v3_hd64 (got " +
+                                dialect + ")");
+  }
+  if (size < 0 || size > props::kFullSize) {
+    throw std::invalid_argument("size takes 0 to " + std::to_string(props::kFullSize) +
+                                " (got " + std::to_string(size) + ")");
+  }
+  const props::V3GenOptions g = props::v3_gen_options(*d, {profile, head_dim});
+  if (!g.options) throw std::invalid_argument(g.error);
+  return v3_generated(props::seeded_v3_spec(seed, size, *g.options));
+}
+
+// rpa gen --spec v3:HEX.
+nb::tuple v3_gen_spec(const std::string& hex) {
+  const std::optional<props::V3CaseSpec> spec = props::v3_spec_from_hex(hex);
+  if (!spec) {
+    throw std::invalid_argument("spec takes the v3:hex a property or rpa gen printed, whole (" +
+                                std::to_string(hex.size()) + " characters given)");
+  }
+  return v3_generated(*spec);
+}
+
+// A v3 dialect's rule table: (name, in native mode, in strict mode, crash, []).
+nb::list v3_rules(const std::string& dialect) {
+  const std::optional<Dialect> d = parse_dialect(dialect);
+  if (!d || !is_v3(*d)) throw std::invalid_argument("not a v3 dialect: " + dialect);
+  nb::list out;
+  for (const V3RuleInfo& info : v3_rule_table()) {
+    out.append(nb::make_tuple(std::string(info.name), info.in(*d, Mode::kJax),
+                              info.in(*d, Mode::kStrict), info.crash, nb::list()));
+  }
+  return out;
+}
+
 }  // namespace
 }  // namespace rpa
 
@@ -486,6 +779,12 @@ NB_MODULE(_rpa, m) {
         "mutations"_a);
   m.def("workload", &workload, "name"_a, "dtype"_a);
   m.def("rules", &rules);
+  m.def("v3_validate", &v3_validate_case, "arrays"_a, "params"_a, "mode"_a, "all"_a);
+  m.def("v3_reference", &v3_reference_case, "arrays"_a, "params"_a, "semantics"_a);
+  m.def("v3_check", &v3_check_case, "arrays"_a, "params"_a, "semantics"_a);
+  m.def("v3_gen", &v3_gen, "seed"_a, "dialect"_a, "profile"_a, "size"_a, "head_dim"_a.none());
+  m.def("v3_gen_spec", &v3_gen_spec, "hex"_a);
+  m.def("v3_rules", &v3_rules, "dialect"_a);
   m.attr("default_max_bytes") = CaseReadOptions{}.max_bytes;
   m.attr("full_size") = props::kFullSize;
 }

@@ -10,15 +10,20 @@ cd "$(dirname "$0")/.."
 scripts/install_deps.sh
 jobs=$(nproc)
 
-echo "== the Python package (pip install . into build/venv, -Werror)"
+echo "== the Python package (pip install . into build/venv and build/v3venv, -Werror)"
 # The virtualenv of the ctest labels "python" and "jax" (release build only): the pinned CPU
 # JAX, pytest, hypothesis, and the rpa package built from this checkout. A failed install or
 # build stops here.
 python=$(scripts/python_venv.sh build/venv --config-settings=cmake.define.RPA_WERROR=ON)
+# The virtualenv of the ctest label "jax_v3" (release build only): Python >= 3.12, the JAX
+# tpu-inference 0.32.0 pins (jax==0.11.2), tpu-inference without its dependencies, and the
+# rpa package built from this checkout for that Python.
+v3_python=$(scripts/python_v3_venv.sh build/v3venv --config-settings=cmake.define.RPA_WERROR=ON)
 
 echo "== release build (g++, -Werror)"
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DRPA_WERROR=ON \
-  -DCMAKE_CXX_COMPILER=g++ -DRPA_JAX_PYTHON="$python" -DRPA_PACKAGE_PYTHON="$python" >/dev/null
+  -DCMAKE_CXX_COMPILER=g++ -DRPA_JAX_PYTHON="$python" -DRPA_PACKAGE_PYTHON="$python" \
+  -DRPA_V3_PYTHON="$v3_python" >/dev/null
 cmake --build build/release -j "$jobs"
 ctest --test-dir build/release --output-on-failure -j "$jobs" "$@"
 

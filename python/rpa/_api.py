@@ -108,7 +108,21 @@ class Verdict:
 def validate(case: Case, mode: str = "strict", target: Optional[str] = None) -> Verdict:
     """Validates the case as ``rpa validate --all`` does. mode: "strict" (exactly the inputs
     with a defined output) or "jax" (JAX 0.10.2's own validators); target: the TPU generation
-    whose VMEM/SMEM bound strict mode (default v6e)."""
+    whose VMEM/SMEM bound strict mode (default v6e).
+
+    A case of a tpu-inference v3 dialect takes mode "strict" or "native" (tpu-inference
+    0.32.0's own static_validate_inputs then dynamic_validate_inputs, with their messages as
+    they print for JAX-array arguments, plus the rules where its kernel crashes although they
+    accept: ``jax_crash``); it has no target. Every failing rule is listed."""
+    if case.is_v3:
+        if target is not None:
+            raise ValueError("target goes with the jax dialect, not " + case.dialect)
+        arrays, params = case._native()
+        failures = _call(_rpa.v3_validate, arrays, params, mode, True)
+        return Verdict(not failures, mode,
+                       tuple(Failure(*f) for f in failures))
+    if mode == "native":
+        mode = "jax"  # the jax dialect's native mode
     arrays, params = case._native()
     failures = _call(_rpa.validate, arrays, params,
                      _flags(mode=mode, target=target, all=True))
@@ -116,7 +130,14 @@ def validate(case: Case, mode: str = "strict", target: Optional[str] = None) -> 
 
 
 # -- computing -------------------------------------------------------------------------------
+def _not_v3(case: Case, what: str) -> None:
+    if case.is_v3:
+        raise ValueError(f"{what} takes a jax-dialect case, not {case.dialect} (rpa.reference "
+                         "and rpa.check take both)")
+
+
 def _run(case: Case, **options: Any) -> np.ndarray:
+    _not_v3(case, f"rpa.{options.get('impl', 'run')}")
     arrays, params = case._native()
     rejection, out = _call(_rpa.run, arrays, params, _flags(**options))
     if rejection is not None:
@@ -125,12 +146,34 @@ def _run(case: Case, **options: Any) -> np.ndarray:
 
 
 def reference(case: Case, semantics: str = "kernel", mode: str = "strict",
-              target: Optional[str] = None) -> np.ndarray:
+              target: Optional[str] = None) -> Any:
     """The dense reference's output o [T, Hq, D] in q's dtype (``rpa run --impl reference``).
     semantics: "kernel" (as JAX's Pallas kernel rounds) or "reference" (as JAX's
     ref_ragged_paged_attention). Rows past cu_q_lens[num_seqs] are 0. Raises Rejected unless
+    strict validation accepts the case.
+
+    For a tpu-inference v3 case: (out, kv_cache), the output [T, Hq, D] in the queries' dtype
+    (rows past cu_q_lens[distribution[2]] 0) and the cache after the fused update
+    (reference/v3_reference.h); semantics "kernel" (the v3 kernel in exact arithmetic) or
+    "reference" (ref_ragged_paged_attention(_hd64) step for step). Raises Rejected unless
     strict validation accepts the case."""
+    if case.is_v3:
+        _v3_strict(case, mode, target)
+        arrays, params = case._native()
+        out, cache = _call(_rpa.v3_reference, arrays, params, semantics)
+        return from_native(out), from_native(cache)
     return _run(case, impl="reference", semantics=semantics, mode=mode, target=target)
+
+
+def _v3_strict(case: Case, mode: str, target: Optional[str]) -> None:
+    """Raises Rejected unless strict validation accepts the v3 case (what the v3 reference
+    and comparison need)."""
+    if mode != "strict" or target is not None:
+        raise ValueError(f"a {case.dialect} case computes in strict mode only, with no target")
+    verdict = validate(case, mode="strict")
+    if not verdict.valid:
+        raise Rejected(f"rejected in strict mode by {verdict.failures[0].line}", verdict.rule,
+                       verdict.message, "strict")
 
 
 def kernel(case: Case, schedule: str = "default", threads: Optional[int] = None,
@@ -163,6 +206,7 @@ def plan(case: Case, schedule: str = "default", mode: str = "strict",
     """How rpa.kernel would run the case, without running it: its block sizes (JAX's untuned
     defaults for the literal schedule in jax mode, as the Pallas kernel takes them), heads per
     block, grid and VMEM. Raises Rejected as rpa.kernel does."""
+    _not_v3(case, "rpa.plan")
     arrays, params = case._native()
     rejection, report = _call(_rpa.plan, arrays, params,
                               _flags(impl="kernel", schedule=schedule, mode=mode, target=target))
@@ -282,6 +326,10 @@ def check(case: Case, out: Optional[ArrayLike] = None, *, semantics: Optional[st
     program) under the schedule tolerance. allow_bias: a biased output still agrees.
     dot_passes: the bfloat16 passes a TPU makes of a float32 dot (6, 3 or 1). The result's
     text names the case ``label``. Raises ValueError for options that do not fit together."""
+    if case.is_v3:
+        return _v3_check(case, out, semantics=semantics, oracle=oracle, schedule=schedule,
+                         mode=mode, target=target, dot_passes=dot_passes, allow_bias=allow_bias,
+                         label=label)
     if out is not None:
         case = case.replace(out=as_numpy("out", out))
     # The replay command takes the options that decide the verdict (the bits never depend on
@@ -311,6 +359,47 @@ def check(case: Case, out: Optional[ArrayLike] = None, *, semantics: Optional[st
         bias=Bias(**b), seconds=float(j["seconds"]), json=j)
 
 
+def _v3_check(case: Case, out: Any, *, semantics: Optional[str], oracle: str,
+              schedule: Optional[str], mode: str, target: Optional[str], dot_passes: int,
+              allow_bias: bool, label: str) -> CheckResult:
+    """rpa.check for a tpu-inference v3 case: ``out`` (else the case's) and the case's
+    ``kv_cache_out`` against the v3 dense reference in ``semantics`` (oracle/v3_compare.h):
+    the cache bit for bit, the defined rows within the semantics' tolerance."""
+    if oracle != "reference" or schedule is not None or dot_passes != 6 or allow_bias:
+        raise ValueError(f"a {case.dialect} case is checked against the dense reference only "
+                         "(no oracle, schedule, dot_passes or allow_bias)")
+    if out is not None:
+        out_tuple = out if isinstance(out, tuple) else (out, None)
+        changes = {"out": as_numpy("out", out_tuple[0])}
+        if out_tuple[1] is not None:
+            changes["kv_cache_out"] = as_numpy("kv_cache_out", out_tuple[1])
+        case = case.replace(**changes)
+    if case.out is None or case.kv_cache_out is None:
+        raise ValueError("a v3 check needs out and kv_cache_out (pass out=(out, kv_cache) or "
+                         "set both on the case)")
+    semantics = semantics or "kernel"
+    flags = tuple(_flags(semantics=semantics))
+    try:
+        _v3_strict(case, mode, target)
+    except Rejected as r:
+        return CheckResult("rejected", case, flags, detail=r.why, rejection=r)
+    arrays, params = case._native()
+    j = _call(_rpa.v3_check, arrays, params, semantics)
+    verdict = "agree" if j["agree"] else "mismatch"
+    first = j["first"]
+    mismatch = None
+    if first is not None:
+        row, head, col, got, want, allowed = first
+        cu = np.asarray(case.cu_q_lens)
+        seq = int(np.searchsorted(cu[:int(case.distribution[2]) + 1], row, side="right")) - 1
+        mismatch = Mismatch(seq, row - int(cu[seq]), row, head, col, got, want, allowed)
+    text = f"{label}: {verdict} ({j['text']})"
+    return CheckResult(verdict, case, flags, text=text, detail=j["text"],
+                       share_of_tolerance=float(j["max_share"]),
+                       max_abs_err=float(j["max_abs_err"]), compared=int(j["compared"]),
+                       mismatches=int(j["mismatches"]), first_mismatch=mismatch, json=j)
+
+
 # -- generating ------------------------------------------------------------------------------
 def _generated(native: tuple) -> Case:
     arrays, params, spec, description, _strict, _jax = native
@@ -318,19 +407,27 @@ def _generated(native: tuple) -> Case:
 
 
 def gen(seed: Optional[int] = None, *, profile: Optional[str] = None, size: int = 100,
-        head_dim: Optional[int] = None, spec: Optional[str] = None) -> Case:
+        head_dim: Optional[int] = None, spec: Optional[str] = None,
+        dialect: str = "jax") -> Case:
     """A generated case, as ``rpa gen`` writes it: from a seed (profile "decode", "prefill",
     "mixed", "long" or "edge", None for any mix; size 0 to 400 scales the batch as in a
     RapidCheck run; head_dim fixes the head dimension), or from the hex ``spec`` a property,
-    the campaign or a generated case (``case.spec``) printed."""
+    the campaign or a generated case (``case.spec``) printed. dialect: "jax", or
+    "tpu_inference_v3" / "tpu_inference_v3_hd64" (``rpa gen --dialect``: a valid v3 call;
+    its spec starts with "v3:", and gen(spec=...) takes it whatever the dialect named)."""
     if (seed is None) == (spec is None):
         raise ValueError("gen takes one of seed and spec")
     if spec is not None:
         if profile is not None or head_dim is not None:
             raise ValueError("profile and head_dim go with seed, not spec")
+        if spec.startswith("v3:"):
+            return _generated(_call(_rpa.v3_gen_spec, spec))
         return _generated(_call(_rpa.gen_spec, spec))
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed takes a non-negative integer (got {seed!r})")
+    if dialect != "jax":
+        return _generated(_call(_rpa.v3_gen, int(seed) % 2**64, dialect, profile or "",
+                                int(size), head_dim))
     return _generated(_call(_rpa.gen, int(seed) % 2**64, profile or "", int(size), head_dim))
 
 
@@ -341,9 +438,12 @@ def workload(name: str = "decode", dtype: str = "float32") -> Case:
     return Case._from_native(_call(_rpa.workload, name, dtype))
 
 
-def rules() -> list[tuple[str, bool, bool, bool, list[str]]]:
+def rules(dialect: str = "jax") -> list[tuple[str, bool, bool, bool, list[str]]]:
     """The rule table: (rule id, checked in jax mode, checked in strict mode, JAX crashes
-    there instead of raising, the named mutations that break it)."""
+    there instead of raising, the named mutations that break it). For a v3 dialect: (rule id,
+    checked in native mode, checked in strict mode, tpu-inference crashes there, [])."""
+    if dialect != "jax":
+        return [tuple(r) for r in _call(_rpa.v3_rules, dialect)]  # type: ignore[misc]
     return [tuple(r) for r in _rpa.rules()]  # type: ignore[misc]
 
 

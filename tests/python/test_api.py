@@ -167,7 +167,7 @@ def test_option_errors_are_value_errors_in_python_names():
                             (dict(dot_passes=5), "dot_passes takes 6, 3 or 1"),
                             (dict(oracle="literal", schedule="literal"), "oracle literal"),
                             (dict(oracle="literal", semantics="kernel"), "semantics chooses"),
-                            (dict(mode="lenient"), "mode takes jax or strict"),
+                            (dict(mode="lenient"), "mode takes native, jax or strict"),
                             (dict(target="v9"), "target takes one of")]:
         with pytest.raises(ValueError, match=message):
             rpa.check(case, out, **kwargs)

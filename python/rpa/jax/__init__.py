@@ -10,6 +10,10 @@ numpy and ml_dtypes come with it); ``import rpa`` never imports it.
 - rpa.jax.cases: the cross-check's random and strict-valid case generators.
 - rpa.jax.cross_check: the cross-check the ctest label ``jax`` and ``rpa campaign --pallas``
   run: ``python -m rpa.jax.cross_check --pallas 480 --min-generated 100 --seed 1 corpus/modes``.
+- rpa.jax.tpu_inference, rpa.jax.v3_cases, rpa.jax.v3_cross_check: tpu-inference 0.32.0's v3
+  kernels' validators and references on v3 cases, and the cross-check of the ctest label
+  ``jax_v3`` (DESIGN.md section 16). They need jax==0.11.2 (Python >= 3.12) and
+  tpu-inference==0.32.0 instead: ``scripts/python_v3_venv.sh build/v3venv``.
 
 Set up the virtualenv (jax==0.10.2 and this package) with
 ``scripts/python_venv.sh build/venv``. The modules import JAX when first used, not when

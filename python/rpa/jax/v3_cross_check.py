@@ -1,0 +1,356 @@
+"""Cross-checks rpa's tpu-inference v3 dialects against tpu-inference 0.32.0 itself
+(DESIGN.md section 16; ctest label ``jax_v3``), in the virtualenv of
+``scripts/python_v3_venv.sh build/v3venv``:
+
+    build/v3venv/bin/python -m rpa.jax.v3_cross_check --cases 600 --reference 100 --seed 1
+
+Validation: --cases N calls of both dialects (kernel.py, kernel_hd64.py; half each): valid
+ones (rpa.jax.v3_cases.random_case, and rpa.gen(dialect=...)) and invalid ones made by
+mutating valid ones so that every rule of tpu-inference's validators trips (v3_cases.MUTATIONS,
+taken in turn), plus the package's own ValueError tests. tpu-inference's
+``dynamic_validate_inputs`` (static, then per-sequence checks), called with JAX arrays as vLLM
+calls it, against ``rpa.validate(case, mode="native")``: where tpu-inference raises its
+ValueError, rpa must reject with a rule that is not a crash rule and exactly its message; where
+it accepts, rpa must accept or name a crash rule (its kernel fails there although its
+validators accept); where the validators raise anything else, rpa must name a crash rule.
+
+Reference: --reference M strict-valid calls (v3_cases.random_case, v3_cases.reference_case and
+rpa.gen(dialect=...) in turn, or with --fixed-shapes reference_case alone, whose few shapes
+let the eager reference reuse its compilations; rpa.validate(mode="strict") accepts them, the
+generators' other cases are counted, not checked) and the package's test scenarios
+(v3_cases.scenarios: every parametrization of its two test files that computes an output,
+rebuilt step for step as its harness builds them; --scenarios quick keeps the small ones)
+through tpu-inference's ``ref_ragged_paged_attention(_hd64)`` (eager, as its tests call it)
+and ``rpa.check(case, (out, kv_cache), semantics="reference")``: the updated cache must be
+bit-equal to rpa's and the defined output rows inside the tolerance of oracle/v3_compare.h.
+
+One line per disagreement, with the case saved (the tpu-inference results as out /
+kv_cache_out) under $RPA_FAILURE_DIR (else rpa-v3-failures/ in the temporary directory) and
+the line that replays it (``--replay PATH``); then counts per dialect, per mutation and per
+(q, KV) dtype pair with the largest |difference| and share of the tolerance, and last
+``v3_cross_check: N passed, M failed``. Exit status 1 on any disagreement, or when tpu-inference
+0.32.0 and jax 0.11.2 are not installed.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import hashlib
+import os
+import sys
+import tempfile
+import time
+from typing import Any, Optional
+
+import numpy as np
+
+V3 = "tpu_inference_v3"
+HD64 = "tpu_inference_v3_hd64"
+
+
+@dataclasses.dataclass
+class Tally:
+    passed: int = 0
+    failed: int = 0
+    # validation: (dialect, tpu-inference outcome kind) -> count; mutation -> outcome kinds
+    outcomes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    mutations: dict = dataclasses.field(default_factory=lambda: collections.defaultdict(
+        collections.Counter))
+    rules: dict = dataclasses.field(default_factory=lambda: collections.defaultdict(
+        collections.Counter))
+    # reference: (dialect, q dtype, kv dtype) -> [count, max |diff|, max share, scenarios]
+    pairs: dict = dataclasses.field(default_factory=dict)
+    skipped: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    notes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    failures: list = dataclasses.field(default_factory=list)
+
+    def add_pair(self, case, result, scenario: bool) -> None:
+        key = (case.dialect, case.queries.dtype.name, case.kv_cache.dtype.name)
+        row = self.pairs.setdefault(key, [0, 0.0, 0.0, 0])
+        row[0] += 1
+        row[1] = max(row[1], result.max_abs_err or 0.0)
+        row[2] = max(row[2], result.share_of_tolerance or 0.0)
+        row[3] += scenario
+
+
+def failure_dir() -> str:
+    return os.environ.get("RPA_FAILURE_DIR") or os.path.join(tempfile.gettempdir(),
+                                                              "rpa-v3-failures")
+
+
+def save_failure(case) -> str:
+    folder = failure_dir()
+    os.makedirs(folder, exist_ok=True)
+    try:
+        data = case.to_bytes()
+    except ValueError as e:  # a case the writer cannot hold: say so, keep going
+        return f"(not saved: {e})"
+    path = os.path.join(folder, f"v3-case-{hashlib.sha256(data).hexdigest()[:16]}.npz")
+    with open(path, "wb") as f:
+        f.write(data)
+    return path
+
+
+def fail(tally: Tally, label: str, case, why: str) -> None:
+    tally.failed += 1
+    path = save_failure(case)
+    line = (f"DIFF {label}: {why}\n  case: {case!r}\n  saved: {path}\n  replay: "
+            f"{sys.executable} -m rpa.jax.v3_cross_check --replay {path}")
+    tally.failures.append(line)
+    print(line, flush=True)
+
+
+# -- validation ------------------------------------------------------------------------------
+def compare_validation(tpu, verdict) -> Optional[str]:
+    """None when rpa's native verdict is what tpu-inference's validators require, else why
+    not."""
+    if tpu.kind == "accepted":
+        if verdict.valid or verdict.jax_crash:
+            return None
+        return f"tpu-inference accepts, rpa rejects: {verdict.rule}: {verdict.message}"
+    if tpu.kind == "value_error":
+        if verdict.valid:
+            return f"tpu-inference raises ValueError: {tpu.message!r}; rpa accepts"
+        if verdict.jax_crash:
+            return (f"tpu-inference raises its ValueError {tpu.message!r}; rpa names crash rule "
+                    f"{verdict.rule}")
+        if verdict.message != tpu.message:
+            return (f"messages differ:\n    tpu-inference: {tpu.message!r}\n    rpa "
+                    f"({verdict.rule}): {verdict.message!r}")
+        return None
+    if verdict.valid:
+        return f"tpu-inference's validators crash ({tpu.describe()}); rpa accepts"
+    if not verdict.jax_crash:
+        return (f"tpu-inference's validators crash ({tpu.describe()}); rpa's rule {verdict.rule} "
+                "is not a crash rule")
+    return None
+
+
+def check_validation(case, label: str, tally: Tally, mutation: str = "valid") -> None:
+    import rpa  # pylint: disable=import-outside-toplevel
+    from rpa.jax import tpu_inference  # pylint: disable=import-outside-toplevel
+    tpu = tpu_inference.validator_outcome(case)
+    try:
+        verdict = rpa.validate(case, mode="native")
+    except ValueError as e:
+        fail(tally, label, case, f"rpa gives no verdict: {e}")
+        return
+    tally.outcomes[(case.dialect, tpu.kind)] += 1
+    tally.mutations[(case.dialect, mutation)][tpu.kind] += 1
+    tally.rules[case.dialect][verdict.rule or "(valid)"] += 1
+    why = compare_validation(tpu, verdict)
+    if why is None:
+        tally.passed += 1
+    else:
+        fail(tally, label, case, why)
+
+
+def run_validation(count: int, seed: int, tally: Tally) -> None:
+    import rpa  # pylint: disable=import-outside-toplevel
+    from rpa.jax import v3_cases  # pylint: disable=import-outside-toplevel
+    rng = np.random.default_rng([seed, 0])
+    mutations = [0, 0]  # per dialect: the next mutation to apply
+    for i in range(count):
+        dialect = v3_cases.DIALECTS[i % 2]
+        k = i // 2
+        if k % 5 == 0:
+            case = v3_cases.random_case(rng, dialect)
+            check_validation(case, f"valid #{i} ({dialect})", tally)
+        elif k % 5 == 1:
+            case = rpa.gen(seed=seed * 100003 + i, dialect=dialect, size=int(rng.integers(0, 60)))
+            check_validation(case, f"rpa.gen #{i} ({dialect}, spec {case.spec})", tally,
+                             "rpa.gen")
+        else:
+            name, case = v3_cases.mutated_case(rng, dialect, mutations[i % 2])
+            mutations[i % 2] += 1
+            check_validation(case, f"mutation {name} #{i} ({dialect})", tally, name)
+    for dialect in v3_cases.DIALECTS:
+        for name, case in v3_cases.scenario_errors(dialect):
+            check_validation(case, f"package test {name} ({dialect})", tally, "package:" + name)
+
+
+def print_validation(tally: Tally) -> None:
+    import rpa  # pylint: disable=import-outside-toplevel
+    print("validation: tpu-inference's outcome per dialect")
+    for (dialect, kind), n in sorted(tally.outcomes.items()):
+        print(f"  {dialect:24s} {kind:12s} {n}")
+    print("validation: per mutation (tpu-inference's outcomes)")
+    for (dialect, name), kinds in sorted(tally.mutations.items()):
+        print(f"  {dialect:24s} {name:26s} " + ", ".join(f"{k} {n}" for k, n in sorted(kinds.items())))
+    for dialect in (V3, HD64):
+        native = [r[0] for r in rpa.rules(dialect) if r[1]]
+        hit = tally.rules.get(dialect, {})
+        missing = [r for r in native if r not in hit]
+        print(f"  {dialect}: {len(native) - len(missing)} of {len(native)} native rules tripped"
+              + (f"; never: {', '.join(missing)}" if missing else ""))
+
+
+# -- reference -------------------------------------------------------------------------------
+def check_reference(case, label: str, tally: Tally, scenario: bool = False) -> None:
+    import rpa  # pylint: disable=import-outside-toplevel
+    from rpa.jax import tpu_inference  # pylint: disable=import-outside-toplevel
+    try:
+        out, cache = tpu_inference.reference(case)
+    except Exception as e:  # pylint: disable=broad-except
+        fail(tally, label, case, f"tpu-inference's reference raises {type(e).__name__}: {e}")
+        return
+    if out.dtype != case.queries.dtype:
+        fail(tally, label, case, f"tpu-inference's reference returns {out.dtype}, the queries "
+             f"are {case.queries.dtype} (out_dtype={case.out_dtype})")
+        return
+    cache, canonicalized = _nan_payloads(case, cache)
+    if canonicalized:
+        tally.notes["cache NaNs whose payload tpu-inference's reference (XLA) rewrote"] += 1
+    checked = case.replace(out=out, kv_cache_out=cache)
+    try:
+        result = rpa.check(checked, semantics="reference")
+    except ValueError as e:
+        fail(tally, label, checked, f"rpa.check gives no verdict: {e}")
+        return
+    if result.verdict != "agree":
+        fail(tally, label, checked, f"{result.verdict}: {result.detail}")
+        return
+    tally.passed += 1
+    tally.add_pair(case, result, scenario)
+
+
+def _nan_payloads(case, cache: np.ndarray) -> tuple[np.ndarray, int]:
+    """tpu-inference's reference rewrites every page a sequence uses through an XLA gather and
+    scatter, which on the CPU turns float8_e5m2 NaNs of other payloads (garbage in slots past
+    kv_len) into 0x7f; the kernel DMAs only the new tokens, and rpa keeps every other bit. So
+    where the reference's cache holds a NaN with other bits than the input's NaN, the input's
+    bits are put back (counted as a note); any other difference stays for the comparison."""
+    got = cache.view(np.uint8).reshape(-1)
+    given = case.kv_cache.view(np.uint8).reshape(-1)
+    if cache.dtype.itemsize != 1 or cache.shape != case.kv_cache.shape:
+        return cache, 0
+    differ = got != given
+    nans = np.isnan(cache.astype(np.float32).reshape(-1)) & np.isnan(
+        case.kv_cache.astype(np.float32).reshape(-1))
+    swap = differ & nans
+    if not swap.any():
+        return cache, 0
+    fixed = got.copy()
+    fixed[swap] = given[swap]
+    return fixed.view(cache.dtype).reshape(cache.shape), int(swap.sum())
+
+
+def run_reference(count: int, seed: int, scenarios: str, tally: Tally,
+                  fixed_shapes: bool = False) -> None:
+    import rpa  # pylint: disable=import-outside-toplevel
+    from rpa.jax import v3_cases  # pylint: disable=import-outside-toplevel
+    rng = np.random.default_rng([seed, 1])
+    done, attempts = 0, 0
+    while done < count and attempts < 20 * count + 20:
+        dialect = v3_cases.DIALECTS[attempts % 2]
+        if fixed_shapes:
+            case = v3_cases.reference_case(rng, dialect)
+            label = f"reference #{attempts} ({dialect}, fixed shapes)"
+        elif attempts % 3 == 2:
+            case = rpa.gen(seed=seed * 7919 + attempts, dialect=dialect,
+                           size=int(rng.integers(0, 40)))
+            label = f"rpa.gen reference #{attempts} ({dialect}, spec {case.spec})"
+        else:
+            case = (v3_cases.reference_case(rng, dialect) if attempts % 3 == 0
+                    else v3_cases.random_case(rng, dialect, reference=True))
+            label = f"reference #{attempts} ({dialect})"
+        attempts += 1
+        if case.dialect == V3 and not case.update_kv_cache:
+            tally.skipped["update_kv_cache=False (the reference always writes)"] += 1
+            continue
+        verdict = rpa.validate(case, mode="strict")
+        if not verdict.valid:
+            tally.skipped[f"strict: {verdict.rule}"] += 1
+            continue
+        check_reference(case, label, tally)
+        done += 1
+    if done < count:
+        print(f"only {done} of {count} generated cases were strict-valid in {attempts} tries")
+        tally.failed += 1
+    if scenarios == "none":
+        return
+    for dialect in v3_cases.DIALECTS:
+        for name, build in v3_cases.scenarios(dialect, quick=scenarios == "quick"):
+            start = time.perf_counter()
+            case = build()
+            verdict = rpa.validate(case, mode="strict")
+            if not verdict.valid:
+                fail(tally, f"package test {name} ({dialect})", case,
+                     f"strict rejects the package's own test: {verdict}")
+                continue
+            check_reference(case, f"package test {name} ({dialect})", tally, scenario=True)
+            print(f"  {dialect} {name}: {time.perf_counter() - start:.1f} s", flush=True)
+
+
+def print_reference(tally: Tally) -> None:
+    print("reference: tpu-inference's ref vs rpa.reference(semantics='reference'), cache "
+          "bit-equal, out within oracle/v3_compare.h's tolerance")
+    print(f"  {'dialect':24s} {'q':9s} {'kv':14s} {'cases':>5s} {'scenarios':>9s} "
+          f"{'max |diff|':>11s} {'of tolerance':>12s}")
+    for (dialect, q, kv), (n, diff, share, sc) in sorted(tally.pairs.items()):
+        print(f"  {dialect:24s} {q:9s} {kv:14s} {n:5d} {sc:9d} {diff:11.4g} {share:12.3g}")
+    for why, n in sorted(tally.skipped.items()):
+        print(f"  not checked ({why}): {n}")
+    for why, n in sorted(tally.notes.items()):
+        print(f"  note: {why}: {n} cases")
+
+
+def replay(paths: list[str], tally: Tally) -> None:
+    import rpa  # pylint: disable=import-outside-toplevel
+    for path in paths:
+        case = rpa.Case.load(path)
+        if not case.is_v3:
+            print(f"{path}: a {case.dialect} case, not a v3 one")
+            tally.failed += 1
+            continue
+        check_validation(case.replace(out=None, kv_cache_out=None), path, tally)
+        if rpa.validate(case, mode="strict").valid:
+            check_reference(case.replace(out=None, kv_cache_out=None), path, tally)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rpa.jax.v3_cross_check",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cases", type=int, default=600,
+                        help="validation cases, both dialects (default 600)")
+    parser.add_argument("--reference", type=int, default=100,
+                        help="strict-valid generated cases through both references (default 100)")
+    parser.add_argument("--scenarios", choices=("all", "quick", "none"), default="all",
+                        help="the package's test scenarios through both references")
+    parser.add_argument("--fixed-shapes", action="store_true",
+                        help="draw the reference cases from v3_cases.reference_case's few "
+                        "shapes only (the eager reference then reuses its compilations)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--replay", nargs="+", metavar="CASE.npz",
+                        help="check saved cases instead")
+    args = parser.parse_args(argv)
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    try:
+        from rpa.jax import tpu_inference  # pylint: disable=import-outside-toplevel
+        tpu_inference.modules()
+    except ImportError as e:
+        print(f"v3_cross_check: {e}")
+        return 1
+    tally = Tally()
+    start = time.perf_counter()
+    if args.replay:
+        replay(args.replay, tally)
+    else:
+        if args.cases:
+            run_validation(args.cases, args.seed, tally)
+            print_validation(tally)
+            print(f"validation: {time.perf_counter() - start:.1f} s", flush=True)
+        if args.reference or args.scenarios != "none":
+            t = time.perf_counter()
+            run_reference(args.reference, args.seed, args.scenarios, tally, args.fixed_shapes)
+            print_reference(tally)
+            print(f"reference: {time.perf_counter() - t:.1f} s")
+    if tally.failures:
+        print(f"{len(tally.failures)} disagreements (cases saved under {failure_dir()})")
+    print(f"v3_cross_check: {tally.passed} passed, {tally.failed} failed")
+    return 1 if tally.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
