@@ -122,14 +122,12 @@ void visit_v3_kv_len(Io& io, int64_t& kv_len, int64_t lo, int64_t hi, int64_t un
   const int64_t lo_m = (lo + unit - 1) / unit;
   const int64_t hi_m = std::max(hi / unit, lo_m);
   int64_t m = kv_len / unit;
-  const std::initializer_list<int64_t> favourites =
-      unit == 1 ? std::initializer_list<int64_t>{lo,
-                                                 page_size - 1,
-                                                 page_size,
-                                                 page_size + 1,
-                                                 2 * page_size,
-                                                 hi}
-                : std::initializer_list<int64_t>{lo_m, lo_m + 1, hi_m};
+  // Named lists: a conditional between two braced lists would leave `favourites` pointing at
+  // arrays destroyed at the end of the statement.
+  const std::initializer_list<int64_t> token_favourites = {lo, page_size - 1, page_size,
+                                                            page_size + 1, 2 * page_size, hi};
+  const std::initializer_list<int64_t> unit_favourites = {lo_m, lo_m + 1, hi_m};
+  const std::initializer_list<int64_t> favourites = unit == 1 ? token_favourites : unit_favourites;
   if (unsized) {
     io.num(m, lo_m, hi_m, favourites);
   } else {

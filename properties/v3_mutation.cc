@@ -1,0 +1,1065 @@
+#include "properties/v3_mutation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "kernel/python_repr.h"
+#include "kernel/tensor.h"
+#include "kernel/v3_cache_layout.h"
+
+namespace rpa::props {
+namespace {
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+constexpr double kFloat32Max = 3.4028234663852886e38;  // float32's largest finite value
+
+struct KindInfo {
+  V3MutationKind kind;
+  std::string_view name;
+  V3RuleId rule;
+  V3MutationGroup group;
+  bool v3;
+  bool hd64;
+};
+
+constexpr KindInfo kKinds[] = {
+#define RPA_V3_MUTATION_INFO(name, rule, group, v3, hd64) \
+  {V3MutationKind::name, #name, V3RuleId::rule, V3MutationGroup::group, v3, hd64},
+    RPA_V3_MUTATIONS(RPA_V3_MUTATION_INFO)
+#undef RPA_V3_MUTATION_INFO
+};
+
+constexpr V3MutationKind kAllKinds[] = {
+#define RPA_V3_MUTATION_KIND(name, rule, group, v3, hd64) V3MutationKind::name,
+    RPA_V3_MUTATIONS(RPA_V3_MUTATION_KIND)
+#undef RPA_V3_MUTATION_KIND
+};
+
+const KindInfo& info(V3MutationKind k) { return kKinds[static_cast<size_t>(k)]; }
+
+// The messages' pieces as Python prints them (v3-contract.md section 2): plain ints and
+// floats, shapes as tuples, dtypes as numpy's repr, and jax int32 scalars and vectors
+// where the dynamic checks print arrays.
+std::string I(int64_t v) { return py_int_repr(v); }
+std::string F(double v) { return py_float_repr(v); }
+std::string Dt(DType t) { return dtype_repr(t); }
+std::string jax_scalar(int64_t v) { return "Array(" + I(v) + ", dtype=int32)"; }
+std::string jax_vector(const std::vector<int64_t>& v) {
+  size_t width = 0;
+  for (int64_t x : v) width = std::max(width, I(x).size());
+  std::string s = "Array([";
+  for (size_t k = 0; k < v.size(); ++k) {
+    if (k > 0) s += ", ";
+    s += std::string(width - I(v[k]).size(), ' ') + I(v[k]);
+  }
+  return s + "], dtype=int32)";
+}
+
+// What the dialect's native mode sees after jnp.asarray with jax_enable_x64 off.
+DType native_view(DType t) {
+  if (t == DType::kInt64) return DType::kInt32;
+  if (t == DType::kUInt64) return DType::kUInt32;
+  if (t == DType::kFloat64) return DType::kFloat32;
+  return t;
+}
+
+int64_t rank_of(V3RuleId r) { return 1000 * static_cast<int64_t>(r); }
+
+// One mutation at work: the case's arrays and keywords, and what it declares.
+class Mutator {
+ public:
+  Mutator(const V3Mutation& m, const V3CaseSpec& s, V3Materialized& c, std::vector<V3Declared>& out)
+      : arg_(m.arg < 0 ? 0 : m.arg),
+        s_(s),
+        in_(c.inputs),
+        p_(c.params),
+        out_(out),
+        hd64_(s.dialect == Dialect::kTpuInferenceV3Hd64) {}
+
+  void run(V3MutationKind kind);
+
+ private:
+  // Declarations.
+  void native(V3RuleId r, std::string msg, int64_t rank = -1) {
+    out_.push_back({Mode::kJax, {r, std::move(msg)}, rank < 0 ? rank_of(r) : rank});
+  }
+  void strict(V3RuleId r, std::string msg, int64_t rank = -1) {
+    out_.push_back({Mode::kStrict, {r, std::move(msg)}, rank < 0 ? rank_of(r) : rank});
+  }
+  void both(V3RuleId r, const std::string& msg) {
+    native(r, msg);
+    strict(r, msg);
+  }
+  // The variant arg picks among n, and what is left of arg for where it applies.
+  int64_t variant(int64_t n) const { return arg_ % n; }
+  int64_t rest(int64_t n) const { return arg_ / n; }
+
+  int64_t k() const { return s_.num_seqs(); }
+  int64_t N() const { return s_.max_num_seqs(); }
+  int64_t pps() const { return s_.pages_per_seq(); }
+  int64_t ps() const { return s_.page_size; }
+  int64_t T() const { return in_.queries.dim(0); }
+  int64_t Hq() const { return in_.queries.dim(1); }
+  int64_t D() const { return in_.queries.dim(2); }
+  int64_t Hkv() const { return in_.keys.dim(1); }
+  int64_t P() const { return v3_kv_packing(s_.kv_dtype); }
+  int64_t d0() const { return s_.num_decode; }
+  int64_t d1() const { return s_.num_decode + s_.num_prefill; }
+  int64_t kv(int64_t i) const { return in_.kv_lens.int_at(i); }
+  int64_t cu(int64_t i) const { return in_.cu_q_lens.int_at(i); }
+  int64_t q_len(int64_t i) const { return cu(i + 1) - cu(i); }
+  std::string fn() const {
+    return hd64_ ? "ragged_paged_attention_hd64()" : "ragged_paged_attention()";
+  }
+  // The pass whose block tuple sequence i runs under (kernel.py).
+  std::optional<V3BlockSizes>& pass_blocks(int64_t i) {
+    if (i < d0()) return p_.d_block_sizes;
+    if (i < d1() && p_.chunk_prefill_size) return p_.p_block_sizes;
+    return p_.m_block_sizes;
+  }
+  const char* pass_letter(int64_t i) const {
+    return i < d0() ? "d" : (i < d1() && p_.chunk_prefill_size ? "p" : "m");
+  }
+
+  static Tensor reshaped(const Tensor& t, Shape shape) {
+    return Tensor(t.dtype(), std::move(shape),
+                  std::vector<std::byte>(t.bytes().begin(), t.bytes().end()));
+  }
+  // q, k and v with `rows` token rows (new rows zero).
+  void resize_tokens(int64_t rows) {
+    for (Tensor* t : {&in_.queries, &in_.keys, &in_.values}) {
+      Tensor n(t->dtype(), {rows, t->dim(1), t->dim(2)});
+      const int64_t row_bytes = t->dim(1) * t->dim(2) * dtype_size(t->dtype());
+      const int64_t keep = std::min(rows, t->dim(0)) * row_bytes;
+      std::copy_n(t->data(), keep, n.data());
+      *t = std::move(n);
+    }
+  }
+  // The cache, keys and values in another dtype of the same packing (zeros: validation reads
+  // no data).
+  void retype_kv(DType t) {
+    in_.kv_cache = Tensor(t, in_.kv_cache.shape());
+    in_.keys = Tensor(t, in_.keys.shape());
+    in_.values = Tensor(t, in_.values.shape());
+  }
+  // An index array in another dtype, same values.
+  static Tensor retyped_index(const Tensor& t, DType dtype) {
+    Tensor n(dtype, t.shape());
+    for (int64_t e = 0; e < t.numel(); ++e) {
+      if (dtype_is_float(dtype)) {
+        n.set_float(e, static_cast<double>(t.int_at(e)));
+      } else {
+        n.set_int(e, t.int_at(e));
+      }
+    }
+    return n;
+  }
+  // cu_q_lens[j] += delta for j in (s, k], rows added to q/k/v where the batch outgrows them.
+  void shift_rows_after(int64_t s, int64_t delta) {
+    for (int64_t j = s + 1; j <= k(); ++j) in_.cu_q_lens.set_int(j, cu(j) + delta);
+    if (cu(k()) > T()) resize_tokens(cu(k()));
+  }
+  std::string cache_expected() const {
+    const Tensor& c = in_.kv_cache;
+    std::string s = "(";
+    for (int64_t v :
+         {c.dim(0), c.dim(1), (2 * Hkv() + P() - 1) / P(), P(), (D() + 127) / 128 * 128}) {
+      if (s.size() > 1) s += ", ";
+      s += I(v);
+    }
+    return s + ")";
+  }
+  std::string where(int64_t i) const {
+    return " at sequence " + I(i) + " where kv_len=" + jax_scalar(kv(i)) +
+           " and page_size=" + I(ps()) + ".";
+  }
+  std::string tuple_name(int t) const {
+    static const char* const names[] = {"decode", "prefill", "mixed"};
+    return names[t];
+  }
+  std::optional<V3BlockSizes>& tuple(int t) {
+    return t == 0 ? p_.d_block_sizes : (t == 1 ? p_.p_block_sizes : p_.m_block_sizes);
+  }
+  // kernel.py's block tuple t (picked by arg), which the generator always gives.
+  V3BlockSizes& some_tuple(int64_t selector, int& t) {
+    t = static_cast<int>(selector % 3);
+    return *tuple(t);
+  }
+  // A float keyword's strict finiteness rule: nan, inf, -inf, 1e39 (inf as a float32), and
+  // just inside, float32's largest value.
+  void finite_rule(V3RuleId r, const char* name, double& field) {
+    static const double values[] = {kNaN, kInf, -kInf, 1e39, kFloat32Max};
+    field = values[variant(5)];
+    if (variant(5) < 4)
+      strict(r, std::string(name) + "=" + F(field) + " must be finite as a float32.");
+  }
+  void finite_rule(V3RuleId r, const char* name, std::optional<double>& field) {
+    double v = 0;
+    finite_rule(r, name, v);
+    field = v;
+  }
+
+  int64_t arg_;
+  const V3CaseSpec& s_;
+  V3Inputs& in_;
+  V3Params& p_;
+  std::vector<V3Declared>& out_;
+  bool hd64_;
+};
+
+void Mutator::run(V3MutationKind kind) {
+  using R = V3RuleId;
+  switch (kind) {
+    case V3MutationKind::keyword_not_in_dialect: {
+      if (!hd64_) {
+        const int64_t v = variant(3);
+        if (v == 2) {
+          in_.attention_sink = Tensor(DType::kFloat32, {Hq()});
+          both(R::keyword_not_in_dialect,
+               "TypeError: " + fn() + " takes 8 positional arguments but 9 were given");
+          return;
+        }
+        (v == 0 ? p_.num_kv_pages_per_block : p_.num_queries_per_block) = 1;
+        both(R::keyword_not_in_dialect,
+             "TypeError: " + fn() + " got an unexpected keyword argument '" +
+                 (v == 0 ? "num_kv_pages_per_block" : "num_queries_per_block") + "'");
+        return;
+      }
+      static const char* const names[] = {"use_causal_mask", "update_kv_cache", "skip_kv_mask",
+                                          "out_dtype",       "d_block_sizes",   "p_block_sizes",
+                                          "m_block_sizes"};
+      const int64_t v = variant(7);
+      const V3BlockSizes one{1, ps(), 1, ps()};
+      switch (v) {
+        case 0:
+          p_.use_causal_mask = false;
+          break;
+        case 1:
+          p_.update_kv_cache = false;
+          break;
+        case 2:
+          p_.skip_kv_mask = true;
+          break;
+        case 3:
+          p_.out_dtype = s_.q_dtype;
+          break;
+        case 4:
+          p_.d_block_sizes = one;
+          break;
+        case 5:
+          p_.p_block_sizes = one;
+          break;
+        default:
+          p_.m_block_sizes = one;
+          break;
+      }
+      both(R::keyword_not_in_dialect,
+           "TypeError: " + fn() + " got an unexpected keyword argument '" + names[v] + "'");
+      return;
+    }
+    case V3MutationKind::causal_skip_kv_mask:
+      p_.use_causal_mask = true;
+      p_.skip_kv_mask = true;
+      both(R::causal_skip_kv_mask, "Can not skip kv mask when using causal mask.");
+      return;
+    case V3MutationKind::qkv_rank: {
+      Tensor* ts[] = {&in_.queries, &in_.keys, &in_.values};
+      Tensor& t = *ts[variant(3)];
+      if (rest(3) % 2 == 0) {
+        t = reshaped(t, {t.dim(0), t.dim(1) * t.dim(2)});
+      } else {
+        t = reshaped(t, {t.dim(0), t.dim(1), t.dim(2), 1});
+      }
+      both(R::qkv_rank, "Expected 3D array for q.shape=" + shape_repr(in_.queries.shape()) +
+                            ", k.shape=" + shape_repr(in_.keys.shape()) +
+                            ", v.shape=" + shape_repr(in_.values.shape()));
+      return;
+    }
+    case V3MutationKind::kv_shape_mismatch: {
+      const Tensor& v = in_.values;
+      in_.values = variant(2) == 0 ? Tensor(v.dtype(), {v.dim(0) + 1, v.dim(1), v.dim(2)})
+                                   : Tensor(v.dtype(), {v.dim(0), v.dim(1), v.dim(2) + 1});
+      both(R::kv_shape_mismatch, "Expected k.shape=" + shape_repr(in_.keys.shape()) +
+                                     " to be equal to v.shape=" + shape_repr(in_.values.shape()));
+      return;
+    }
+    case V3MutationKind::num_tokens_mismatch: {
+      if (variant(2) == 0) {
+        const Tensor& q = in_.queries;
+        in_.queries = Tensor(q.dtype(), {q.dim(0) + 1, q.dim(1), q.dim(2)});
+      } else {
+        for (Tensor* t : {&in_.keys, &in_.values}) {
+          *t = Tensor(t->dtype(), {t->dim(0) + 1, t->dim(1), t->dim(2)});
+        }
+      }
+      both(R::num_tokens_mismatch, "Expected q.shape[0]=" + I(in_.queries.dim(0)) +
+                                       " to be equal to k.shape[0]=" + I(in_.keys.dim(0)) +
+                                       " and v.shape[0]=" + I(in_.values.dim(0)));
+      return;
+    }
+    case V3MutationKind::head_dim_mismatch: {
+      if (variant(2) == 0) {
+        const Tensor& q = in_.queries;
+        in_.queries = Tensor(q.dtype(), {q.dim(0), q.dim(1), q.dim(2) + 1});
+      } else {
+        for (Tensor* t : {&in_.keys, &in_.values}) {
+          *t = Tensor(t->dtype(), {t->dim(0), t->dim(1), t->dim(2) + 1});
+        }
+      }
+      both(R::head_dim_mismatch, "Expected q.shape[2]=" + I(in_.queries.dim(2)) +
+                                     " to be equal to k.shape[2]=" + I(in_.keys.dim(2)) +
+                                     " and v.shape[2]=" + I(in_.values.dim(2)));
+      return;
+    }
+    case V3MutationKind::sink_rank: {
+      // hd64 reads attention_sink.shape[0]: a 0-d sink raises IndexError, a [Hq, 1] one
+      // passes every native check (strict wants f32[Hq]).
+      if (variant(2) == 0) {
+        in_.attention_sink = Tensor(DType::kFloat32, Shape{});
+        native(R::sink_rank, "IndexError: tuple index out of range");
+      } else {
+        in_.attention_sink = Tensor(DType::kFloat32, {Hq(), 1});
+      }
+      strict(R::sink_rank, "attention_sink.shape=" + shape_repr(in_.attention_sink->shape()) +
+                               " must be (" + I(Hq()) + ",).");
+      return;
+    }
+    case V3MutationKind::sink_shape: {
+      const int64_t len = variant(2) == 0 ? Hq() + 1 : Hq() - 1;
+      in_.attention_sink = Tensor(DType::kFloat32, {len});
+      both(R::sink_shape, "Expected attention_sink.shape[0]=" + I(len) +
+                              " to be equal to q.shape[1]=" + I(Hq()) + " (num_q_heads).");
+      return;
+    }
+    case V3MutationKind::sink_dtype: {
+      static const DType dtypes[] = {DType::kBFloat16, DType::kFloat16, DType::kFloat64};
+      const DType t = dtypes[variant(3)];
+      in_.attention_sink = Tensor(t, {Hq()});
+      const std::string tail = " to be equal to jnp.float32=<class 'jax.numpy.float32'>.";
+      // float64 is float32 to native mode (jnp.asarray without x64).
+      if (native_view(t) != DType::kFloat32) {
+        native(R::sink_dtype, "Expected attention_sink.dtype=" + Dt(native_view(t)) + tail);
+      }
+      strict(R::sink_dtype, "Expected attention_sink.dtype=" + Dt(t) + tail);
+      return;
+    }
+    case V3MutationKind::head_dim_not_64: {
+      static const int64_t dims[] = {128, 63, 65, 32};
+      const int64_t d = dims[variant(4)];
+      for (Tensor* t : {&in_.queries, &in_.keys, &in_.values}) {
+        *t = Tensor(t->dtype(), {t->dim(0), t->dim(1), d});
+      }
+      both(R::head_dim_not_64, "Expected actual_head_dim=" + I(d) + " to be 64.");
+      return;
+    }
+    case V3MutationKind::kv_heads_zero:
+      for (Tensor* t : {&in_.keys, &in_.values}) *t = Tensor(t->dtype(), {t->dim(0), 0, t->dim(2)});
+      native(R::kv_heads_zero, "ZeroDivisionError: integer modulo by zero");
+      strict(R::kv_heads_zero, "num_kv_heads=0 must be positive.");
+      return;
+    case V3MutationKind::heads_not_divisible: {
+      const int64_t h = Hq() + 1;
+      for (Tensor* t : {&in_.keys, &in_.values}) *t = Tensor(t->dtype(), {t->dim(0), h, t->dim(2)});
+      both(R::heads_not_divisible, "Expected actual_num_q_heads=" + I(Hq()) +
+                                       " to be divisible by actual_num_kv_heads=" + I(h) + ".");
+      return;
+    }
+    case V3MutationKind::kv_dtype_unsupported:
+    case V3MutationKind::kv_dtype_not_float: {
+      // Another KV dtype of the same packing, so the cache layout still holds. Unsupported
+      // floats (float64 for float32, native sees float32; float16 for bfloat16) are valid
+      // natively; integers of the width fail native's floating point check.
+      const bool floats = kind == V3MutationKind::kv_dtype_unsupported && variant(2) == 0 &&
+                          (s_.kv_dtype == DType::kFloat32 || s_.kv_dtype == DType::kBFloat16);
+      DType t;
+      if (floats) {
+        t = s_.kv_dtype == DType::kFloat32 ? DType::kFloat64 : DType::kFloat16;
+      } else {
+        const bool sign = kind == V3MutationKind::kv_dtype_not_float ? variant(2) == 0 : true;
+        const int bits = dtype_bits(s_.kv_dtype);
+        t = bits == 32 ? (sign ? DType::kInt32 : DType::kUInt32)
+                       : (bits == 16 ? (sign ? DType::kInt16 : DType::kUInt16)
+                                     : (sign ? DType::kInt8 : DType::kUInt8));
+      }
+      retype_kv(t);
+      if (!floats) {
+        native(R::kv_dtype_not_float,
+               "Expected kv_cache.dtype=" + Dt(t) + " to be a floating point.");
+      }
+      strict(R::kv_dtype_unsupported, "kv_cache.dtype=" + Dt(t) +
+                                          " must be float32, bfloat16, float8_e4m3fn or "
+                                          "float8_e5m2.");
+      return;
+    }
+    case V3MutationKind::dtype_pair: {
+      // q in the other kernel dtype over a same-dtype (non-float8) cache; an explicit out_dtype
+      // follows q, so only the pair breaks.
+      const DType q = s_.q_dtype == DType::kFloat32 ? DType::kBFloat16 : DType::kFloat32;
+      in_.queries = Tensor(q, in_.queries.shape());
+      if (p_.out_dtype) p_.out_dtype = q;
+      strict(R::dtype_pair, "q.dtype=" + Dt(q) + " with kv_cache.dtype=" + Dt(s_.kv_dtype) +
+                                ": q and KV must share a dtype unless KV is float8.");
+      return;
+    }
+    case V3MutationKind::kv_cache_rank: {
+      const Tensor& c = in_.kv_cache;
+      const int64_t v = variant(3);
+      Shape shape;
+      if (v == 0) {
+        shape = {c.numel()};
+      } else if (v == 1) {
+        shape = {c.dim(0), c.dim(1), c.dim(2), c.dim(3) * c.dim(4)};
+      } else {
+        shape = {c.dim(0), c.dim(1), c.dim(2), c.dim(3), c.dim(4), 1};
+      }
+      const std::string before = cache_expected();  // from dims 0 and 1, which rank 4+ keep
+      in_.kv_cache = reshaped(c, shape);
+      const std::string got = shape_repr(in_.kv_cache.shape());
+      strict(R::kv_cache_rank, "kv_cache.shape=" + got + " must have rank 5.");
+      if (hd64_) {
+        native(R::kv_cache_rank, v < 2
+                                     ? "ValueError: not enough values to unpack (expected 5, got " +
+                                           I(static_cast<int64_t>(shape.size())) + ")"
+                                     : "ValueError: too many values to unpack (expected 5)");
+      } else if (v == 0) {
+        native(R::kv_cache_rank, "IndexError: tuple index out of range");
+      } else {
+        native(R::kv_cache_shape, "Expected kv_cache.shape=" + got +
+                                      " to be equal to expected_kv_cache_shape=" + before);
+      }
+      return;
+    }
+    case V3MutationKind::kv_cache_shape: {
+      const Tensor& c = in_.kv_cache;
+      Shape shape = c.shape();
+      const int64_t v = variant(3);
+      if (v == 0) shape[4] += 128;
+      if (v == 1) shape[2] += 1;
+      if (v == 2) shape[3] *= 2;
+      const std::string expected = cache_expected();
+      in_.kv_cache = Tensor(c.dtype(), shape);
+      both(R::kv_cache_shape, "Expected kv_cache.shape=" + shape_repr(shape) +
+                                  " to be equal to expected_kv_cache_shape=" + expected);
+      return;
+    }
+    case V3MutationKind::kv_cache_last_dim: {
+      Shape shape = in_.kv_cache.shape();
+      shape[4] = variant(2) == 0 ? 256 : 64;
+      in_.kv_cache = Tensor(in_.kv_cache.dtype(), shape);
+      both(R::kv_cache_last_dim, "Expected actual_head_dim_x2=" + I(shape[4]) + " is equal to 128");
+      return;
+    }
+    case V3MutationKind::kv_dtype_mismatch: {
+      const int64_t v = variant(3);
+      if (v == 2 && s_.kv_dtype == DType::kFloat32) {
+        // float64 new keys and values: float32 to native mode.
+        in_.keys = Tensor(DType::kFloat64, in_.keys.shape());
+        in_.values = Tensor(DType::kFloat64, in_.values.shape());
+      } else {
+        const DType other = s_.kv_dtype == DType::kFloat32 ? DType::kBFloat16 : DType::kFloat32;
+        Tensor& t = v == 1 ? in_.values : in_.keys;
+        t = Tensor(other, t.shape());
+      }
+      const auto msg = [&](DType k, DType vv) {
+        return "Expected kv_cache.dtype=" + Dt(s_.kv_dtype) + " to be equal to k.dtype=" + Dt(k) +
+               " and v.dtype=" + Dt(vv) + ".";
+      };
+      const DType kt = in_.keys.dtype(), vt = in_.values.dtype();
+      if (!(native_view(kt) == s_.kv_dtype && native_view(vt) == s_.kv_dtype)) {
+        native(R::kv_dtype_mismatch, msg(native_view(kt), native_view(vt)));
+      }
+      strict(R::kv_dtype_mismatch, msg(kt, vt));
+      return;
+    }
+    case V3MutationKind::kv_packing_mismatch: {
+      Shape shape = in_.kv_cache.shape();
+      shape[3] = variant(2) == 0 ? 2 * P() : P() + 1;
+      in_.kv_cache = Tensor(in_.kv_cache.dtype(), shape);
+      both(R::kv_packing_mismatch,
+           "kv_packing=" + I(shape[3]) + " does not match with kv_cache.dtype=" + Dt(s_.kv_dtype));
+      return;
+    }
+    case V3MutationKind::kv_cache_heads: {
+      Shape shape = in_.kv_cache.shape();
+      shape[2] = variant(2) == 0 ? shape[2] + 1 : shape[2] - 1;
+      in_.kv_cache = Tensor(in_.kv_cache.dtype(), shape);
+      both(R::kv_cache_heads, "Invalid num_kv_heads=" + I(shape[2] * P()) +
+                                  ", actual_num_kv_heads=" + I(Hkv()) + ", kv_packing=" + I(P()));
+      return;
+    }
+    case V3MutationKind::index_dtype: {
+      static const DType dtypes[] = {DType::kUInt32, DType::kInt16, DType::kFloat32, DType::kInt64};
+      const DType t = dtypes[variant(4)];
+      Tensor* arrays[] = {&in_.kv_lens, &in_.page_indices, &in_.cu_q_lens, &in_.distribution};
+      Tensor& a = *arrays[rest(4) % 4];
+      a = retyped_index(a, t);
+      const auto msg = [&](auto view) {
+        return "Expected int32 dtype for kv_lens.dtype=" + Dt(view(in_.kv_lens.dtype())) +
+               ", page_indices.dtype=" + Dt(view(in_.page_indices.dtype())) +
+               ", cu_q_lens.dtype=" + Dt(view(in_.cu_q_lens.dtype())) +
+               ", distribution.dtype=" + Dt(view(in_.distribution.dtype()));
+      };
+      // int64 indices are int32 to native mode, with the same (small) values.
+      if (native_view(t) != DType::kInt32) {
+        native(R::index_dtype, msg([](DType d) { return native_view(d); }));
+      }
+      strict(R::index_dtype, msg([](DType d) { return d; }));
+      return;
+    }
+    case V3MutationKind::index_rank: {
+      const int64_t v = variant(3);
+      if (v == 0) in_.page_indices = reshaped(in_.page_indices, {N(), pps()});
+      if (v == 1) in_.kv_lens = reshaped(in_.kv_lens, {N(), 1});
+      if (v == 2) in_.cu_q_lens = reshaped(in_.cu_q_lens, {N() + 1, 1});
+      both(R::index_rank, "Expected 1D array for kv_lens.shape=" + shape_repr(in_.kv_lens.shape()) +
+                              ", page_indices.shape=" + shape_repr(in_.page_indices.shape()) +
+                              ", cu_q_lens.shape=" + shape_repr(in_.cu_q_lens.shape()));
+      return;
+    }
+    case V3MutationKind::max_num_seqs_zero:
+      in_.kv_lens = Tensor(DType::kInt32, {0});
+      native(R::max_num_seqs_zero, "ZeroDivisionError: integer modulo by zero");
+      strict(R::max_num_seqs_zero, "max_num_seqs=0 must be positive.");
+      return;
+    case V3MutationKind::page_indices_not_divisible: {
+      const int64_t len = N() * pps() + (variant(2) == 0 ? 1 : -1);
+      in_.page_indices = Tensor(DType::kInt32, {len});
+      both(R::page_indices_not_divisible, "Expected num_page_indices=" + I(len) +
+                                              " to be divisible by max_num_seqs=" + I(N()) + ".");
+      return;
+    }
+    case V3MutationKind::cu_q_lens_shape: {
+      const int64_t len = variant(2) == 0 ? N() + 2 : N();
+      in_.cu_q_lens = Tensor(DType::kInt32, {len});
+      both(R::cu_q_lens_shape,
+           "Expected cu_q_lens.shape=(" + I(len) + ",) to be (" + I(N() + 1) + ",).");
+      return;
+    }
+    case V3MutationKind::distribution_shape: {
+      static const Shape shapes[] = {{4}, {2}, {3, 1}, {}};
+      const Shape shape = shapes[variant(4)];
+      in_.distribution = Tensor(DType::kInt32, shape);
+      both(R::distribution_shape,
+           "Expected distribution.shape=" + shape_repr(shape) + " to be (3,).");
+      return;
+    }
+    case V3MutationKind::page_size_packing: {
+      Shape shape = in_.kv_cache.shape();
+      shape[1] = variant(2) == 0 ? ps() + 1 : ps() - 1;
+      in_.kv_cache = Tensor(in_.kv_cache.dtype(), shape);
+      both(R::page_size_packing,
+           "page_size=" + I(shape[1]) + " must be divisible by kv_packing=" + I(P()) + ".");
+      return;
+    }
+    case V3MutationKind::sliding_window_nonpositive: {
+      static const int64_t windows[] = {0, -1, -(int64_t{1} << 31), 1};
+      p_.sliding_window = windows[variant(4)];
+      if (*p_.sliding_window <= 0) {
+        both(R::sliding_window_nonpositive,
+             "sliding_window=" + I(*p_.sliding_window) + " must be positive.");
+      }
+      return;
+    }
+    case V3MutationKind::soft_cap_zero: {
+      static const double caps[] = {0.0, -0.0, 5e-324};
+      p_.soft_cap = caps[variant(3)];
+      if (*p_.soft_cap == 0.0) {
+        both(R::soft_cap_zero, "soft_cap=" + F(*p_.soft_cap) + " must not be 0.0.");
+      }
+      return;
+    }
+    case V3MutationKind::chunk_prefill_nonpositive:
+      p_.chunk_prefill_size = variant(2) == 0 ? 0 : -1;
+      both(R::chunk_prefill_nonpositive,
+           "chunk_prefill_size=" + I(*p_.chunk_prefill_size) + " must be positive.");
+      return;
+    case V3MutationKind::block_bq_sizes: {
+      int t = 0;
+      V3BlockSizes& b = some_tuple(rest(3), t);
+      const int64_t v = variant(3);
+      b[2] = v == 0 ? 0 : (v == 1 ? b[0] + 1 : -1);
+      both(R::block_bq_sizes, tuple_name(t) + " bq_csz=" + I(b[2]) + " and bq_sz=" + I(b[0]) +
+                                  " must satisfy (0 < bq_csz and bq_sz % bq_csz == 0).");
+      return;
+    }
+    case V3MutationKind::block_bkv_sizes: {
+      int t = 0;
+      V3BlockSizes& b = some_tuple(rest(3), t);
+      const int64_t v = variant(3);
+      b[3] = v == 0 ? 0 : (v == 1 ? b[1] + ps() : -ps());
+      both(R::block_bkv_sizes, tuple_name(t) + " bkv_csz=" + I(b[3]) + " and bkv_sz=" + I(b[1]) +
+                                   " must satisfy (0 < bkv_csz and bkv_sz % bkv_csz == 0).");
+      return;
+    }
+    case V3MutationKind::page_size_zero: {
+      Shape shape = in_.kv_cache.shape();
+      shape[1] = 0;
+      in_.kv_cache = Tensor(in_.kv_cache.dtype(), shape);
+      // Strict names it once, right after the scalar options.
+      strict(R::page_size_zero, "page_size=0 must be positive.",
+             rank_of(R::chunk_prefill_nonpositive) + 1);
+      if (!hd64_) {
+        // kernel.py: bkv_sz % page_size in the decode tuple, after its first two checks.
+        native(R::page_size_zero, "ZeroDivisionError: integer modulo by zero");
+      } else if (k() > 0) {
+        // hd64: cdiv(kv_len, page_size) asserts in sequence 0's dynamic checks.
+        native(R::page_size_zero, "AssertionError", rank_of(R::q_len_range) + 1);
+      }
+      return;
+    }
+    case V3MutationKind::block_bkv_page: {
+      int t = 0;
+      V3BlockSizes& b = some_tuple(rest(2), t);
+      if (variant(2) == 0) {
+        b[3] = 1;
+        b[1] = ps() + 1;
+      } else {
+        b[3] = b[1] = ps() - 1;
+      }
+      both(R::block_bkv_page, tuple_name(t) + " bkv_sz=" + I(b[1]) +
+                                  " must be divisible by page_size=" + I(ps()) + ".");
+      return;
+    }
+    case V3MutationKind::block_bkv_csz_page: {
+      int t = 0;
+      V3BlockSizes& b = some_tuple(rest(2), t);
+      if (variant(2) == 0) {
+        b[3] = 1;
+      } else {
+        b[3] = ps() + 1;
+        b[1] = ps() * (ps() + 1);
+      }
+      both(R::block_bkv_csz_page, tuple_name(t) + " bkv_csz=" + I(b[3]) +
+                                      " must be divisible by page_size=" + I(ps()) + ".");
+      return;
+    }
+    case V3MutationKind::kv_pages_per_block_nonpositive: {
+      static const int64_t values[] = {0, -1, 1};
+      p_.num_kv_pages_per_block = values[variant(3)];
+      if (variant(3) < 2) {
+        both(R::kv_pages_per_block_nonpositive,
+             "num_kv_pages_per_block=" + I(*p_.num_kv_pages_per_block) + " must be positive.");
+      }
+      return;
+    }
+    case V3MutationKind::queries_per_block_nonpositive: {
+      static const int64_t values[] = {0, -1, 1};
+      p_.num_queries_per_block = values[variant(3)];
+      if (variant(3) < 2) {
+        both(R::queries_per_block_nonpositive,
+             "num_queries_per_block=" + I(*p_.num_queries_per_block) + " must be positive.");
+      }
+      return;
+    }
+    case V3MutationKind::vmem_limit_nonpositive: {
+      static const int64_t values[] = {0, -1, 1};
+      p_.vmem_limit_bytes = values[variant(3)];
+      if (variant(3) < 2) {
+        both(R::vmem_limit_nonpositive,
+             "vmem_limit_bytes=" + I(*p_.vmem_limit_bytes) + " must be positive.");
+      }
+      return;
+    }
+    case V3MutationKind::q_heads_zero:
+      in_.queries = Tensor(in_.queries.dtype(), {T(), 0, D()});
+      if (in_.attention_sink) in_.attention_sink = Tensor(DType::kFloat32, {0});
+      strict(R::q_heads_zero, "num_q_heads=0 must be positive.");
+      return;
+    case V3MutationKind::head_dim_zero: {
+      for (Tensor* t : {&in_.queries, &in_.keys, &in_.values}) {
+        *t = Tensor(t->dtype(), {t->dim(0), t->dim(1), 0});
+      }
+      Shape shape = in_.kv_cache.shape();
+      shape[4] = 0;  // align(0, 128)
+      in_.kv_cache = Tensor(in_.kv_cache.dtype(), shape);
+      strict(R::head_dim_zero, "head_dim=0 must be positive.");
+      return;
+    }
+    case V3MutationKind::block_size_nonpositive: {
+      int t = 0;
+      V3BlockSizes& b = some_tuple(rest(3), t);
+      const int64_t v = variant(3);
+      if (v == 0) b[0] = 0;
+      if (v == 1) b[1] = 0;
+      if (v == 2) b[0] = -b[2];
+      strict(R::block_size_nonpositive,
+             tuple_name(t) + " bq_sz=" + I(b[0]) + " and bkv_sz=" + I(b[1]) + " must be positive.");
+      return;
+    }
+    case V3MutationKind::sliding_window_too_large: {
+      static const int64_t windows[] = {int64_t{1} << 31, std::numeric_limits<int64_t>::max(),
+                                        kInt32Max};
+      p_.sliding_window = windows[variant(3)];
+      if (variant(3) < 2) {
+        strict(R::sliding_window_too_large,
+               "sliding_window=" + I(*p_.sliding_window) + " must fit in int32.");
+      }
+      return;
+    }
+    case V3MutationKind::soft_cap_nonfinite:
+      finite_rule(R::soft_cap_nonfinite, "soft_cap", p_.soft_cap);
+      return;
+    case V3MutationKind::sm_scale_nonfinite:
+      finite_rule(R::sm_scale_nonfinite, "sm_scale", p_.sm_scale);
+      return;
+    case V3MutationKind::q_scale_invalid: {
+      // 1e-46 is 0 as a float32; 1e-45 its smallest subnormal (just inside).
+      static const double values[] = {kNaN, kInf, 0.0, 1e-46, -0.0, 1e-45};
+      p_.q_scale = values[variant(6)];
+      if (variant(6) < 5) {
+        strict(R::q_scale_invalid,
+               "q_scale=" + F(*p_.q_scale) + " must be finite and nonzero as a float32.");
+      }
+      return;
+    }
+    case V3MutationKind::k_scale_nonfinite:
+      finite_rule(R::k_scale_nonfinite, "k_scale", p_.k_scale);
+      return;
+    case V3MutationKind::v_scale_nonfinite:
+      finite_rule(R::v_scale_nonfinite, "v_scale", p_.v_scale);
+      return;
+    case V3MutationKind::mask_value_nonfinite: {
+      static const double values[] = {kNaN, -kInf, kInf, -1e39, -kFloat32Max};
+      p_.mask_value = values[variant(5)];
+      if (variant(5) < 4) {
+        strict(R::mask_value_nonfinite,
+               "mask_value=" + F(*p_.mask_value) + " must be finite as a float32.");
+      }
+      return;
+    }
+    case V3MutationKind::mask_value_too_large: {
+      static const double values[] = {-1e29, 0.0, 1.0, -9.999999999999999e29, -1e30};
+      p_.mask_value = values[variant(5)];
+      if (variant(5) < 4) {
+        strict(R::mask_value_too_large,
+               "mask_value=" + F(*p_.mask_value) + " must be at most -1e+30.");
+      }
+      return;
+    }
+    case V3MutationKind::sink_nonfinite: {
+      if (!in_.attention_sink) in_.attention_sink = Tensor(DType::kFloat32, {Hq()});
+      const int64_t h = rest(3) % Hq();
+      static const double values[] = {kNaN, kInf, -kInf};
+      const double x = values[variant(3)];
+      in_.attention_sink->set_float(h, x);
+      // The first NaN or +inf in head order: generated sinks hold finite values and -inf.
+      if (variant(3) < 2) {
+        strict(R::sink_nonfinite,
+               "attention_sink[" + I(h) + "]=" + F(x) + " must not be NaN or +inf.");
+      }
+      return;
+    }
+    case V3MutationKind::distribution_order: {
+      std::vector<int64_t> d = {d0(), d1(), k()};
+      if (variant(2) == 0) {
+        d[0] = d[1] + 1;
+      } else {
+        d[1] = d[2] + 1;
+      }
+      for (int e = 0; e < 3; ++e) in_.distribution.set_int(e, d[static_cast<size_t>(e)]);
+      both(R::distribution_order, "Invalid distribution: distribution=" + jax_vector(d));
+      return;
+    }
+    case V3MutationKind::num_seqs_too_large: {
+      const int64_t n = N() + 1;
+      if (variant(2) == 1) {
+        in_.distribution.set_int(0, n);
+        in_.distribution.set_int(1, n);
+      }
+      in_.distribution.set_int(2, n);
+      both(R::num_seqs_too_large, "num_seqs=" + I(n) + " must be <= max_num_seqs=" + I(N()));
+      return;
+    }
+    case V3MutationKind::distribution_negative: {
+      const int64_t i = -1 - variant(3);
+      in_.distribution.set_int(0, i);
+      strict(R::distribution_negative,
+             "distribution=(" + I(i) + ", " + I(d1()) + ", " + I(k()) + ") must be non-negative.");
+      return;
+    }
+    case V3MutationKind::prefill_without_chunk_size:
+      p_.chunk_prefill_size = std::nullopt;
+      strict(R::prefill_without_chunk_size,
+             "sequences [" + I(d0()) + ", " + I(d1()) +
+                 ") are in the prefill range, which kernel.py runs only with chunk_prefill_size.");
+      return;
+    case V3MutationKind::cu_q_lens_first_nonzero: {
+      const int64_t first = variant(2) == 0 ? 1 : -1;
+      in_.cu_q_lens.set_int(0, first);
+      strict(R::cu_q_lens_first_nonzero, "cu_q_lens[0]=" + I(first) + " must be 0.");
+      // Natively only sequence 0's q_len changes.
+      if (!(0 < q_len(0) && q_len(0) <= kv(0))) {
+        native(R::q_len_range, "Require 0 < q_len=" + jax_scalar(q_len(0)) +
+                                   " <= kv_len=" + jax_scalar(kv(0)) + " at sequence 0.");
+      }
+      return;
+    }
+    case V3MutationKind::cu_q_lens_decreasing: {
+      const int64_t s = arg_ % k();
+      in_.cu_q_lens.set_int(s + 1, cu(s) - 1);
+      strict(R::cu_q_lens_decreasing, "cu_q_lens[" + I(s + 1) + "]=" + I(cu(s + 1)) +
+                                          " must be >= cu_q_lens[" + I(s) + "]=" + I(cu(s)) + ".");
+      native(R::q_len_range, "Require 0 < q_len=" + jax_scalar(-1) +
+                                 " <= kv_len=" + jax_scalar(kv(s)) + " at sequence " + I(s) + ".");
+      return;
+    }
+    case V3MutationKind::total_q_tokens_too_large: {
+      const int64_t total = cu(k());
+      resize_tokens(variant(2) == 0 ? total - 1 : total);
+      if (variant(2) == 0) {
+        both(R::total_q_tokens_too_large,
+             "Total q tokens " + I(total) + " must be <= max_num_tokens=" + I(total - 1) + ".");
+      }
+      return;
+    }
+    case V3MutationKind::q_len_range: {
+      const int64_t s = rest(2) % k();
+      in_.kv_lens.set_int(s, variant(2) == 0 ? q_len(s) - 1 : -1);
+      both(R::q_len_range, "Require 0 < q_len=" + jax_scalar(q_len(s)) +
+                               " <= kv_len=" + jax_scalar(kv(s)) + " at sequence " + I(s) + ".");
+      return;
+    }
+    case V3MutationKind::decode_q_len_not_one: {
+      // A decode sequence with kv_len >= 2 gets q_len 2 (native has no decode rule).
+      std::vector<int64_t> candidates;
+      for (int64_t i = 0; i < d0(); ++i) {
+        if (kv(i) >= 2) candidates.push_back(i);
+      }
+      const int64_t s = candidates[static_cast<size_t>(arg_) % candidates.size()];
+      shift_rows_after(s, 1);
+      strict(R::decode_q_len_not_one,
+             "sequence " + I(s) + " is in the decode range, so q_len=2 must be 1.");
+      return;
+    }
+    case V3MutationKind::prefill_q_len_not_chunk: {
+      const int64_t c = *p_.chunk_prefill_size;
+      std::vector<int64_t> candidates;
+      for (int64_t i = d0(); i < d1(); ++i) {
+        if (c >= 2 || kv(i) >= 2) candidates.push_back(i);
+      }
+      const int64_t s = candidates[static_cast<size_t>(arg_) % candidates.size()];
+      const int64_t q = c >= 2 ? c - 1 : 2;
+      shift_rows_after(s, q - c);
+      strict(R::prefill_q_len_not_chunk, "sequence " + I(s) +
+                                             " is in the prefill range, so q_len=" + I(q) +
+                                             " must be chunk_prefill_size=" + I(c) + ".");
+      return;
+    }
+    case V3MutationKind::page_count_too_large: {
+      const int64_t s = arg_ % k();
+      in_.kv_lens.set_int(s, pps() * ps() + 1);
+      both(R::page_count_too_large, "Require page_cnt=" + jax_scalar(pps() + 1) +
+                                        " <= pages_per_seq=" + I(pps()) + where(s));
+      return;
+    }
+    case V3MutationKind::page_index_out_of_range: {
+      const int64_t v = variant(4);
+      const int64_t s = rest(4) % k();
+      const int64_t used = (kv(s) + ps() - 1) / ps();
+      const int64_t page = rest(4) / k() % used;
+      const int64_t pages = in_.kv_cache.dim(0);
+      const int64_t values[] = {pages, -1, kInt32Max, pages - 1};
+      in_.page_indices.set_int(s * pps() + page, values[v]);
+      if (v < 3) {
+        both(R::page_index_out_of_range, "Require 0 <= page_idx=" + jax_scalar(values[v]) +
+                                             " < total_num_pages=" + I(pages) + where(s));
+      }
+      return;
+    }
+    case V3MutationKind::kv_len_overflows_int32: {
+      // The kv block in force grows to just past (variant 0) or just inside (1) the int32
+      // bound for the longest sequence of its pass.
+      const bool past = variant(2) == 0;
+      const auto fitted = [&](int64_t unit, int64_t longest) {
+        // past: the least multiple of unit with longest + bkv - 1 > INT32_MAX; inside: the
+        // greatest with longest + bkv - 1 <= INT32_MAX.
+        const int64_t room = kInt32Max + 1 - longest;  // bkv <= room fits
+        return past ? (room / unit + 1) * unit : room / unit * unit;
+      };
+      const auto longest_in = [&](auto same_pass) {
+        int64_t m = 1;
+        for (int64_t i = 0; i < k(); ++i) {
+          if (same_pass(i)) m = std::max(m, kv(i));
+        }
+        return m;
+      };
+      if (hd64_) {
+        const int64_t bkv = fitted(ps(), longest_in([](int64_t) { return true; }));
+        p_.num_kv_pages_per_block = bkv / ps();
+      } else {
+        for (int t = 0; t < 3; ++t) {
+          V3BlockSizes& b = *tuple(t);
+          const std::optional<V3BlockSizes>* mine = &tuple(t);
+          b[1] = fitted(b[3], longest_in([&](int64_t i) { return &pass_blocks(i) == mine; }));
+        }
+      }
+      for (int64_t i = 0; i < k(); ++i) {
+        const int64_t bkv = hd64_ ? *p_.num_kv_pages_per_block * ps() : (*pass_blocks(i))[1];
+        if (kv(i) + bkv - 1 > kInt32Max) {
+          strict(R::kv_len_overflows_int32, "kv_len=" + I(kv(i)) + " at sequence " + I(i) +
+                                                ": kv_len + " + I(bkv) + " - 1 must fit in int32.");
+          break;
+        }
+      }
+      return;
+    }
+    case V3MutationKind::skip_kv_mask_block_unknown:
+      p_.use_causal_mask = false;
+      p_.skip_kv_mask = true;
+      pass_blocks(0) = std::nullopt;
+      strict(R::skip_kv_mask_block_unknown, "skip_kv_mask needs " + std::string(pass_letter(0)) +
+                                                "_block_sizes: sequence 0's kv_len must be a "
+                                                "multiple of its bkv_csz.");
+      return;
+    case V3MutationKind::skip_kv_mask_kv_len: {
+      p_.use_causal_mask = false;
+      p_.skip_kv_mask = true;
+      if (variant(2) == 0) {
+        // Sequence 0's kv compute block: whole pages, longer than its kv_len.
+        V3BlockSizes& b = *pass_blocks(0);
+        b[3] = b[1] = ps() * (kv(0) / ps() + 1);
+      }
+      // The first sequence whose kv_len is not whole kv compute blocks of its pass.
+      for (int64_t i = 0; i < k(); ++i) {
+        const int64_t csz = (*pass_blocks(i))[3];
+        if (kv(i) % csz != 0) {
+          strict(R::skip_kv_mask_kv_len, "skip_kv_mask: kv_len=" + I(kv(i)) + " at sequence " +
+                                             I(i) + " must be a multiple of bkv_csz=" + I(csz) +
+                                             ".");
+          break;
+        }
+      }
+      return;
+    }
+    case V3MutationKind::q_dtype_unsupported: {
+      static const DType dtypes[] = {DType::kFloat8E4M3FN, DType::kInt32, DType::kFloat16,
+                                     DType::kFloat64, DType::kFloat8E5M2};
+      const DType t = dtypes[variant(5)];
+      in_.queries = Tensor(t, in_.queries.shape());
+      strict(R::q_dtype_unsupported, "q.dtype=" + Dt(t) + " must be float32 or bfloat16.");
+      // Natively float16 traces, and float64 is float32; an explicit out_dtype (q's old
+      // default) then fails at trace if its width differs from the new default's.
+      const DType nq = native_view(t);
+      if (!(nq == DType::kFloat32 || dtype_bits(nq) == 16)) {
+        native(R::q_dtype_unsupported, "TypeError at trace: q.dtype=" + Dt(nq) +
+                                           " (the kernel computes q in float32 or bfloat16)");
+        return;
+      }
+      const DType def = nq == DType::kFloat32 ? DType::kFloat32 : DType::kBFloat16;
+      if (!hd64_ && p_.out_dtype && dtype_bits(*p_.out_dtype) != dtype_bits(def)) {
+        native(R::out_dtype_not_default, "TypeError at trace: out_dtype=" + Dt(*p_.out_dtype) +
+                                             " must be the default " + Dt(def) +
+                                             " for q.dtype=" + Dt(nq) + ".");
+      }
+      return;
+    }
+    case V3MutationKind::out_dtype_not_default: {
+      const DType def = s_.q_dtype;  // generated q is float32 or bfloat16: its own default
+      const DType other = def == DType::kFloat32 ? DType::kBFloat16 : DType::kFloat32;
+      const DType out =
+          variant(3) == 0 ? other : (variant(3) == 1 ? DType::kFloat16 : DType::kFloat64);
+      p_.out_dtype = out;
+      const std::string tail = "out_dtype=" + Dt(out) + " must be the default " + Dt(def) +
+                               " for q.dtype=" + Dt(def) + ".";
+      strict(R::out_dtype_not_default, tail);
+      if (dtype_bits(out) != dtype_bits(def)) {
+        native(R::out_dtype_not_default, "TypeError at trace: " + tail);
+      }
+      return;
+    }
+  }
+}
+
+bool pick(const V3CaseSpec& s, bool (*pred)(const V3CaseSpec&, int64_t), int64_t from, int64_t to) {
+  for (int64_t i = from; i < to; ++i) {
+    if (pred(s, i)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+std::span<const V3MutationKind> all_v3_mutation_kinds() { return kAllKinds; }
+std::string_view v3_mutation_name(V3MutationKind k) { return info(k).name; }
+V3MutationGroup v3_mutation_group(V3MutationKind k) { return info(k).group; }
+V3RuleId v3_mutation_rule(V3MutationKind k) { return info(k).rule; }
+
+bool v3_mutation_in_dialect(V3MutationKind k, Dialect d) {
+  if (d == Dialect::kTpuInferenceV3) return info(k).v3;
+  if (d == Dialect::kTpuInferenceV3Hd64) return info(k).hd64;
+  return false;
+}
+
+bool v3_mutation_applies(V3MutationKind kind, const V3CaseSpec& s) {
+  if (!v3_mutation_in_dialect(kind, s.dialect)) return false;
+  const int64_t k = s.num_seqs();
+  const bool float8 = s.kv_dtype == DType::kFloat8E4M3FN || s.kv_dtype == DType::kFloat8E5M2;
+  switch (kind) {
+    case V3MutationKind::dtype_pair:
+      return !float8;
+    case V3MutationKind::page_indices_not_divisible:
+      return s.max_num_seqs() >= 2;
+    case V3MutationKind::page_size_packing:
+      return v3_kv_packing(s.kv_dtype) > 1;
+    case V3MutationKind::block_bkv_page:
+    case V3MutationKind::block_bkv_csz_page:
+      return s.page_size >= 2;
+    case V3MutationKind::prefill_without_chunk_size:
+      return s.num_prefill > 0;
+    case V3MutationKind::cu_q_lens_first_nonzero:
+    case V3MutationKind::cu_q_lens_decreasing:
+    case V3MutationKind::total_q_tokens_too_large:
+    case V3MutationKind::q_len_range:
+    case V3MutationKind::page_count_too_large:
+    case V3MutationKind::page_index_out_of_range:
+    case V3MutationKind::kv_len_overflows_int32:
+    case V3MutationKind::skip_kv_mask_block_unknown:
+    case V3MutationKind::skip_kv_mask_kv_len:
+      return k > 0;
+    case V3MutationKind::decode_q_len_not_one:
+      return pick(
+          s,
+          [](const V3CaseSpec& c, int64_t i) { return c.seqs[static_cast<size_t>(i)].kv_len >= 2; },
+          0, s.num_decode);
+    case V3MutationKind::prefill_q_len_not_chunk:
+      return s.num_prefill > 0 && (*s.params.chunk_prefill_size >= 2 ||
+                                   pick(
+                                       s,
+                                       [](const V3CaseSpec& c, int64_t i) {
+                                         return c.seqs[static_cast<size_t>(i)].kv_len >= 2;
+                                       },
+                                       s.num_decode, s.num_decode + s.num_prefill));
+    default:
+      return true;
+  }
+}
+
+void apply_v3_mutation(const V3Mutation& m, const V3CaseSpec& spec, V3Materialized& case_,
+                       std::vector<V3Declared>& declared) {
+  Mutator(m, spec, case_, declared).run(m.kind);
+}
+
+bool v3_mutations_compose(const V3CaseSpec& spec, std::span<const V3Mutation> mutations) {
+  std::vector<V3MutationGroup> seen;
+  for (size_t i = 0; i < mutations.size(); ++i) {
+    const V3MutationKind k = mutations[i].kind;
+    if (!v3_mutation_applies(k, spec)) return false;
+    const V3MutationGroup g = v3_mutation_group(k);
+    if (g == V3MutationGroup::kShape && i > 0) return false;
+    if (std::find(seen.begin(), seen.end(), g) != seen.end()) return false;
+    // hd64's kv_len_overflows_int32 sets num_kv_pages_per_block, which kHd64Kv owns.
+    if (g == V3MutationGroup::kHd64Kv && !seen.empty() &&
+        mutations[0].kind == V3MutationKind::kv_len_overflows_int32)
+      return false;
+    seen.push_back(g);
+  }
+  return true;
+}
+
+}  // namespace rpa::props

@@ -1,0 +1,239 @@
+// Properties of tpu-inference v3 validation (DESIGN.md sections 9 and 16): in both dialects,
+// native and strict mode report exactly what the v3 spec model (v3_spec_model.h) expects,
+// verdict, rule and message, for generated cases with up to two named mutations, and the
+// mutations reach every rule of the v3 table in every mode that has it. A failure prints
+// the case, its replay line (rpa gen --dialect D --spec v3:HEX) and the mutations.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <ostream>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernel/v3_validate.h"
+#include "properties/generate.h"
+#include "properties/v3_build_case.h"
+#include "properties/v3_mutation.h"
+#include "properties/v3_rc_case.h"
+#include "properties/v3_spec_model.h"
+
+namespace rpa::props {
+
+// RapidCheck prints a mutation as name(arg), as the failure report and rpa tools do.
+inline void showValue(const V3Mutation& m, std::ostream& os) {
+  os << describe_v3_mutations(std::span<const V3Mutation>(&m, 1));
+}
+
+namespace {
+
+// 0, 1 or 2 mutations that compose on spec: an optional kShape one first, then parameter
+// mutations of distinct groups.
+rc::Gen<std::vector<V3Mutation>> gen_v3_mutations(const V3CaseSpec& spec) {
+  return rc::gen::exec([spec] {
+    // At full size, so 0, 1 and 2 mutations are equally likely at every size.
+    const int count = *rc::gen::resize(400, rc::gen::inRange(0, 3)).as("mutation count");
+    std::vector<V3Mutation> out;
+    for (int i = 0; i < count; ++i) {
+      std::vector<V3MutationKind> kinds;
+      for (V3MutationKind k : all_v3_mutation_kinds()) {
+        std::vector<V3Mutation> with = out;
+        with.push_back({k, 0});
+        if (v3_mutations_compose(spec, with)) kinds.push_back(k);
+      }
+      if (kinds.empty()) break;
+      const V3MutationKind kind = *rc::gen::elementOf(kinds);
+      const int64_t arg = *rc::gen::inRange<int64_t>(0, 256).as("mutation arg");
+      out.push_back({kind, arg});
+    }
+    return out;
+  });
+}
+
+void assert_matches_model(const V3CaseSpec& spec, std::span<const V3Mutation> mutations) {
+  std::string why;
+  if (!check_v3_validation(spec, mutations, &why)) {
+    RC_FAIL("v3 validation disagrees with the spec model:\n" + why);
+  }
+}
+
+// Valid generated cases of both dialects with 0, 1 or 2 mutations.
+RC_GTEST_PROP(V3Validation, BothModesMatchSpecModel, ()) {
+  const V3CaseSpec spec = *gen_v3_case();
+  const std::vector<V3Mutation> mutations = *gen_v3_mutations(spec);
+  const V3MutatedCase m = mutate_v3(spec, mutations);
+  const std::optional<V3Failure> strict = expected_v3_failure(m.declared, Mode::kStrict);
+  const std::optional<V3Failure> native = expected_v3_failure(m.declared, Mode::kJax);
+  RC_TAG(dialect_name(spec.dialect), mutations.size());
+  RC_CLASSIFY(!strict && !native, "valid in both");
+  RC_CLASSIFY(strict.has_value() != native.has_value(), "modes disagree");
+  assert_matches_model(spec, mutations);
+}
+
+// Every mutation that applies, each alone on the same valid case, with one arg.
+RC_GTEST_PROP(V3Validation, EveryMutationMatchesSpecModel, ()) {
+  const V3CaseSpec spec = *gen_v3_case(v3_edge_options());
+  const int64_t arg = *rc::gen::inRange<int64_t>(0, 0x10000).as("mutation arg");
+  const V3Materialized base = materialize_v3(spec);
+  RC_TAG(dialect_name(spec.dialect));
+  for (V3MutationKind kind : all_v3_mutation_kinds()) {
+    if (!v3_mutation_applies(kind, spec)) continue;
+    const V3Mutation m{kind, arg};
+    V3MutatedCase mutated{base, {}};
+    apply_v3_mutation(m, spec, mutated.call, mutated.declared);
+    std::string why;
+    if (!check_v3_mutated(spec, std::span<const V3Mutation>(&m, 1), mutated, &why)) {
+      RC_FAIL("v3 validation disagrees with the spec model:\n" + why);
+    }
+  }
+}
+
+// The generator's cases are valid: both modes of their dialect accept them, as the model
+// (nothing declared) says.
+RC_GTEST_PROP(V3Validation, AcceptsValidCases, ()) {
+  const V3CaseSpec spec = *gen_v3_case();
+  const V3Materialized m = materialize_v3(spec);
+  for (Mode mode : {Mode::kJax, Mode::kStrict}) {
+    const std::optional<V3Failure> got = v3_validate(spec.dialect, m.inputs, m.params, mode);
+    RC_LOG() << mode_name(mode) << ": " << v3_verdict_text(got) << "\n";
+    RC_ASSERT(!got.has_value());
+  }
+  // The model agrees: a case without mutations declares nothing.
+  RC_ASSERT(mutate_v3(spec, {}).declared.empty());
+  RC_TAG(dialect_name(spec.dialect), v3_profile_name(spec.profile));
+}
+
+// Strict mode enforces some rules only for the dialect whose arrays or keywords they name;
+// in the other dialect no input reaches them. Each (rule, dialect) here is enforced in
+// strict mode by the table but unreachable there, for the reason given.
+struct Unreachable {
+  V3RuleId rule;
+  Dialect dialect;
+  const char* reason;
+};
+constexpr Dialect kV3 = Dialect::kTpuInferenceV3;
+constexpr Dialect kHd64 = Dialect::kTpuInferenceV3Hd64;
+const Unreachable kStrictUnreachable[] = {
+    {V3RuleId::causal_skip_kv_mask, kHd64, "hd64 takes no skip_kv_mask: keyword_not_in_dialect"},
+    {V3RuleId::sink_rank, kV3, "kernel.py takes no attention_sink: keyword_not_in_dialect"},
+    {V3RuleId::sink_shape, kV3, "kernel.py takes no attention_sink: keyword_not_in_dialect"},
+    {V3RuleId::sink_dtype, kV3, "kernel.py takes no attention_sink: keyword_not_in_dialect"},
+    {V3RuleId::sink_nonfinite, kV3, "kernel.py takes no attention_sink: keyword_not_in_dialect"},
+    {V3RuleId::head_dim_not_64, kV3, "kernel.py takes any head_dim"},
+    {V3RuleId::kv_cache_shape, kHd64,
+     "hd64's cache is checked piecewise: kv_cache_last_dim, kv_packing_mismatch, kv_cache_heads"},
+    {V3RuleId::kv_cache_last_dim, kV3, "kernel.py's exact kv_cache_shape covers it"},
+    {V3RuleId::kv_packing_mismatch, kV3, "kernel.py's exact kv_cache_shape covers it"},
+    {V3RuleId::kv_cache_heads, kV3, "kernel.py's exact kv_cache_shape covers it"},
+    {V3RuleId::kv_dtype_not_float, kV3,
+     "strict: every non-floating KV dtype is unsupported, and kv_dtype_unsupported comes first"},
+    {V3RuleId::kv_dtype_not_float, kHd64,
+     "strict: every non-floating KV dtype is unsupported, and kv_dtype_unsupported comes first"},
+    {V3RuleId::block_bq_sizes, kHd64, "hd64 takes no block tuples: keyword_not_in_dialect"},
+    {V3RuleId::block_bkv_sizes, kHd64, "hd64 takes no block tuples: keyword_not_in_dialect"},
+    {V3RuleId::block_bkv_page, kHd64, "hd64 takes no block tuples: keyword_not_in_dialect"},
+    {V3RuleId::block_bkv_csz_page, kHd64, "hd64 takes no block tuples: keyword_not_in_dialect"},
+    {V3RuleId::block_size_nonpositive, kHd64, "hd64 takes no block tuples: keyword_not_in_dialect"},
+    {V3RuleId::kv_pages_per_block_nonpositive, kV3,
+     "kernel.py takes no num_kv_pages_per_block: keyword_not_in_dialect"},
+    {V3RuleId::queries_per_block_nonpositive, kV3,
+     "kernel.py takes no num_queries_per_block: keyword_not_in_dialect"},
+    {V3RuleId::head_dim_zero, kHd64, "hd64's head_dim is 64: head_dim_not_64 comes first"},
+    {V3RuleId::prefill_without_chunk_size, kHd64,
+     "kernel_hd64.py runs every range without chunk_prefill_size (kernel.py's prefill pass only)"},
+    {V3RuleId::skip_kv_mask_block_unknown, kHd64,
+     "hd64 takes no skip_kv_mask: keyword_not_in_dialect"},
+    {V3RuleId::skip_kv_mask_kv_len, kHd64, "hd64 takes no skip_kv_mask: keyword_not_in_dialect"},
+    {V3RuleId::out_dtype_not_default, kHd64, "hd64 takes no out_dtype: keyword_not_in_dialect"},
+};
+
+bool unreachable(V3RuleId rule, Dialect d, Mode mode) {
+  if (mode != Mode::kStrict) return false;
+  return std::any_of(std::begin(kStrictUnreachable), std::end(kStrictUnreachable),
+                     [&](const Unreachable& u) { return u.rule == rule && u.dialect == d; });
+}
+
+// Every rule of the v3 table is expected by the model and reported by the validator for
+// some mutation of some base case, in each dialect and mode that enforce it (less the
+// strict-mode pairs above); every mutation makes its named rule be reported in some mode;
+// and the model agrees with the validator on every one of these cases.
+TEST(V3Mutations, ReachEveryRule) {
+  using Key = std::tuple<V3RuleId, Dialect, Mode>;
+  std::set<Key> expected, reported;
+  std::set<std::pair<V3MutationKind, Dialect>> named_seen, applied;
+  int disagreements = 0;
+  std::vector<V3CaseSpec> bases;
+  for (Dialect d : kV3GenDialects) {
+    for (uint64_t seed = 1; seed <= 24; ++seed) {
+      V3BuildOptions o = seed % 2 == 0 ? v3_edge_options() : V3BuildOptions{};
+      o.dialect = d;
+      o.profile = kV3Profiles[seed % 3];
+      o.min_seqs = 1;
+      bases.push_back(seeded_v3_spec(seed, 60, o));
+    }
+  }
+  for (const V3CaseSpec& spec : bases) {
+    const V3Materialized base = materialize_v3(spec);
+    for (V3MutationKind kind : all_v3_mutation_kinds()) {
+      if (!v3_mutation_applies(kind, spec)) continue;
+      applied.insert({kind, spec.dialect});
+      for (int64_t arg = 0; arg < 16; ++arg) {
+        const V3Mutation mutation{kind, arg};
+        V3Materialized m = base;
+        std::vector<V3Declared> declared;
+        apply_v3_mutation(mutation, spec, m, declared);
+        for (Mode mode : {Mode::kJax, Mode::kStrict}) {
+          const auto want = expected_v3_failure(declared, mode);
+          const auto got = v3_validate(spec.dialect, m.inputs, m.params, mode);
+          if (want) expected.insert({want->rule, spec.dialect, mode});
+          if (got) {
+            reported.insert({got->rule, spec.dialect, mode});
+            if (got->rule == v3_mutation_rule(kind)) named_seen.insert({kind, spec.dialect});
+          }
+          if (want != got && ++disagreements <= 20) {
+            ADD_FAILURE() << mode_name(mode) << " mode, " << v3_mutation_name(kind) << "(" << arg
+                          << ") on\n"
+                          << describe(spec) << "\n  replay: rpa gen --dialect "
+                          << dialect_name(spec.dialect) << " --spec " << v3_spec_hex(spec)
+                          << "\n  spec model: " << v3_verdict_text(want)
+                          << "\n  v3_validate: " << v3_verdict_text(got);
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(disagreements, 0);
+  for (V3MutationKind kind : all_v3_mutation_kinds()) {
+    for (Dialect d : kV3GenDialects) {
+      if (!v3_mutation_in_dialect(kind, d)) continue;
+      EXPECT_TRUE(applied.contains({kind, d}))
+          << v3_mutation_name(kind) << " applied to no base case of " << dialect_name(d);
+      EXPECT_TRUE(named_seen.contains({kind, d}))
+          << v3_mutation_name(kind) << " never made " << dialect_name(d) << " report its rule";
+    }
+  }
+  for (const V3RuleInfo& rule : v3_rule_table()) {
+    for (Dialect d : kV3GenDialects) {
+      for (Mode mode : {Mode::kJax, Mode::kStrict}) {
+        if (!rule.in(d, mode) || unreachable(rule.id, d, mode)) continue;
+        const Key key{rule.id, d, mode};
+        EXPECT_TRUE(expected.contains(key))
+            << rule.name << " never expected in " << dialect_name(d) << " " << mode_name(mode);
+        EXPECT_TRUE(reported.contains(key))
+            << rule.name << " never reported in " << dialect_name(d) << " " << mode_name(mode);
+      }
+    }
+  }
+  // The unreachable list names only pairs the table enforces, and none the validator hits.
+  for (const Unreachable& u : kStrictUnreachable) {
+    EXPECT_TRUE(v3_rule_info(u.rule).in(u.dialect, Mode::kStrict)) << v3_rule_info(u.rule).name;
+    EXPECT_FALSE(reported.contains({u.rule, u.dialect, Mode::kStrict}))
+        << v3_rule_info(u.rule).name << " in " << dialect_name(u.dialect) << ": " << u.reason;
+  }
+}
+
+}  // namespace
+}  // namespace rpa::props
