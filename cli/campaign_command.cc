@@ -33,21 +33,30 @@
 #include "cli/exit_codes.h"
 #include "cli/json_writer.h"
 #include "cli/junit_report.h"
+#include "cli/v3_commands.h"
 #include "fuzz/raw_call.h"
 #include "fuzz/raw_check.h"
 #include "kernel/paged_kv_view.h"
 #include "kernel/python_repr.h"
 #include "kernel/tiled_kernel.h"
+#include "kernel/v3_kernel.h"
+#include "kernel/v3_validate.h"
 #include "kernel/validate.h"
 #include "oracle/compare.h"
 #include "oracle/dot_precision.h"
 #include "oracle/tolerance.h"
+#include "oracle/v3_compare.h"
 #include "properties/build_case.h"
 #include "properties/case_codec.h"
 #include "properties/materialize.h"
 #include "properties/random_source.h"
 #include "properties/spec_model.h"
+#include "properties/generate.h"
+#include "properties/v3_build_case.h"
+#include "properties/v3_case_spec.h"
+#include "properties/v3_materialize.h"
 #include "reference/dense_reference.h"
+#include "reference/v3_reference.h"
 
 namespace rpa {
 namespace {
@@ -155,6 +164,59 @@ void run_case(const props::CaseSpec& spec, int64_t i, DotPasses passes, Stats& s
   }
 }
 
+// Every fourth case (i % 4 == 3) is of a tpu-inference v3 dialect, kernel.py's and hd64's
+// in turn; the others are jax cases, numbered among themselves.
+std::optional<Dialect> v3_dialect_of(int64_t i) {
+  if (i % 4 != 3) return std::nullopt;
+  return (i / 4) % 2 == 0 ? Dialect::kTpuInferenceV3 : Dialect::kTpuInferenceV3Hd64;
+}
+
+// A v3 case: the generator's cases are all strict-valid (it has no mutations yet), so both
+// modes must accept them (until properties/v3_spec_model.h gives the expected verdicts of
+// mutated ones); then the tiled kernel against the v3 reference in the kernel semantics
+// (v3_compare: the updated cache bit for bit, out within the derived tolerance). The
+// reference semantics is not the kernel's: its tolerance (oracle/v3_compare.h) bounds
+// tpu-inference's own ref, so the kernel is not judged against it here.
+void run_v3_case(Dialect d, uint64_t seed, int64_t i, int max_size, Stats& st) {
+  props::V3BuildOptions options;
+  options.dialect = d;
+  const props::V3CaseSpec spec =
+      props::seeded_v3_spec(case_seed(seed, i), static_cast<int>(i % (max_size + 1)), options);
+  const std::string name(dialect_name(d));
+  ++st.v3_cases[name];  // Stats::cases and validation_checks count the jax dialect's
+  const props::V3Materialized m = props::materialize_v3(spec);
+  const std::string hex = props::v3_spec_hex(spec);
+  bool strict_valid = false;
+  for (int k = 0; k < 2; ++k) {
+    const Mode mode = kV3Modes[k];
+    const std::optional<V3Failure> got = v3_validate(d, m.inputs, m.params, mode);
+    ++st.v3_verdicts[k][name][got ? std::string(v3_rule_info(got->rule).name) : "valid"];
+    if (got) {
+      record(st, {i, "v3 validation (" + std::string(v3_mode_name(mode)) + ")",
+                  name + ": a generated valid case rejected by " + v3_failure_line(*got, mode),
+                  hex, ""});
+    }
+    if (mode == Mode::kStrict) strict_valid = !got;
+  }
+  if (!strict_valid) return;
+  const V3KernelResult k =
+      v3_tiled_attention(d, m.inputs, m.params, {.threads = static_cast<int>(i / 4 % 2) + 1});
+  const V3ReferenceResult ref = v3_reference(d, m.inputs, m.params, Semantics::kKernel);
+  const V3Comparison c = v3_compare(d, m.inputs, m.params, ref, k.out, k.kv_cache);
+  ++st.v3_kernel_checks;
+  const std::string key = name + " " + std::string(dtype_name(m.inputs.queries.dtype())) + "/" +
+                          std::string(dtype_name(m.inputs.kv_cache.dtype()));
+  ++st.v3_pair_checks[key];
+  if (!st.v3_worst_share.contains(key) || c.max_share > st.v3_worst_share[key]) {
+    st.v3_worst_share[key] = c.max_share;
+    st.v3_tolerance_at_worst[key] = c.tolerance_at_max;
+  }
+  if (!c.agree()) {
+    record(st, {i, "v3 kernel vs reference (kernel semantics)",
+                name + ": " + describe_v3_comparison(c), hex, ""});
+  }
+}
+
 // Three significant digits, for the one-line summary.
 double round_sig(double x) {
   if (x == 0.0 || !std::isfinite(x)) return x;
@@ -201,11 +263,44 @@ PallasRun run_pallas_check(uint64_t n, uint64_t seed, const std::filesystem::pat
   return r;
 }
 
+int64_t v3_case_count(const Stats& st) {
+  int64_t n = 0;
+  for (const auto& [d, c] : st.v3_cases) n += c;
+  return n;
+}
+
+// The v3 dialects' lines of the summary: cases and verdicts per dialect and mode, then the
+// kernel checks per dialect and q/kv dtypes.
+std::string v3_summary_text(const Stats& st) {
+  std::string s;
+  for (const auto& [dialect, n] : st.v3_cases) {
+    s += "  " + dialect + ": " + std::to_string(n) + " cases\n";
+    for (int k = 0; k < 2; ++k) {
+      s += "    " + std::string(v3_mode_name(kV3Modes[k])) + " verdicts:";
+      const auto it = st.v3_verdicts[k].find(dialect);
+      if (it != st.v3_verdicts[k].end()) {
+        for (const auto& [rule, c] : it->second) s += " " + rule + " " + std::to_string(c);
+      }
+      s += "\n";
+    }
+  }
+  s += "  v3 kernel vs v3 reference (kernel semantics; cache bit for bit): " +
+       std::to_string(st.v3_kernel_checks) +
+       " cases; most of the tolerance used (the tolerance there), per dialect and q/kv dtypes:";
+  for (const auto& [key, share] : st.v3_worst_share) {
+    s += " " + key + " " + py_float_repr(round_sig(share)) + " (" +
+         py_float_repr(round_sig(st.v3_tolerance_at_worst.at(key))) + ", " +
+         std::to_string(st.v3_pair_checks.at(key)) + " cases)";
+  }
+  return s + "\n";
+}
+
 std::string summary_text(const Stats& st, double seconds, uint64_t seed) {
   std::string s = "rpa campaign: " + py_float_repr(std::round(seconds * 10) / 10) + " s, seed " +
                   std::to_string(seed) + ", sizes 0.." + std::to_string(st.max_size) + ": " +
                   std::to_string(st.cases) + " cases (" + std::to_string(st.cases - st.mutated) +
-                  " valid, " + std::to_string(st.mutated) + " with mutations)\n";
+                  " valid, " + std::to_string(st.mutated) + " with mutations) and " +
+                  std::to_string(v3_case_count(st)) + " tpu-inference v3 cases\n";
   for (int k = 0; k < 2; ++k) {
     s += "  " + std::string(mode_name(kModes[k])) + " verdicts:";
     for (const auto& [rule, n] : st.verdicts[k]) s += " " + rule + " " + std::to_string(n);
@@ -224,7 +319,8 @@ std::string summary_text(const Stats& st, double seconds, uint64_t seed) {
                                                    : py_float_repr(round_sig(weakest->second))) +
          ", " + key_weight_text(st, pair) + " (" + std::to_string(st.pair_checks.at(pair)) + ")";
   }
-  s += "\n  kernel-semantics checks that could not reject an all-zero output (answer ~0): " +
+  s += "\n" + v3_summary_text(st);
+  s += "  kernel-semantics checks that could not reject an all-zero output (answer ~0): " +
        std::to_string(st.could_not_reject_zero);
   s += "\n  raw calls (fuzz_raw_inputs' decoder, valid cases with bytes changed): " +
        std::to_string(st.raw_calls) + ", strict accepted " +
@@ -270,6 +366,25 @@ std::string summary_json(const Stats& st, double seconds, uint64_t seed) {
   j.key("raw_calls").value(st.raw_calls);
   j.key("raw_strict_accepted").value(st.raw_strict_accepted).key("raw_ran").value(st.raw_ran);
   j.key("pallas").value(pallas_line(st));
+  j.key("v3").begin_object().key("cases").begin_object();
+  for (const auto& [d, n] : st.v3_cases) j.key(d).value(n);
+  j.end_object();
+  for (int k = 0; k < 2; ++k) {
+    j.key(std::string(v3_mode_name(kV3Modes[k])) + "_verdicts").begin_object();
+    for (const auto& [d, rules] : st.v3_verdicts[k]) {
+      j.key(d).begin_object();
+      for (const auto& [rule, n] : rules) j.key(rule).value(n);
+      j.end_object();
+    }
+    j.end_object();
+  }
+  j.key("kernel_checks").value(st.v3_kernel_checks).key("kernel_checks_per_pair").begin_object();
+  for (const auto& [key, n] : st.v3_pair_checks) j.key(key).value(n);
+  j.end_object().key("max_tolerance_used").begin_object();
+  for (const auto& [key, w] : st.v3_worst_share) j.key(key).value(w);
+  j.end_object().key("tolerance_at_max").begin_object();
+  for (const auto& [key, w] : st.v3_tolerance_at_worst) j.key(key).value(w);
+  j.end_object().end_object();
   j.key("findings_total").value(st.findings_total).key("findings").begin_array();
   for (const Finding& f : st.findings) {
     j.begin_object().key("check").value(f.check).key("detail").value(f.detail);
@@ -306,6 +421,24 @@ std::string summary_markdown(const Stats& st, double seconds, uint64_t seed) {
   }
   s += "\n" + std::to_string(st.could_not_reject_zero) +
        " kernel-semantics checks could not have rejected an all-zero output.\n";
+  s += "\n## tpu-inference v3\n\n| dialect | rule | native | strict |\n|---|---|---|---|\n";
+  std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>> v3_rows;
+  for (const auto& [d, rules] : st.v3_verdicts[0]) {
+    for (const auto& [rule, n] : rules) v3_rows[{d, rule}].first = n;
+  }
+  for (const auto& [d, rules] : st.v3_verdicts[1]) {
+    for (const auto& [rule, n] : rules) v3_rows[{d, rule}].second = n;
+  }
+  for (const auto& [k, n] : v3_rows) {
+    s += "| " + k.first + " | " + k.second + " | " + std::to_string(n.first) + " | " +
+         std::to_string(n.second) + " |\n";
+  }
+  s += "\n| dialect q / kv | cases | most of the tolerance used (kernel semantics) | tolerance "
+       "there |\n|---|---|---|---|\n";
+  for (const auto& [key, w] : st.v3_worst_share) {
+    s += "| " + key + " | " + std::to_string(st.v3_pair_checks.at(key)) + " | " +
+         py_float_repr(w) + " | " + py_float_repr(st.v3_tolerance_at_worst.at(key)) + " |\n";
+  }
   s += "\n## Raw calls\n\n" + std::to_string(st.raw_calls) +
        " valid cases in fuzz_raw_inputs' raw form with one to four bytes changed: " +
        std::to_string(st.raw_strict_accepted) + " still strict-valid, " +
@@ -339,6 +472,12 @@ std::vector<JunitCase> junit_cases(const Stats& st, double seconds) {
        st.kernel_checks},
       {"kernel vs reference (bias)", "kernel vs reference (bias)", st.kernel_checks},
       {"raw calls", "raw call", st.raw_calls},
+      {"v3 validation (native) of generated valid cases", "v3 validation (native)",
+       v3_case_count(st)},
+      {"v3 validation (strict) of generated valid cases", "v3 validation (strict)",
+       v3_case_count(st)},
+      {"v3 kernel vs reference (kernel semantics)", "v3 kernel vs reference (kernel semantics)",
+       st.v3_kernel_checks},
       {"exceptions", "exception", st.cases},
       {"pallas kernel", "pallas", st.pallas.empty() ? 0 : 1},
   };
@@ -454,8 +593,13 @@ int campaign_command(const std::vector<std::string_view>& args) {
       const int64_t kernel_before = mine.kernel_checks, findings_before = mine.findings_total;
       std::optional<props::CaseSpec> spec;
       try {
-        spec = case_spec(seed, i, st.max_size);
-        run_case(*spec, i, passes, mine);
+        if (const std::optional<Dialect> d = v3_dialect_of(i)) {
+          run_v3_case(*d, seed, i, st.max_size, mine);
+        } else {
+          // The jax cases keep their own numbering (even valid, odd mutated).
+          spec = case_spec(seed, i - (i + 1) / 4, st.max_size);
+          run_case(*spec, i, passes, mine);
+        }
       } catch (const std::exception& e) {  // nothing may escape a worker thread
         record(mine, {i, "exception", e.what(), spec ? props::spec_hex(*spec) : "", ""});
       }

@@ -10,11 +10,15 @@
 #include "bench/workloads.h"
 #include "casefile/case_file.h"
 #include "cli/number_text.h"
+#include "cli/v3_commands.h"
 #include "cli/xml_escape.h"
 #include "kernel/python_repr.h"
 #include "kernel/rule.h"
+#include "kernel/v3_rule.h"
 #include "properties/case_codec.h"
 #include "properties/materialize.h"
+#include "properties/v3_build_case.h"
+#include "properties/v3_materialize.h"
 
 namespace rpa {
 namespace {
@@ -28,7 +32,7 @@ body { font-family: "DejaVu Sans", Arial, sans-serif; margin: 24px; color: #222;
 h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 28px; border-bottom: 1px solid #ccc; }
 table { border-collapse: collapse; margin: 8px 0; }
 td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: left; font-size: 13px; }
-th { background: #f0f0f0; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+th { background: #f0f0f0; } td.n, td.v { text-align: right; font-variant-numeric: tabular-nums; }
 td.unreached { background: #ffd6d6; color: #900; font-weight: bold; }
 td.na { color: #aaa; }
 .chart { display: inline-block; width: 500px; margin: 6px 18px 12px 0; vertical-align: top; }
@@ -97,7 +101,9 @@ std::string finding_replay(const Finding& f, const std::string& file) {
   }
   const std::string path = file.empty() ? "case.npz" : file;
   const std::string command =
-      "rpa " + (f.check.starts_with("validation (jax)") ? "validate --mode jax " + path
+      "rpa " + (f.check.starts_with("v3 validation (native)") ? "validate --mode native " + path
+                : f.check.starts_with("v3 validation")  ? "validate " + path
+                : f.check.starts_with("validation (jax)") ? "validate --mode jax " + path
                 : f.check.starts_with("validation")     ? "validate " + path
                 : f.check.ends_with("(reference semantics)")
                     ? "check " + path + " --semantics reference"
@@ -120,6 +126,18 @@ std::vector<ReportedFinding> write_finding_files(const Stats& st, const std::fil
         if (bytes && file.write(reinterpret_cast<const char*>(bytes->data()),
                                 static_cast<std::streamsize>(bytes->size()))) {
           r.case_file = stem + ".bin";
+        }
+      } else if (f.spec.starts_with("v3:")) {
+        if (const std::optional<props::V3CaseSpec> spec = props::v3_spec_from_hex(f.spec)) {
+          const props::V3Materialized m = props::materialize_v3(*spec);
+          std::string error;
+          Case c;
+          c.dialect = spec->dialect;
+          c.v3_inputs = m.inputs;
+          c.v3_params = m.params;
+          if (write_case_file((dir / (stem + ".npz")).string(), c, &error)) {
+            r.case_file = stem + ".npz";
+          }
         }
       } else if (const std::optional<props::CaseSpec> spec = props::spec_from_hex(f.spec)) {
         const props::Materialized m = props::materialize(*spec);
@@ -166,12 +184,20 @@ std::string campaign_report_html(const Stats& st, const CampaignRun& run,
                                  " workers")});
   h += row({td("cases"), td(count(st.cases) + " (" + count(st.cases - st.mutated) + " valid, " +
                                count(st.mutated) + " with named mutations)")});
+  {
+    std::string v3 = "-";
+    for (const auto& [d, n] : st.v3_cases) {
+      v3 = (v3 == "-" ? "" : v3 + ", ") + count(n) + " " + xml_escape(d);
+    }
+    h += row({td("tpu-inference v3 cases"), td(v3)});
+  }
   h += row({td("cases / s"), td(num(run.seconds > 0 ? static_cast<double>(st.cases) / run.seconds
                                                      : 0.0,
                                      "%.0f"))});
   h += row({td("checks"), td(count(st.validation_checks) + " validation vs spec model, " +
                                 count(st.kernel_checks) + " kernel vs reference, " +
-                                count(st.raw_calls) + " raw calls")});
+                                count(st.raw_calls) + " raw calls, " +
+                                count(st.v3_kernel_checks) + " v3 kernel vs v3 reference")});
   h += row({td("Pallas kernel"), td(xml_escape(st.pallas.empty() ? "not run" : st.pallas))});
   h += "</table>\n";
 
@@ -210,6 +236,54 @@ std::string campaign_report_html(const Stats& st, const CampaignRun& run,
   }
   h += "</table>\n<p id=\"unreached\">" + std::to_string(unreached) +
        " (rule, mode) pairs never reached.</p>\n";
+
+  // The v3 dialects: the same per dialect and mode (native: tpu-inference's own validators).
+  h += "<h2 id=\"rules-v3\">Rule coverage: tpu-inference v3</h2>\n";
+  h += "<p>How many v3 cases each rule rejected, per dialect and mode (native: tpu-inference's "
+       "own validators, strict: the definition). <span class=\"bad\">Highlighted</span>: a rule "
+       "of that dialect and mode no case reached.</p>\n<table id=\"rules-v3-table\">\n<tr><th>rule</th>";
+  const Dialect v3_dialects[] = {Dialect::kTpuInferenceV3, Dialect::kTpuInferenceV3Hd64};
+  for (const Dialect d : v3_dialects) {
+    for (const Mode m : kV3Modes) {
+      h += "<th>" + xml_escape(std::string(dialect_name(d))) + " " + std::string(v3_mode_name(m)) +
+           "</th>";
+    }
+  }
+  h += "</tr>\n";
+  int v3_unreached = 0;
+  const auto v3_cell = [&](const std::string& name, Dialect d, int k, bool in_mode) {
+    if (!in_mode) return td("&mdash;", "na");
+    const auto& per_dialect = st.v3_verdicts[k];
+    const auto it = per_dialect.find(std::string(dialect_name(d)));
+    int64_t n = 0;
+    if (it != per_dialect.end()) {
+      const auto r = it->second.find(name);
+      n = r == it->second.end() ? 0 : r->second;
+    }
+    if (n == 0) ++v3_unreached;
+    return td(count(n), n == 0 ? "n unreached" : "n");
+  };
+  const auto v3_row = [&](const std::string& name, auto in) {
+    std::string r = "<tr>" + td(name == "valid" ? name : "<code>" + xml_escape(name) + "</code>");
+    for (const Dialect d : v3_dialects) {
+      for (int k = 0; k < 2; ++k) r += v3_cell(name, d, k, in(d, kV3Modes[k]));
+    }
+    return r + "</tr>\n";
+  };
+  h += v3_row("valid", [](Dialect, Mode) { return true; });
+  for (const V3RuleInfo& r : v3_rule_table()) {
+    h += v3_row(std::string(r.name), [&r](Dialect d, Mode m) { return r.in(d, m); });
+  }
+  h += "</table>\n<p id=\"unreached-v3\">" + std::to_string(v3_unreached) +
+       " (rule, dialect, mode) triples never reached.</p>\n";
+  h += "<table id=\"v3-kernel\">\n<tr><th>dialect q/kv</th><th>cases</th><th>most of the "
+       "tolerance used (kernel semantics)</th><th>tolerance there</th></tr>\n";
+  for (const auto& [key, w] : st.v3_worst_share) {
+    // (class "v", not "n": a 0 here is a measurement, not an unreached rule)
+    h += row({td(xml_escape(key)), td(count(st.v3_pair_checks.at(key)), "v"), td(num(w), "v"),
+              td(num(st.v3_tolerance_at_worst.at(key)), "v")});
+  }
+  h += "</table>\n";
 
   h += "<h2 id=\"findings\">Findings</h2>\n";
   if (findings.empty()) {

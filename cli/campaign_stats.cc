@@ -67,6 +67,20 @@ void merge_into(Stats& to, const Stats& from) {
   }
   for (const auto& [pair, n] : from.biased) to.biased[pair] += n;
   to.could_not_reject_zero += from.could_not_reject_zero;
+  for (const auto& [d, n] : from.v3_cases) to.v3_cases[d] += n;
+  for (int k = 0; k < 2; ++k) {
+    for (const auto& [d, rules] : from.v3_verdicts[k]) {
+      for (const auto& [rule, n] : rules) to.v3_verdicts[k][d][rule] += n;
+    }
+  }
+  to.v3_kernel_checks += from.v3_kernel_checks;
+  for (const auto& [key, n] : from.v3_pair_checks) to.v3_pair_checks[key] += n;
+  for (const auto& [key, w] : from.v3_worst_share) {
+    if (!to.v3_worst_share.contains(key) || w > to.v3_worst_share[key]) {
+      to.v3_worst_share[key] = w;
+      to.v3_tolerance_at_worst[key] = from.v3_tolerance_at_worst.at(key);
+    }
+  }
   to.findings_total += from.findings_total;
   for (const auto& [check, n] : from.findings_by_check) to.findings_by_check[check] += n;
   to.findings.insert(to.findings.end(), from.findings.begin(), from.findings.end());

@@ -52,10 +52,23 @@ struct Stats {
   std::vector<Finding> findings;  // the first kMaxFindings
   // The Pallas kernel cross-check: "" when not asked for, else its summary line.
   std::string pallas;
+  // The tpu-inference v3 share of the cases (DESIGN.md section 16), per dialect name:
+  // generated cases, each mode's verdicts (native, strict: rule or "valid" -> count), and,
+  // per "dialect q/kv" key, the tiled kernel's checks against the v3 reference (kernel
+  // semantics, v3_compare: cache bit for bit, out within the tolerance): how many, the most
+  // of the tolerance used, and the largest tolerance at that worst element.
+  std::map<std::string, int64_t> v3_cases;
+  std::map<std::string, std::map<std::string, int64_t>> v3_verdicts[2];  // kV3Modes order
+  int64_t v3_kernel_checks = 0;
+  std::map<std::string, int64_t> v3_pair_checks;
+  std::map<std::string, double> v3_worst_share;
+  std::map<std::string, double> v3_tolerance_at_worst;
 };
 
 inline constexpr size_t kMaxFindings = 20;
 inline constexpr Mode kModes[] = {Mode::kStrict, Mode::kJax};
+// The v3 modes in the order of Stats::v3_verdicts: native (Mode::kJax), strict.
+inline constexpr Mode kV3Modes[] = {Mode::kJax, Mode::kStrict};
 
 void record(Stats& st, Finding f);
 

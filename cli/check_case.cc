@@ -8,7 +8,9 @@
 #include "cli/number_text.h"
 #include "kernel/python_repr.h"
 #include "kernel/tiled_kernel.h"
+#include "kernel/v3_kernel.h"
 #include "reference/dense_reference.h"
+#include "reference/v3_reference.h"
 
 namespace rpa {
 std::string_view verdict_name(CheckVerdict v) {
@@ -37,15 +39,66 @@ int verdict_exit(CheckVerdict v) {
 
 namespace {
 
-CheckOutcome check_untimed(const Case& c, const CliArgs& a) {
-  if (is_v3(c.dialect)) {
-    // Not read as a jax case (its empty arrays would fail q_rank): said as what it is.
-    CheckOutcome o;
+// A v3 case: its `out` and `kv_cache_out` (else the tiled kernel's) against the v3 reference.
+CheckOutcome check_v3(const Case& c, const CliArgs& a) {
+  CheckOutcome o;
+  o.dialect = c.dialect;
+  o.has_out = c.out.has_value();
+  o.has_kv_cache_out = c.kv_cache_out.has_value();
+  if (a.literal || a.oracle == "literal") {
     o.verdict = CheckVerdict::kNotApplicable;
-    o.detail = "rpa check does not compare the v3 dialects yet (" +
-               std::string(dialect_name(c.dialect)) + "): rpa run --impl reference computes them";
+    o.detail = std::string(kV3NoLiteral) + " (" + std::string(dialect_name(c.dialect)) + ")";
     return o;
   }
+  o.v3_rejection = v3_compute_rejection(c, a.validate.mode);
+  if (o.v3_rejection) {
+    o.verdict = CheckVerdict::kRejected;
+    o.detail = v3_rejection_line(a, c.dialect, *o.v3_rejection);
+    o.detail.erase(0, a.path.size() + 2);  // the line without "PATH: "
+    return o;
+  }
+  const V3Inputs& in = c.v3_inputs;
+  // Each member against the array it stands for: the reader checks names, not shapes.
+  const auto misfit = [&](const char* member, const Tensor& got, const Tensor& like,
+                          const char* what) -> std::optional<std::string> {
+    if (got.shape() == like.shape() && got.dtype() == like.dtype()) return std::nullopt;
+    return a.path + ": member '" + member + ".npy' is " + std::string(dtype_name(got.dtype())) +
+           " " + shape_repr(got.shape()) + ", expected " + what + " " +
+           std::string(dtype_name(like.dtype())) + " " + shape_repr(like.shape());
+  };
+  for (const auto& m : {c.out ? misfit("out", *c.out, in.queries, "the queries'") : std::nullopt,
+                        c.kv_cache_out ? misfit("kv_cache_out", *c.kv_cache_out, in.kv_cache,
+                                                "kv_cache's")
+                                       : std::nullopt}) {
+    if (m) {
+      o.verdict = CheckVerdict::kUnreadable;
+      o.detail = *m;
+      return o;
+    }
+  }
+  const Semantics semantics = a.reference_semantics();
+  V3ReferenceResult ref = v3_reference(c.dialect, in, c.v3_params, semantics);
+  std::optional<V3KernelResult> kernel;
+  if (!o.has_out && !o.has_kv_cache_out) {
+    kernel = v3_tiled_attention(c.dialect, in, c.v3_params, kernel_options(a));
+  }
+  // A member the case lacks is the reference's own: compared with itself, it adds nothing.
+  const Tensor& out = kernel ? kernel->out : c.out ? *c.out : ref.out;
+  const Tensor& cache = kernel ? kernel->kv_cache : c.kv_cache_out ? *c.kv_cache_out : ref.kv_cache;
+  o.checked = kernel ? "the tiled kernel's out and kv_cache"
+              : o.has_out && o.has_kv_cache_out ? "out and kv_cache_out"
+              : o.has_out                       ? "out"
+                                                : "kv_cache_out";
+  if (!kernel && !o.has_out) o.not_checked = "out";
+  if (!kernel && !o.has_kv_cache_out) o.not_checked = "kv_cache_out";
+  o.oracle = "the v3 reference (" + semantics_label(semantics) + ")";
+  o.v3_cmp = v3_compare(c.dialect, in, c.v3_params, ref, out, cache);
+  o.verdict = o.v3_cmp->agree() ? CheckVerdict::kAgree : CheckVerdict::kMismatch;
+  return o;
+}
+
+CheckOutcome check_untimed(const Case& c, const CliArgs& a) {
+  if (is_v3(c.dialect)) return check_v3(c, a);
   CheckOutcome o;
   o.has_out = c.out.has_value();
   const auto usage = [&o](std::string why) {
@@ -212,7 +265,85 @@ void write_comparison_json(JsonWriter& j, const Comparison& c) {
   write_bias_json(j, c.bias);
 }
 
+std::string v3_comparison_summary(const V3Comparison& c) {
+  std::string s = fixed(c.max_share, 2) + " of tolerance (max error " +
+                  py_float_repr(c.max_abs_err) + ", tolerance there " +
+                  py_float_repr(c.tolerance_at_max) + "); ";
+  s += c.cache_equal ? std::string("cache equal")
+                     : "cache: " + py_int_repr(c.cache_differences) + " elements differ";
+  return s;
+}
+
+void write_v3_comparison_json(JsonWriter& j, const V3Comparison& c) {
+  j.key("agree").value(c.agree());
+  j.key("max_abs_err").value(c.max_abs_err).key("tolerance_at_max").value(c.tolerance_at_max);
+  j.key("max_tolerance_used").value(c.max_share).key("max_allowed").value(c.max_allowed);
+  j.key("compared").value(c.compared).key("mismatches").value(c.mismatches);
+  if (c.first) {
+    const V3OutMismatch& m = *c.first;
+    j.key("first").begin_object();
+    j.key("row").value(m.row).key("head").value(m.head).key("col").value(m.col);
+    j.key("got").value(m.got).key("want").value(m.want).key("allowed").value(m.allowed);
+    j.end_object();
+  }
+  j.key("cache_equal").value(c.cache_equal).key("cache_differences").value(c.cache_differences);
+  if (c.cache_first) {
+    const V3CacheMismatch& m = *c.cache_first;
+    j.key("cache_first").begin_object();
+    j.key("element").value(m.element).key("page").value(m.page).key("slot").value(m.slot);
+    j.key("kv_head").value(m.kv_head).key("part").value(m.value ? "V" : "K");
+    j.key("lane").value(m.lane).key("got").value(m.got).key("want").value(m.want);
+    j.end_object();
+  }
+}
+
+namespace {
+
+std::string v3_check_json(const CheckOutcome& o, const CliArgs& a) {
+  JsonWriter j;
+  j.begin_object().key("valid").value(true);
+  j.key("mode").value(v3_mode_name(a.validate.mode));
+  j.key("dialect").value(dialect_name(o.dialect));
+  j.key("verdict").value(verdict_name(o.verdict));
+  j.key("checked").begin_array();
+  if (!o.has_out && !o.has_kv_cache_out) {
+    j.value("kernel");
+  } else {
+    if (o.has_out) j.value("out");
+    if (o.has_kv_cache_out) j.value("kv_cache_out");
+  }
+  j.end_array();
+  if (!o.not_checked.empty()) {
+    j.key("not_checked").begin_array().value(o.not_checked).end_array();
+  }
+  j.key("oracle").value("reference");
+  j.key("semantics").value(semantics_name(a.reference_semantics()));
+  write_v3_comparison_json(j, *o.v3_cmp);
+  j.key("seconds").value(o.seconds);
+  return j.end_object().str();
+}
+
+std::string v3_check_text(const CheckOutcome& o, const CliArgs& a) {
+  const V3Comparison& cmp = *o.v3_cmp;
+  std::string t = a.path + ": ";
+  if (o.verdict == CheckVerdict::kMismatch) {
+    t += "MISMATCH between " + o.checked + " and " + o.oracle + ": " +
+         describe_v3_comparison(cmp);
+  } else {
+    const bool both = o.checked.find(" and ") != std::string::npos;
+    t += o.checked + (both ? " agree with " : " agrees with ") + o.oracle + " (" +
+         describe_v3_comparison(cmp) + ")";
+  }
+  if (!o.not_checked.empty()) {
+    t += "; " + o.not_checked + " not checked: the case has none";
+  }
+  return t + "\n";
+}
+
+}  // namespace
+
 std::string check_json(const CheckOutcome& o, const CliArgs& a) {
+  if (o.v3_cmp) return v3_check_json(o, a);
   const Comparison& cmp = *o.cmp;
   JsonWriter j;
   j.begin_object().key("valid").value(true).key("mode").value(mode_name(a.validate.mode));
@@ -228,6 +359,7 @@ std::string check_json(const CheckOutcome& o, const CliArgs& a) {
 }
 
 std::string check_text(const CheckOutcome& o, const CliArgs& a) {
+  if (o.v3_cmp) return v3_check_text(o, a);
   const Comparison& cmp = *o.cmp;
   std::string t = a.path + ": ";
   if (o.verdict == CheckVerdict::kMismatch) {

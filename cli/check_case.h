@@ -10,7 +10,9 @@
 #include "casefile/case.h"
 #include "cli/cli_args.h"
 #include "cli/json_writer.h"
+#include "cli/v3_commands.h"
 #include "oracle/compare.h"
+#include "oracle/v3_compare.h"
 
 namespace rpa {
 
@@ -37,6 +39,17 @@ struct CheckOutcome {
   std::string checked;                 // "out", "the tiled kernel", ...
   std::string oracle;                  // "the reference (kernel semantics)", ...
   double seconds = 0.0;  // check_case's own time: validation, the computations, the comparison
+  // A v3 case (DESIGN.md section 16): its dialect, and in place of rejection / cmp the v3
+  // gate's rejection and v3_compare's comparison (cache bit for bit, out within tolerance).
+  // has_out: the case's `out` was checked; has_kv_cache_out: its `kv_cache_out` was. A case
+  // with one of them checks that one alone (the other is the reference's own, compared with
+  // itself) and not_checked names the other ("kv_cache_out" or "out"); a case with neither
+  // checks the tiled kernel's.
+  Dialect dialect = Dialect::kJax;
+  std::optional<V3Rejection> v3_rejection;
+  std::optional<V3Comparison> v3_cmp;
+  bool has_kv_cache_out = false;
+  std::string not_checked;
 };
 
 // The options rpa check takes (replay reads them from regressions/expectations.tsv too).
@@ -57,6 +70,12 @@ CheckOutcome check_case(const Case& c, const CliArgs& args);
 // Reads args.path, then check_case.
 CheckOutcome check_file(const CliArgs& args);
 
+// The one-line summary of a v3 comparison (rpa check on many cases, replay, campaign), e.g.
+// "0.43 of tolerance (max error 0.0012, tolerance there 0.0028); cache equal".
+std::string v3_comparison_summary(const V3Comparison& c);
+// A v3 comparison's fields in an open JSON object.
+void write_v3_comparison_json(JsonWriter& j, const V3Comparison& c);
+
 // One line on the comparison: worst error as a fraction of the tolerance and the bias, e.g.
 // "0.43 of tolerance; bias -0.01 ulp (SE 0.02), toward zero -0.00 ulp (SE 0.01); 87.5% exact".
 std::string comparison_summary(const Comparison& c);
@@ -68,7 +87,7 @@ std::string bias_line(const Comparison& c);
 // A comparison's fields in an open JSON object (rpa check --json, one case or many).
 void write_comparison_json(JsonWriter& j, const Comparison& c);
 
-// For a computed verdict (agree, mismatch, biased; o.cmp set): what `rpa check CASE` prints,
+// For a computed verdict (agree, mismatch, biased; o.cmp or o.v3_cmp set): what `rpa check CASE` prints,
 // the verdict line naming a.path and, where the check could not reject an all-zero output,
 // a warning line (each ending in a newline); and its --json object (one line, no newline).
 std::string check_text(const CheckOutcome& o, const CliArgs& a);

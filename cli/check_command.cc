@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/junit_report.h"
+#include "cli/v3_commands.h"
 #include "kernel/python_repr.h"
 #include "oracle/compare.h"
 
@@ -23,7 +24,12 @@ namespace {
 int check_one(const CliArgs& a) {
   const CheckOutcome o = check_file(a);
   switch (o.verdict) {
-    case CheckVerdict::kNotApplicable: return usage_error(o.detail);
+    case CheckVerdict::kNotApplicable:
+      if (o.dialect != Dialect::kJax) {  // one line: the options are right, the case not
+        std::fprintf(stderr, "rpa: %s\n", o.detail.c_str());
+        return kExitUsage;
+      }
+      return usage_error(o.detail);
     case CheckVerdict::kUnreadable:
       std::fprintf(stderr, "rpa: %s\n", o.detail.c_str());
       if (a.json) {
@@ -31,7 +37,13 @@ int check_one(const CliArgs& a) {
                     JsonWriter().begin_object().key("error").value(o.detail).end_object().str().c_str());
       }
       return kExitUnreadable;
-    case CheckVerdict::kRejected: report_rejection(a, *o.rejection); return kExitRejected;
+    case CheckVerdict::kRejected:
+      if (o.v3_rejection) {
+        report_v3_rejection(a, o.dialect, *o.v3_rejection);
+      } else {
+        report_rejection(a, *o.rejection);
+      }
+      return kExitRejected;
     default: break;
   }
   std::printf("%s", (a.json ? check_json(o, a) + "\n" : check_text(o, a)).c_str());
@@ -86,21 +98,36 @@ int check_many(const CliArgs& a) {
     std::string line;
     switch (o.verdict) {
       case CheckVerdict::kAgree:
-      case CheckVerdict::kBiased: line = comparison_summary(*o.cmp); break;
+      case CheckVerdict::kBiased:
+        line = o.v3_cmp ? v3_comparison_summary(*o.v3_cmp) : comparison_summary(*o.cmp);
+        break;
       case CheckVerdict::kMismatch:
-        line = py_float_repr(o.cmp->max_budget_used) + " of tolerance at " + describe_mismatch(*o.cmp);
+        line = o.v3_cmp ? describe_v3_comparison(*o.v3_cmp)
+                        : py_float_repr(o.cmp->max_budget_used) + " of tolerance at " +
+                              describe_mismatch(*o.cmp);
         break;
       default: line = o.detail;
     }
+    if (o.v3_cmp && !o.not_checked.empty()) line += "; " + o.not_checked + " not checked";
     if (a.json) {
       j.begin_object().key("path").value(f.path).key("verdict").value(verdict_name(o.verdict));
+      if (o.dialect != Dialect::kJax) j.key("dialect").value(dialect_name(o.dialect));
       if (o.cmp) {
         write_comparison_json(j, *o.cmp);
+      } else if (o.v3_cmp) {
+        write_v3_comparison_json(j, *o.v3_cmp);
+        if (!o.not_checked.empty()) {
+          j.key("not_checked").begin_array().value(o.not_checked).end_array();
+        }
       } else {
         j.key("error").value(o.detail);
         if (o.rejection && o.rejection->failure) {
           j.key("mode").value(mode_name(o.rejection->mode));
           write_failure_json(j, *o.rejection->failure, o.rejection->mode);
+        }
+        if (o.v3_rejection) {
+          j.key("mode").value(v3_mode_name(o.v3_rejection->mode));
+          write_v3_failure_json(j, o.v3_rejection->failure, o.v3_rejection->mode);
         }
       }
       j.end_object();

@@ -151,7 +151,7 @@ std::string parse_cli_args(const std::vector<std::string_view>& args,
       } else if (v == "strict") {
         out.validate.mode = Mode::kStrict;
       } else {
-        return "--mode takes native (jax), jax or strict";
+        return "--mode takes native, jax or strict";
       }
     } else if (a == "--target") {
       const auto profile = find_target_profile(v);

@@ -1,7 +1,8 @@
 // rpa replay DIR...: every case file of the corpus folders through what its folder expects
 // (DESIGN.md sections 8 and 10), one line each and a total.
 //   modes/, findings/   expectations.tsv: name, jax verdict, strict verdict, what it shows;
-//                       rpa validate's verdict in each mode must be the one listed
+//                       rpa validate's verdict in each mode must be the one listed (for a
+//                       case of a v3 dialect the `jax` column is that dialect's native mode)
 //   regressions/        expectations.tsv: name, rpa check options, check verdict, what it
 //                       shows; rpa check with those options must give that verdict
 //   fuzz/<target>/      every file through the target's body (fuzz/targets.h), each in a
@@ -33,6 +34,7 @@
 #include "cli/exit_codes.h"
 #include "cli/junit_report.h"
 #include "fuzz/targets.h"
+#include "kernel/v3_validate.h"
 #include "kernel/validate.h"
 
 namespace rpa {
@@ -127,7 +129,12 @@ void check_listing(Replay& r, const std::string& kind, const fs::path& dir,
   }
 }
 
+// The verdict of mode (kJax: the case's dialect's native mode) on the case, as a rule name.
 std::string validate_verdict(const Case& c, const CliArgs& a, Mode mode) {
+  if (is_v3(c.dialect)) {
+    const std::optional<V3Failure> f = v3_validate(c.dialect, c.v3_inputs, c.v3_params, mode);
+    return f ? std::string(v3_rule_info(f->rule).name) : "valid";
+  }
   ValidateOptions options = a.validate;
   options.mode = mode;
   const std::optional<Failure> f = validate(c.inputs, c.params, options);
@@ -160,8 +167,12 @@ void replay_modes(Replay& r, const std::string& kind, const fs::path& dir) {
       } else {
         const std::string jax = validate_verdict(*read.value, *r.args, Mode::kJax);
         const std::string strict = validate_verdict(*read.value, *r.args, Mode::kStrict);
-        got = "jax " + jax + ", strict " + strict;
-        if (jax != row[1]) problem = "jax: got " + jax + ", expected " + row[1];
+        // The `jax` column is the case's dialect's native mode (jax for jax cases).
+        const std::string native =
+            is_v3(read.value->dialect) ? std::string(dialect_name(read.value->dialect)) + " native"
+                                       : "jax";
+        got = native + " " + jax + ", strict " + strict;
+        if (jax != row[1]) problem = native + ": got " + jax + ", expected " + row[1];
         if (strict != row[2]) {
           problem += (problem.empty() ? "" : "; ") + std::string("strict: got ") + strict +
                      ", expected " + row[2];
@@ -204,6 +215,7 @@ void replay_regressions(Replay& r, const std::string& kind, const fs::path& dir)
     const std::string got(verdict_name(o.verdict));
     std::string note = got;
     if (o.cmp) note += ": " + comparison_summary(*o.cmp);
+    if (o.v3_cmp) note += ": " + v3_comparison_summary(*o.v3_cmp);
     if (!o.detail.empty()) note += ": " + o.detail;
     r.record(kind, label, since(start),
              got == row[2] ? "" : "got " + note + ", expected " + row[2], note);

@@ -1,6 +1,8 @@
 #include "cli/run_case.h"
 
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 #include <utility>
 
 #include "kernel/paged_kv_view.h"
@@ -29,6 +31,12 @@ std::optional<Rejection> run_rejection(const Case& c, const CliArgs& a) {
 }
 
 RunOutcome run_case(const Case& c, const CliArgs& a) {
+  // RunOutcome has no cache: a v3 case goes through v3_run_case (cli/v3_commands.h).
+  if (is_v3(c.dialect)) {
+    throw std::invalid_argument("run_case computes jax cases; a " +
+                                std::string(dialect_name(c.dialect)) +
+                                " case goes through v3_run_case (cli/v3_commands.h)");
+  }
   RunOutcome r;
   r.rejection = run_rejection(c, a);
   if (r.rejection) return r;

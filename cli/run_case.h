@@ -35,7 +35,8 @@ std::optional<Rejection> run_rejection(const Case& c, const CliArgs& a);
 
 // Validates the case as `rpa run` does (the literal schedule under --mode jax needs only an
 // input the Pallas kernel runs on; everything else a strict-valid one) and computes it with
-// a.impl. Precondition: run_options_error(a) is "".
+// a.impl. Precondition: run_options_error(a) is "" and c is a jax case (a v3 case throws
+// std::invalid_argument: v3_run_case in cli/v3_commands.h computes it, cache included).
 RunOutcome run_case(const Case& c, const CliArgs& a);
 
 // What rpa run --json reports of a computation besides the output: the rows the sequences

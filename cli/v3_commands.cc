@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cli/exit_codes.h"
+#include "kernel/v3_kernel.h"
 #include "kernel/v3_validate.h"
 #include "reference/v3_reference.h"
 
@@ -74,51 +75,84 @@ int validate_v3(const Case& c, const CliArgs& a) {
   return valid ? kExitOk : kExitRejected;
 }
 
+std::string v3_rejection_line(const CliArgs& a, Dialect d, const V3Rejection& r) {
+  return a.path + ": rejected in " + std::string(v3_mode_name(r.mode)) + " mode (" +
+         std::string(dialect_name(d)) + ") by " + v3_failure_line(r.failure, r.mode);
+}
+
+void report_v3_rejection(const CliArgs& a, Dialect d, const V3Rejection& r) {
+  if (a.json) {
+    JsonWriter j;
+    j.begin_object().key("valid").value(false).key("mode").value(v3_mode_name(r.mode));
+    j.key("dialect").value(dialect_name(d));
+    write_v3_failure_json(j, r.failure, r.mode);
+    std::printf("%s\n", j.end_object().str().c_str());
+  }
+  std::fprintf(stderr, "%s\n", v3_rejection_line(a, d, r).c_str());
+}
+
+int64_t v3_rows(const Case& c) {
+  // Strict validity makes distribution[2] a sequence count and cu_q_lens[k] a row count.
+  return c.v3_inputs.cu_q_lens.int_at(c.v3_inputs.distribution.int_at(2));
+}
+
+V3RunOutcome v3_run_case(const Case& c, const CliArgs& a) {
+  V3RunOutcome r;
+  r.rejection = v3_compute_rejection(c, a.validate.mode);
+  if (r.rejection) return r;
+  if (a.impl == "kernel") {
+    V3KernelResult k = v3_tiled_attention(c.dialect, c.v3_inputs, c.v3_params, kernel_options(a));
+    r.out = std::move(k.out);
+    r.kv_cache = std::move(k.kv_cache);
+  } else {
+    V3ReferenceResult ref =
+        v3_reference(c.dialect, c.v3_inputs, c.v3_params, a.reference_semantics());
+    r.out = std::move(ref.out);
+    r.kv_cache = std::move(ref.kv_cache);
+  }
+  return r;
+}
+
 int run_v3(Case c, const CliArgs& a) {
   const std::string dialect(dialect_name(c.dialect));
-  if (a.impl != "reference") {
-    std::fprintf(stderr,
-                 "rpa: the tiled kernel does not compute the v3 dialects yet (%s): use --impl "
-                 "reference\n",
-                 dialect.c_str());
+  if (a.literal) {
+    std::fprintf(stderr, "rpa: %s\n", kV3NoLiteral);
     return kExitUsage;
   }
-  if (const std::optional<V3Rejection> r = v3_compute_rejection(c, a.validate.mode)) {
-    const std::string mode_text(v3_mode_name(r->mode));
-    if (a.json) {
-      JsonWriter j;
-      j.begin_object().key("valid").value(false).key("mode").value(mode_text);
-      j.key("dialect").value(dialect);
-      write_v3_failure_json(j, r->failure, r->mode);
-      std::printf("%s\n", j.end_object().str().c_str());
-    }
-    std::fprintf(stderr, "%s: rejected in %s mode (%s) by %s\n", a.path.c_str(), mode_text.c_str(),
-                 dialect.c_str(), v3_failure_line(r->failure, r->mode).c_str());
+  V3RunOutcome run = v3_run_case(c, a);
+  if (run.rejection) {
+    report_v3_rejection(a, c.dialect, *run.rejection);
     return kExitRejected;
   }
-  const Semantics semantics = a.reference_semantics();
-  V3ReferenceResult result = v3_reference(c.dialect, c.v3_inputs, c.v3_params, semantics);
-  // Strict validity makes distribution[2] a sequence count and cu_q_lens[k] a row count.
-  const int64_t rows = c.v3_inputs.cu_q_lens.int_at(c.v3_inputs.distribution.int_at(2));
+  const int64_t rows = v3_rows(c);
+  const bool kernel = a.impl == "kernel";
   if (!a.output.empty()) {
-    c.out = std::move(result.out);
-    c.kv_cache_out = std::move(result.kv_cache);
+    c.out = std::move(run.out);
+    c.kv_cache_out = std::move(run.kv_cache);
     if (std::string err; !write_case_file(a.output, c, &err)) {
       std::fprintf(stderr, "rpa: %s\n", err.c_str());
       return kExitUnreadable;
     }
   }
+  const Semantics semantics = a.reference_semantics();
   if (a.json) {
     JsonWriter j;
     j.begin_object().key("valid").value(true).key("impl").value(a.impl);
     j.key("dialect").value(dialect);
     j.key("rows").value(rows);
-    j.key("semantics").value(semantics_name(semantics));
+    if (kernel) {
+      j.key("schedule").value("default");
+      j.key("kv_pages_per_block").value(v3_kv_pages_per_block(c.dialect, c.v3_inputs, c.v3_params));
+    } else {
+      j.key("semantics").value(semantics_name(semantics));
+    }
     if (!a.output.empty()) j.key("output").value(a.output);
     std::printf("%s\n", j.end_object().str().c_str());
   } else {
-    std::printf("%s: computed %lld rows of %s with the reference (%s)%s%s\n", a.path.c_str(),
-                static_cast<long long>(rows), dialect.c_str(), semantics_label(semantics).c_str(),
+    const std::string what =
+        kernel ? "the tiled kernel" : "the reference (" + semantics_label(semantics) + ")";
+    std::printf("%s: computed %lld rows of %s with %s%s%s\n", a.path.c_str(),
+                static_cast<long long>(rows), dialect.c_str(), what.c_str(),
                 a.output.empty() ? "" : ", wrote ", a.output.c_str());
   }
   return kExitOk;

@@ -4,6 +4,7 @@
 // reference (reference/v3_reference.h) and writes `out` and `kv_cache_out`.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -11,6 +12,7 @@
 #include "casefile/case.h"
 #include "cli/cli_args.h"
 #include "cli/json_writer.h"
+#include "kernel/tensor.h"
 #include "kernel/v3_rule.h"
 
 namespace rpa {
@@ -31,6 +33,29 @@ struct V3Rejection {
   Mode mode = Mode::kStrict;
 };
 std::optional<V3Rejection> v3_compute_rejection(const Case& c, Mode mode);
+
+// Says a rejection as the commands do: "PATH: rejected in MODE mode (DIALECT) by RULE: ..." on
+// stderr and, with --json, {"valid": false, "mode", "dialect", "rule", "message"} on stdout.
+std::string v3_rejection_line(const CliArgs& a, Dialect d, const V3Rejection& r);
+void report_v3_rejection(const CliArgs& a, Dialect d, const V3Rejection& r);
+
+// The one line rpa run --schedule literal and rpa check --schedule/--oracle literal give on a
+// v3 case (exit 64): kernel/v3_kernel.h builds only the default schedule.
+inline constexpr const char* kV3NoLiteral = "the literal v3 schedule does not exist yet";
+
+// rpa run's computation of a v3 case, as the command and the Python binding do it: the
+// strict gate (v3_compute_rejection in a.validate.mode, then strict), then a.impl: the v3
+// reference in a.reference_semantics(), or v3_tiled_attention with a.threads.
+// Precondition: run_options_error(a) is "" and a.literal is false (kV3NoLiteral).
+struct V3RunOutcome {
+  std::optional<V3Rejection> rejection;  // set when validation rejected the case
+  std::optional<Tensor> out;             // otherwise [T, Hq, D] in the queries' dtype
+  std::optional<Tensor> kv_cache;        // and the cache after the fused update
+};
+V3RunOutcome v3_run_case(const Case& c, const CliArgs& a);
+
+// The rows a strict-valid v3 case defines: cu_q_lens[distribution[2]].
+int64_t v3_rows(const Case& c);
 
 // rpa validate on a v3 case (args parsed, case read); returns the exit code.
 int validate_v3(const Case& c, const CliArgs& a);

@@ -43,8 +43,33 @@ with tempfile.TemporaryDirectory() as tmp:
     check("least dropped key weight caught, per pair with checks",
           set(keys) == set(used) and all(0 < k["median"] <= k["largest"] < 1 for k in keys.values()),
           str(keys))
+    # Every fourth case is of a v3 dialect (kernel.py's and hd64's in turn): generated valid,
+    # so accepted in both modes, and the tiled kernel agrees with the v3 reference.
+    v3 = s.get("v3", {})
+    v3_cases = v3.get("cases", {})
+    check("v3 cases from both dialects", set(v3_cases) == {"tpu_inference_v3",
+                                                            "tpu_inference_v3_hd64"}
+          and sum(v3_cases.values()) >= 10, str(v3_cases))
+    for mode in ("native", "strict"):
+        check(f"v3 {mode} verdicts per dialect add up (all valid)",
+              {d: r for d, r in v3.get(f"{mode}_verdicts", {}).items()} ==
+              {d: {"valid": n} for d, n in v3_cases.items()}, str(v3.get(f"{mode}_verdicts")))
+    check("every v3 case went to the kernel", v3.get("kernel_checks") == sum(v3_cases.values())
+          and sum(v3.get("kernel_checks_per_pair", {}).values()) == v3.get("kernel_checks"),
+          str(v3)[:300])
+    v3_used = v3.get("max_tolerance_used", {})
+    check("v3 tolerance use per dialect and dtype pair within 1", v3_used
+          and set(v3_used) == set(v3.get("tolerance_at_max", {}))
+          and all(k.split(" ")[0] in v3_cases and 0 <= u <= 1 for k, u in v3_used.items()),
+          str(v3_used))
+    check("summary names the v3 cases", f" and {sum(v3_cases.values())} tpu-inference v3 cases"
+          in p.stdout.splitlines()[0] and "  tpu_inference_v3_hd64: " in p.stdout
+          and "v3 kernel vs v3 reference (kernel semantics; cache bit for bit)" in p.stdout,
+          p.stdout[:300])
     with open(os.path.join(report, "summary.md")) as f:
         md = f.read()
+    check("markdown v3 tables", "| dialect | rule | native | strict |" in md
+          and "| tpu_inference_v3 | valid | " in md, md[-800:])
     check("markdown report", md.startswith("# rpa campaign") and "| rule | strict | jax |" in md)
     check("markdown key weight column", "least dropped key weight caught (median / largest)" in md)
     check("summary line names the key weight", "dropped key caught (median / largest)" in p.stdout,

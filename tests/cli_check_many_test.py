@@ -110,6 +110,68 @@ def check_many(work):
     check("an unwritable junit file: exit 3", p.returncode == 3 and "JUnit" in p.stderr, p.stderr)
 
 
+def check_many_mixed(work):
+    """jax and v3 cases in one folder: each checked in its dialect, one line each, --json
+    naming the v3 ones' dialect and their cache comparison, JUnit for all."""
+    d = os.path.join(work, "mixed")
+    os.makedirs(d)
+    p = rpa("gen", "--seed", "1", "--profile", "decode", "-o", os.path.join(d, "jax.npz"))
+    check("mixed: gen jax", p.returncode == 0, p.stderr)
+    for dialect, name in (("tpu_inference_v3", "v3.npz"), ("tpu_inference_v3_hd64", "hd64.npz")):
+        p = rpa("gen", "--dialect", dialect, "--seed", "2", "-o", os.path.join(d, name))
+        check(f"mixed: gen {dialect}", p.returncode == 0, p.stderr)
+    # The v3 kernel's own result written into the case, then its cache corrupted in one
+    # element: a cache mismatch.
+    ran = os.path.join(d, "v3_ran.npz")
+    p = rpa("run", os.path.join(d, "v3.npz"), "--impl", "kernel", "-o", ran)
+    check("mixed: run v3 kernel", p.returncode == 0, p.stderr)
+    with np.load(ran) as f:
+        arrays = dict(f)
+    arrays["kv_cache_out"] = arrays["kv_cache_out"].copy()
+    flat = arrays["kv_cache_out"].reshape(-1)
+    flat[0] = flat[0] ^ 1 if flat.dtype.kind in "ui" else np.nextafter(flat[0], np.inf)
+    np.savez(os.path.join(d, "v3_cache_bad.npz"), **arrays)
+    # A v3 case kernel.py accepts and strict rejects (decode q_len 2): rejected.
+    shutil.copy(os.path.join(ROOT, "corpus", "modes", "v3_decode_q_len_two.npz"),
+                os.path.join(d, "v3_rejected.npz"))
+    xml = os.path.join(work, "mixed.xml")
+    p = rpa("check", d, "--junit", xml)
+    lines = p.stdout.strip().splitlines()
+    verdicts = {os.path.basename(l.split(":")[0]): l.split(": ", 1)[1].split(" ")[0]
+                for l in lines[:-1]}
+    check("mixed: verdicts", verdicts == {
+        "jax.npz": "agree", "v3.npz": "agree", "hd64.npz": "agree", "v3_ran.npz": "agree",
+        "v3_cache_bad.npz": "mismatch", "v3_rejected.npz": "rejected"}, p.stdout)
+    check("mixed: v3 agree lines give the tolerance used and the cache",
+          all(" of tolerance (max error " in l and l.endswith("; cache equal)")
+              for l in lines if l.split(":")[0].endswith(("/v3.npz", "/hd64.npz", "/v3_ran.npz"))),
+          p.stdout)
+    check("mixed: the cache mismatch line names the element",
+          any("v3_cache_bad.npz: mismatch (cache: page " in l and "(1 elements differ)" in l
+              for l in lines), p.stdout)
+    check("mixed: the v3 rejection names its rule and mode",
+          "strict mode (tpu_inference_v3) by decode_q_len_not_one" in p.stdout, p.stdout)
+    check("mixed: total and exit 1", p.returncode == 1 and lines[-1] ==
+          "rpa check: 6 cases: 4 agree, 1 mismatch, 0 biased, 1 rejected, 0 unreadable or not "
+          "applicable", lines[-1])
+    suite, cases = junit(xml)
+    outcome = {os.path.basename(c.get("name")): [x.tag for x in c] for c in cases}
+    check("mixed: junit", len(cases) == 6 and outcome["v3_cache_bad.npz"] == ["failure"]
+          and outcome["v3_rejected.npz"] == ["error"] and outcome["v3.npz"] == [], str(outcome))
+    p = rpa("check", d, "--json")
+    j = {os.path.basename(c["path"]): c for c in json.loads(p.stdout)["cases"]}
+    check("mixed: --json", j["v3.npz"].get("dialect") == "tpu_inference_v3"
+          and j["hd64.npz"].get("dialect") == "tpu_inference_v3_hd64" and "dialect" not in j["jax.npz"]
+          and j["v3_cache_bad.npz"].get("cache_differences") == 1
+          and j["v3_cache_bad.npz"].get("cache_equal") is False
+          and j["v3_rejected.npz"].get("rule") == "decode_q_len_not_one"
+          and j["v3_rejected.npz"].get("mode") == "strict", p.stdout[:600])
+    p = rpa("check", os.path.join(d, "v3.npz"), os.path.join(d, "jax.npz"), "--oracle", "literal")
+    check("mixed: --oracle literal is not applicable to the v3 case only",
+          "v3.npz: not_applicable (the literal v3 schedule does not exist yet" in p.stdout
+          and p.returncode == 64, p.stdout)
+
+
 def replay(work):
     corpus = os.path.join(work, "corpus")
     shutil.copytree(os.path.join(ROOT, "corpus"), corpus)
@@ -151,6 +213,15 @@ def replay(work):
           "\n".join(fails))
     check("the bad options", any("unknown option --no-such-flag" in l for l in fails),
           "\n".join(fails))
+    # v3 cases: the `jax` column is the dialect's native mode.
+    check("v3 mode cases replay", "modes/v3_decode_q_len_two.npz: ok (tpu_inference_v3 native "
+          "valid, strict decode_q_len_not_one)" in p.stdout, p.stdout[-2000:])
+    with open(tsv, "w") as f:
+        f.write(text.replace("v3_sm_scale_nan\tvalid\t", "v3_sm_scale_nan\tsm_scale_nonfinite\t"))
+    p = rpa("replay", modes)
+    check("a wrong v3 native expectation names the dialect",
+          "modes/v3_sm_scale_nan.npz: FAIL (tpu_inference_v3 native: got valid, expected "
+          "sm_scale_nonfinite)" in p.stdout and p.returncode == 1, p.stdout[-600:])
     p = rpa("replay", os.path.join(corpus, "fuzz", "fuzz_validate"))
     check("one fuzz target folder", p.returncode == 0 and "fuzz/fuzz_validate/" in p.stdout,
           p.stdout[-200:])
@@ -202,6 +273,7 @@ def bias(work):
 def main():
     with tempfile.TemporaryDirectory() as work:
         check_many(work)
+        check_many_mixed(work)
         replay(work)
         bias(work)
     return finish("cli_check_many")

@@ -185,8 +185,34 @@ def campaign_page(work):
     check("zero counts are highlighted",
           all(("unreached" in cls) == (text == "0") for cls, text in numeric), str(numeric))
     unreached = sum(1 for cls, _ in numeric if "unreached" in cls)
+    # The jax table's rows have 3 cells (rule, strict, jax), the v3 table's 5 (rule, then
+    # native and strict of each v3 dialect).
+    jax_unreached = sum(1 for r in d.rows if len(r) == 3 for c in r[1:] if c == "0")
+    v3_unreached = sum(1 for r in d.rows if len(r) == 5 for c in r[1:] if c == "0")
     with open(page) as f:
-        check("the page says how many", f"{unreached} (rule, mode) pairs never reached" in f.read())
+        text = f.read()
+    check("the page says how many", f"{jax_unreached} (rule, mode) pairs never reached" in text
+          and f"{v3_unreached} (rule, dialect, mode) triples never reached" in text
+          and jax_unreached + v3_unreached == unreached, f"{jax_unreached} + {v3_unreached}")
+    # The v3 coverage: per dialect and mode as summary.json's v3 verdicts have it.
+    v3 = summary["v3"]
+    v3_rows = {r[0]: r[1:] for r in d.rows if len(r) == 5}
+    check("v3 coverage: valid and the v3 rules", "valid" in v3_rows and len(v3_rows) > 40
+          and "decode_q_len_not_one" in v3_rows, str(sorted(v3_rows))[:300])
+    columns = [(dialect, mode) for dialect in ("tpu_inference_v3", "tpu_inference_v3_hd64")
+               for mode in ("native", "strict")]
+    for rule, cells in v3_rows.items():
+        for (dialect, mode), cell in zip(columns, cells):
+            want = str(v3[f"{mode}_verdicts"].get(dialect, {}).get(rule, 0))
+            check(f"v3 coverage {rule} {dialect} {mode}",
+                  cell == want or (cell == "\u2014" and want == "0"), f"{cell!r} vs {want}")
+    check("v3 coverage: the dialects' own rules only", v3_rows["sink_rank"][0] == "\u2014"
+          and v3_rows["kv_cache_shape"][2] == "\u2014" and v3_rows["dtype_pair"][0] == "\u2014"
+          and v3_rows["dtype_pair"][1] != "\u2014", str(v3_rows.get("sink_rank")))
+    v3_kernel = {r[0]: r[1:] for r in d.rows if len(r) == 4}
+    check("v3 kernel table: one row per dialect and dtype pair with its cases",
+          {k: int(v[0]) for k, v in v3_kernel.items()} == v3["kernel_checks_per_pair"],
+          str(v3_kernel)[:300])
     # Each coverage row: the rule's count in each mode as summary.json has it (0 if absent),
     # or a dash where the rule is not one of that mode's.
     coverage = {r[0]: r[1:] for r in d.rows if len(r) == 3}
@@ -217,16 +243,22 @@ def findings_page(work):
     page = os.path.join(out, "report.html")
     self_contained(page)
     d = dom_of(page)
-    check("findings link their case files", d.links == ["finding-1.npz", "finding-2.bin"],
-          str(d.links))
+    check("findings link their case files",
+          d.links == ["finding-1.npz", "finding-2.bin", "finding-3.npz"], str(d.links))
     for link in d.links:
         check(f"{link} written next to the page", os.path.getsize(os.path.join(out, link)) > 0)
     replays = [c for c in d.codes if c.startswith(("rpa ", "build/"))]
-    check("each finding has its replay command", len(replays) == 3, str(d.codes))
+    check("each finding has its replay command", len(replays) == 4, str(d.codes))
     check("the case finding replays the written file",
           any(c == f"rpa check {out}/finding-1.npz" for c in replays), str(replays))
     q = rpa("check", os.path.join(out, "finding-1.npz"))
     check("the written case is a valid case rpa check reads", q.returncode == 0,
+          q.stdout + q.stderr)
+    check("the v3 finding replays the written file",
+          any(c == f"rpa check {out}/finding-3.npz" for c in replays), str(replays))
+    q = rpa("check", os.path.join(out, "finding-3.npz"), "--json")
+    check("the written v3 case is a tpu_inference_v3 case rpa check reads",
+          q.returncode == 0 and json.loads(q.stdout).get("dialect") == "tpu_inference_v3",
           q.stdout + q.stderr)
     check("the raw finding replays through fuzz_raw_inputs",
           any(c.endswith(f"fuzz_raw_inputs {out}/finding-2.bin") for c in replays), str(replays))

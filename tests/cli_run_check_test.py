@@ -458,10 +458,32 @@ def test_v3_run(tmp):
     p = rpa("run", path, "--impl", "reference")
     check("v3 run text", p.returncode == 0 and p.stdout.startswith(f"{path}: computed 4 rows"),
           p.stdout)
+    # The tiled kernel: the same hand-derived output and cache update, any thread count.
+    kernel_out = os.path.join(tmp, "v3_kernel_out.npz")
+    for threads in ("1", "3"):
+        p = rpa("run", path, "--impl", "kernel", "--threads", threads, "-o", kernel_out, "--json")
+        j = as_json(p)
+        # m_block_sizes' bkv_csz 16 over page_size 16: one page per online-softmax step.
+        check(f"v3 run kernel --threads {threads}", p.returncode == 0 and j == {
+            "valid": True, "impl": "kernel", "dialect": "tpu_inference_v3", "rows": 4,
+            "schedule": "default", "kv_pages_per_block": 1, "output": kernel_out},
+            p.stdout + p.stderr)
+        with np.load(kernel_out) as f:
+            out, cache = f["out"], f["kv_cache_out"]
+        want = np.array([3.0, 1.0, 1.5, 2.0], np.float32)
+        check(f"v3 kernel output --threads {threads}", np.array_equal(
+            out, np.broadcast_to(want[:, None, None], (4, 2, 128))), out[:, 0, 0])
+        check(f"v3 kernel cache update --threads {threads}",
+              np.all(cache[1, 4, 1, 0] == 7.0) and np.array_equal(cache[0, 0:3, 1, 0, 0],
+                                                                  [1.0, 2.0, 3.0])
+              and np.isnan(cache[0, 3:]).all(), cache[0, 0:4, 1, 0, 0])
     p = rpa("run", path, "--impl", "kernel")
-    check("v3 run --impl kernel is a usage error", p.returncode == 64 and p.stderr == (
-        "rpa: the tiled kernel does not compute the v3 dialects yet (tpu_inference_v3): use "
-        "--impl reference\n"), p.stderr)
+    check("v3 run kernel text", p.returncode == 0 and p.stdout ==
+          f"{path}: computed 4 rows of tpu_inference_v3 with the tiled kernel\n", p.stdout)
+    p = rpa("run", path, "--impl", "kernel", "--schedule", "literal")
+    check("v3 run --schedule literal is one usage line", p.returncode == 64 and p.stderr ==
+          "rpa: the literal v3 schedule does not exist yet\n", p.stderr)
+    test_v3_check(tmp, path, kernel_out)
     bad = os.path.join(tmp, "v3_bad.npz")
     with np.load(path) as f:
         arrays = dict(f)
@@ -471,6 +493,102 @@ def test_v3_run(tmp):
     check("v3 run rejects in strict mode", p.returncode == 2
           and as_json(p).get("rule") == "q_len_range" and as_json(p).get("mode") == "strict",
           p.stdout)
+
+
+def test_v3_check(tmp, path, kernel_out):
+    """rpa check on v3 cases: the kernel's own output, a file's out and kv_cache_out, one of
+    them alone, a corrupted one of each, options that do not apply, a rejected case."""
+    p = rpa("check", path, "--json")
+    j = as_json(p)
+    check("v3 check kernel", p.returncode == 0 and j.get("verdict") == "agree"
+          and j.get("checked") == ["kernel"] and j.get("dialect") == "tpu_inference_v3"
+          and j.get("mode") == "strict" and j.get("cache_equal") is True
+          and j.get("cache_differences") == 0 and j.get("compared") == 4 * 2 * 128
+          and "not_checked" not in j, p.stdout + p.stderr)
+    for semantics in ("kernel", "reference"):
+        p = rpa("check", kernel_out, "--semantics", semantics, "--json")
+        j = as_json(p)
+        check(f"v3 check out and kv_cache_out ({semantics})", p.returncode == 0
+              and j.get("checked") == ["out", "kv_cache_out"] and j.get("semantics") == semantics
+              and j.get("max_abs_err") == 0.0, p.stdout + p.stderr)
+    p = rpa("check", kernel_out)
+    check("v3 check text", p.returncode == 0 and p.stdout.startswith(
+        f"{kernel_out}: out and kv_cache_out agree with the v3 reference (kernel semantics) "
+        "(cache equal; out: all 1024 elements agree"), p.stdout)
+    with np.load(kernel_out) as f:
+        arrays = dict(f)
+    # out wrong by 0.5 at row 2 (want 1.5), head 1, column 7: far past any tolerance of an
+    # exact float32 mean of three values.
+    bad_out = dict(arrays)
+    bad_out["out"] = arrays["out"].copy()
+    bad_out["out"][2, 1, 7] = 2.0
+    bad_out_path = os.path.join(tmp, "v3_bad_out.npz")
+    np.savez(bad_out_path, **bad_out)
+    p = rpa("check", bad_out_path, "--json")
+    j = as_json(p)
+    first = j.get("first", {})
+    check("v3 check out mismatch", p.returncode == 1 and j.get("verdict") == "mismatch"
+          and j.get("mismatches") == 1 and j.get("cache_equal") is True
+          and (first.get("row"), first.get("head"), first.get("col"), first.get("got"),
+               first.get("want")) == (2, 1, 7, 2.0, 1.5), p.stdout)
+    p = rpa("check", bad_out_path)
+    check("v3 check out mismatch text", p.returncode == 1 and p.stdout.startswith(
+        f"{bad_out_path}: MISMATCH between out and kv_cache_out and the v3 reference (kernel "
+        "semantics): cache equal; out: row 2, head 1, column 7: got 2.0, want 1.5, allowed "
+        "difference"), p.stdout)
+    # The cache: sequence 1's token 1 (page 0, slot 1) V lane 3 should be 2.0.
+    bad_cache = dict(arrays)
+    bad_cache["kv_cache_out"] = arrays["kv_cache_out"].copy()
+    bad_cache["kv_cache_out"][0, 1, 1, 0, 3] = 5.0
+    bad_cache_path = os.path.join(tmp, "v3_bad_cache.npz")
+    np.savez(bad_cache_path, **bad_cache)
+    p = rpa("check", bad_cache_path, "--json")
+    j = as_json(p)
+    check("v3 check cache mismatch", p.returncode == 1 and j.get("cache_equal") is False
+          and j.get("cache_differences") == 1 and j.get("mismatches") == 0
+          and j.get("cache_first") == {"element": 1 * 2 * 128 + 128 + 3, "page": 0, "slot": 1,
+                                       "kv_head": 0, "part": "V", "lane": 3, "got": 5.0,
+                                       "want": 2.0}, p.stdout)
+    # One member alone: that one is checked, the other is said not to be.
+    only_out = {k: v for k, v in bad_out.items() if k != "kv_cache_out"}
+    only_out_path = os.path.join(tmp, "v3_only_out.npz")
+    np.savez(only_out_path, **only_out)
+    p = rpa("check", only_out_path, "--json")
+    j = as_json(p)
+    check("v3 check out alone", p.returncode == 1 and j.get("checked") == ["out"]
+          and j.get("not_checked") == ["kv_cache_out"] and j.get("mismatches") == 1, p.stdout)
+    p = rpa("check", only_out_path)
+    check("v3 check out alone says so", p.stdout.rstrip().endswith(
+        "; kv_cache_out not checked: the case has none"), p.stdout)
+    only_cache = {k: v for k, v in bad_cache.items() if k != "out"}
+    only_cache_path = os.path.join(tmp, "v3_only_cache.npz")
+    np.savez(only_cache_path, **only_cache)
+    p = rpa("check", only_cache_path, "--json")
+    j = as_json(p)
+    check("v3 check kv_cache_out alone", p.returncode == 1 and j.get("checked") == ["kv_cache_out"]
+          and j.get("not_checked") == ["out"] and j.get("cache_differences") == 1, p.stdout)
+    # A member of the wrong shape is unreadable (3), not a mismatch.
+    wrong = dict(arrays)
+    wrong["kv_cache_out"] = arrays["kv_cache_out"][:1]
+    wrong_path = os.path.join(tmp, "v3_wrong_shape.npz")
+    np.savez(wrong_path, **wrong)
+    p = rpa("check", wrong_path)
+    check("v3 check wrong kv_cache_out shape", p.returncode == 3 and
+          "member 'kv_cache_out.npy' is float32 (1, 16, 2, 1, 128), expected kv_cache's float32 "
+          "(2, 16, 2, 1, 128)" in p.stderr, p.stderr)
+    for options in (["--oracle", "literal"], ["--schedule", "literal"]):
+        p = rpa("check", path, *options)
+        check(f"v3 check {' '.join(options)} is one usage line", p.returncode == 64 and
+              p.stderr == "rpa: the literal v3 schedule does not exist yet (tpu_inference_v3)\n",
+              p.stderr)
+    rejected = dict(arrays)
+    rejected["kv_lens"] = np.array([5, 2], np.int32)
+    rejected_path = os.path.join(tmp, "v3_check_rejected.npz")
+    np.savez(rejected_path, **rejected)
+    p = rpa("check", rejected_path, "--json")
+    check("v3 check rejected", p.returncode == 2 and as_json(p).get("rule") == "q_len_range"
+          and p.stderr.startswith(f"{rejected_path}: rejected in strict mode (tpu_inference_v3) "
+                                  "by q_len_range: "), p.stdout + p.stderr)
 
 
 def main():

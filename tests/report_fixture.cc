@@ -1,7 +1,8 @@
 // Writes a campaign report (cli/campaign_report.h) whose run found something, which a run on
 // a correct kernel cannot: tests/cli_report_test.py renders it in Chromium and checks the
 // findings table, the replay commands and the case files next to the page. The findings are
-// real cases (a generated strict-valid case, its raw-call bytes) under made-up verdicts.
+// real cases (a generated strict-valid case, its raw-call bytes, a generated v3 case) under
+// made-up verdicts.
 // Usage: report_fixture DIR
 #include <cstdio>
 #include <filesystem>
@@ -15,7 +16,9 @@
 #include "properties/build_case.h"
 #include "properties/case_codec.h"
 #include "properties/materialize.h"
+#include "properties/generate.h"
 #include "properties/random_source.h"
+#include "properties/v3_build_case.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -57,6 +60,20 @@ int main(int argc, char** argv) {
   record(st, {0, "kernel vs reference (kernel semantics)", "made up: sequence 0, row 0 differs",
               props::spec_hex(*spec), ""});
   record(st, {1, "raw call", "made up: a raw call problem", "", props::to_hex(*raw)});
+  // A tpu-inference v3 case (a generated valid kernel.py one) under a made-up kernel verdict.
+  props::V3BuildOptions v3;
+  v3.dialect = Dialect::kTpuInferenceV3;
+  const props::V3CaseSpec v3_spec = props::seeded_v3_spec(1, 10, v3);
+  st.v3_cases["tpu_inference_v3"] = 1;
+  st.v3_verdicts[0]["tpu_inference_v3"]["valid"] = 1;
+  st.v3_verdicts[1]["tpu_inference_v3"]["valid"] = 1;
+  st.v3_kernel_checks = 1;
+  st.v3_pair_checks["tpu_inference_v3 float32/float32"] = 1;
+  st.v3_worst_share["tpu_inference_v3 float32/float32"] = 2.0;
+  st.v3_tolerance_at_worst["tpu_inference_v3 float32/float32"] = 1e-6;
+  record(st, {2, "v3 kernel vs reference (kernel semantics)",
+              "made up: tpu_inference_v3: cache equal; out: row 0 differs",
+              props::v3_spec_hex(v3_spec), ""});
   record(st, {INT64_MAX, "pallas", "made up: 2 cases differ", "", ""});
   st.pallas = "made up: 3 passed, 2 failed";
 

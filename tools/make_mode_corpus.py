@@ -17,6 +17,8 @@ import numpy as np
 
 import rpa
 
+import make_v3_mode_cases  # tools/, beside this script
+
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "corpus", "modes")
 
 # (q_len, kv_len) per sequence; 4 sequence slots of 4 pages of 4 tokens.
@@ -189,7 +191,8 @@ def cases():
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    rows = ["# name\tjax\tstrict\twhat it shows"]
+    rows = ["# name\tjax\tstrict\twhat it shows (a v3 case, v3_*: the jax column is its "
+            "dialect's native mode)"]
     for name, case, params, jax_verdict, strict_verdict, note in cases():
         if name == "q_bf16_kv_f32":
             case = with_(case, q=bf16_bits(case["q"]).view(ml_dtypes.bfloat16))
@@ -198,6 +201,8 @@ def main():
         # kv_raw_uint8: uint8 KV with no kv_dtype, written as it is (JAX takes it so).
         save_case(os.path.join(OUT, name + ".npz"), case, params)
         rows.append("\t".join([name, jax_verdict, strict_verdict, note]))
+    # The tpu-inference v3 cases (DESIGN.md section 16), same folder, same file.
+    rows += make_v3_mode_cases.write(OUT)
     write_expectations(OUT, rows)
 
 
