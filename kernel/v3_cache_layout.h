@@ -23,8 +23,6 @@ class V3CacheLayout {
   V3CacheLayout(Dialect dialect, DType kv, int64_t num_kv_heads, int64_t head_dim)
       : hd64_(dialect == Dialect::kTpuInferenceV3Hd64),
         packing_(v3_kv_packing(kv)),
-        num_kv_heads_(num_kv_heads),
-        head_dim_(head_dim),
         padded_dim_(hd64_ ? 128 : v3_align(head_dim, 128)),
         packed_rows_(hd64_ ? v3_align(num_kv_heads, packing_) / packing_
                            : v3_align(2 * num_kv_heads, packing_) / packing_) {}
@@ -48,8 +46,6 @@ class V3CacheLayout {
  private:
   bool hd64_;
   int64_t packing_;
-  int64_t num_kv_heads_;
-  int64_t head_dim_;
   int64_t padded_dim_;
   int64_t packed_rows_;
 };
