@@ -205,7 +205,7 @@ std::string V3Workload::label() const {
 V3Workload build_v3_workload(const Workload& w) {
   const Inputs& in = w.inputs;
   const PagedKvView view(in);
-  const int64_t N = in.kv_lens.dim(0), T = in.q.dim(0), S = view.page_size(),
+  const int64_t T = in.q.dim(0), S = view.page_size(),
                 Hkv = view.num_kv_heads(), D = view.head_dim(), P = in.kv_pages.dim(0);
   const Dialect dialect = Dialect::kTpuInferenceV3;
   const DType kv = in.kv_pages.dtype();
@@ -244,7 +244,8 @@ V3Workload build_v3_workload(const Workload& w) {
   o.page_indices = Tensor(DType::kInt32, {in.page_indices.numel()}, std::vector<std::byte>(
       in.page_indices.bytes().begin(), in.page_indices.bytes().end()));
   o.cu_q_lens = in.cu_q_lens;
-  o.distribution = Tensor::from_int32({3}, std::vector<int32_t>{0, 0, static_cast<int32_t>(N)});
+  const auto k = static_cast<int32_t>(view.num_seqs());
+  o.distribution = Tensor::from_int32({3}, std::vector<int32_t>{0, 0, k});
   v.params.sm_scale = w.params.sm_scale;
   if (const std::optional<V3Failure> f = v3_validate(dialect, o, v.params, Mode::kStrict)) {
     throw std::logic_error("bench workload " + v.label() + " rejected by v3 strict validation: " +

@@ -25,8 +25,9 @@ struct AttentionMath {
   std::optional<double> k_scale;    // jax: K_eff = round_to(q dtype, K * k_scale) before q.K
   std::optional<double> v_scale;    // jax: V_eff likewise before p.V
   std::optional<double> out_scale;  // v3 v_scale: multiplies p.V
-  // v3 q_scale: q becomes round_to(KV dtype, clip(round_to(q dtype, q / q_scale), finfo(KV)))
-  // before q.K (as the kernel quantizes it); logit_scale then includes q_scale.
+  // v3 q_scale: q becomes round_to(KV dtype, clip(round_to(q dtype, q / round_to(q dtype,
+  // q_scale)), finfo(KV))) before q.K (as the kernel quantizes it: JAX divides by the scale
+  // as a scalar of q's dtype); logit_scale then includes q_scale unrounded.
   std::optional<double> q_quant_scale;
   // hd64 attention_sink [Hq] (float32), or null: one more logit per q head, with no value,
   // in every row's softmax denominator (-inf: no sink). Points into the call's arrays.

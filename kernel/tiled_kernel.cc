@@ -507,9 +507,11 @@ class BlockMath {
     }
   }
 
-  // q (one row of D floats) quantized as v3's q_scale does (AttentionMath::q_quant_scale).
+  // q (one row of D floats) quantized as v3's q_scale does (AttentionMath::q_quant_scale):
+  // q / q_scale in q's dtype, where JAX takes the Python float as a weakly typed scalar of q's
+  // dtype first (bfloat16(0.3) for bfloat16 queries).
   void quantize_q(float* row) const {
-    const double scale = *math_.q_quant_scale;
+    const double scale = round_double_to(q_dtype_, *math_.q_quant_scale);
     const double top = kv_finite_max_;
     for (int64_t c = 0; c < d_; ++c) {
       const double x = round_double_to(q_dtype_, static_cast<double>(row[c]) / scale);

@@ -19,10 +19,13 @@ int64_t v3_kv_pages_per_block(Dialect d, const V3Inputs& in, const V3Params& p) 
   // prefill's GEMMs then run over long blocks (the jax dialect's default plan takes whole
   // sequences of its mixed workload too), and a decode is cut into parallel chunks anyway.
   const int64_t pps = in.kv_lens.dim(0) > 0 ? in.page_indices.dim(0) / in.kv_lens.dim(0) : 1;
-  int64_t pages = std::clamp<int64_t>(2048 / page_size, 1, std::max<int64_t>(pps, 1));
+  int64_t pages = 2048 / page_size;
   if (d == Dialect::kTpuInferenceV3 && p.m_block_sizes) pages = (*p.m_block_sizes)[3] / page_size;
   if (d == Dialect::kTpuInferenceV3Hd64 && p.num_kv_pages_per_block) pages = *p.num_kv_pages_per_block;
-  return std::max<int64_t>(pages, 1);
+  // A block past a sequence's page table computes what one covering the table does: the
+  // kernel's scratch is sized by the block, so a valid 2^40 must not reach it (found by
+  // fuzz_raw_inputs: hd64's num_kv_pages_per_block is bounded only by int32 positions).
+  return std::clamp<int64_t>(pages, 1, std::max<int64_t>(pps, 1));
 }
 
 void v3_fused_update(Dialect d, const V3Inputs& in, Tensor& cache) {
@@ -60,12 +63,12 @@ Tensor v3_tiled_attention_in_place(Dialect d, const V3Inputs& in, Tensor& cache,
     throw std::invalid_argument("v3_tiled_attention: no literal v3 schedule yet");
   }
   const bool hd64 = d == Dialect::kTpuInferenceV3Hd64;
-  Tensor out(in.queries.dtype(), in.queries.shape());
-  if (hd64 || p.update_kv_cache) v3_fused_update(d, in, cache);
   AttentionMath math = attention_math(d, p, in.queries.dtype());
   if (!std::isfinite(math.mask_value) || math.mask_value > kMaxExactMaskValue) {
     throw std::invalid_argument("v3_tiled_attention: mask_value above -1e30 (validate first)");
   }
+  Tensor out(in.queries.dtype(), in.queries.shape());
+  if (hd64 || p.update_kv_cache) v3_fused_update(d, in, cache);
   if (hd64 && in.attention_sink) math.sink = reinterpret_cast<const float*>(in.attention_sink->data());
   KernelPlan plan{};
   plan.blocks.kv_pages_per_block = v3_kv_pages_per_block(d, in, p);

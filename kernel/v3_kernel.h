@@ -20,8 +20,8 @@ struct V3KernelResult {
 
 // KV pages per online-softmax step: kernel.py's mixed-pass KV compute block (m_block_sizes'
 // bkv_csz / page_size) when given, hd64's num_kv_pages_per_block when given, else 2048 tokens'
-// worth or pages_per_seq, whichever is less; at least 1. The block size changes only float32
-// rounding, never what is computed.
+// worth; clamped to [1, pages_per_seq]. The block size changes only float32 rounding, never
+// what is computed.
 int64_t v3_kv_pages_per_block(Dialect d, const V3Inputs& in, const V3Params& p);
 
 // Writes each computed sequence's new keys and values (token rows cu_q_lens[i] ..

@@ -63,10 +63,21 @@ struct V3Builder {
   }
 };
 
-// Element offset in the cache of (page, slot, kv head h, K or V, lane c).
+// Element offset in the cache of (page, slot, kv head h, K or V, lane c), written out from
+// v3-contract.md section 3e rather than taken from kernel/v3_cache_layout.h: kernel.py keeps
+// align(2 Hkv, P) combined heads of align(D, 128) lanes per token, K of head h at combined
+// head 2h and V at 2h + 1; hd64 keeps align(Hkv, P) heads of 128 lanes, [K_h | V_h].
+int64_t record_elements(const V3Builder& b) {
+  const int64_t p = 32 / dtype_bits(b.kv);
+  const auto align = [](int64_t x, int64_t a) { return (x + a - 1) / a * a; };
+  return b.dialect == Dialect::kTpuInferenceV3Hd64 ? align(b.hkv, p) * 128
+                                                   : align(2 * b.hkv, p) * align(b.d, 128);
+}
 int64_t at(const V3Builder& b, int64_t page, int64_t slot, int64_t h, bool value, int64_t c) {
-  const V3CacheLayout layout(b.dialect, b.kv, b.hkv, b.d);
-  return layout.token_offset(page, slot, b.page_size) + (value ? layout.v_offset(h) : layout.k_offset(h)) + c;
+  const int64_t token = (page * b.page_size + slot) * record_elements(b);
+  if (b.dialect == Dialect::kTpuInferenceV3Hd64) return token + h * 128 + (value ? 64 : 0) + c;
+  const int64_t lanes = (b.d + 127) / 128 * 128;
+  return token + (2 * h + (value ? 1 : 0)) * lanes + c;
 }
 
 // The one-sequence case most tests share: q_len 2, kv_len 3 in one page (page 1). Token 0 is
@@ -276,21 +287,22 @@ TEST(V3Kernel, FusedUpdateWritesWholeRecordsOfTheNewTokensOnly) {
       in.values.set_float(i, static_cast<double>(i % 5) + 0.5);
     }
     const V3KernelResult r = v3_tiled_attention(b.dialect, in, V3Params{});
-    const V3CacheLayout layout(b.dialect, b.kv, b.hkv, b.d);
+    const int64_t record = record_elements(b);
     std::vector<char> written(static_cast<size_t>(in.kv_cache.numel()), 0);
     int64_t token = 0;
     for (size_t s = 0; s < b.seqs.size(); ++s) {
       for (int32_t j = 0; j < b.seqs[s].q_len; ++j, ++token) {
         const int64_t pos = b.seqs[s].kv_len - b.seqs[s].q_len + j;
         const int64_t page = in.page_indices.int_at(static_cast<int64_t>(s) * b.pps + pos / b.page_size);
-        const int64_t base = layout.token_offset(page, pos % b.page_size, b.page_size);
-        for (int64_t e = 0; e < layout.token_stride(); ++e) written[static_cast<size_t>(base + e)] = 1;
-        for (int64_t e = 0; e < layout.token_stride(); ++e) {
+        const int64_t base = at(b, page, pos % b.page_size, 0, false, 0);
+        for (int64_t e = 0; e < record; ++e) written[static_cast<size_t>(base + e)] = 1;
+        for (int64_t e = 0; e < record; ++e) {
           double want = 0.0;  // padding
           for (int64_t h = 0; h < b.hkv; ++h) {
             const int64_t src = (token * b.hkv + h) * b.d;
-            if (e >= layout.k_offset(h) && e < layout.k_offset(h) + b.d) want = in.keys.float_at(src + e - layout.k_offset(h));
-            if (e >= layout.v_offset(h) && e < layout.v_offset(h) + b.d) want = in.values.float_at(src + e - layout.v_offset(h));
+            const int64_t k0 = at(b, 0, 0, h, false, 0), v0 = at(b, 0, 0, h, true, 0);
+            if (e >= k0 && e < k0 + b.d) want = in.keys.float_at(src + e - k0);
+            if (e >= v0 && e < v0 + b.d) want = in.values.float_at(src + e - v0);
           }
           ASSERT_EQ(r.kv_cache.float_at(base + e), want) << "token " << token << " lane " << e;
         }
@@ -352,6 +364,42 @@ TEST(V3Kernel, ThreadsAndBlockSizesDoNotChangeTheBits) {
   double worst = 0.0;
   for (int64_t i = 0; i < a.out.numel(); ++i) worst = std::max(worst, std::abs(small.out.float_at(i) - a.out.float_at(i)));
   EXPECT_LE(worst, 0x1p-7);  // one bfloat16 rounding of outputs below 1 apart, at most
+}
+
+}  // namespace
+}  // namespace rpa
+
+namespace rpa {
+namespace {
+
+// corpus/fuzz/fuzz_raw_inputs/v3-hd64-huge-kv-pages-per-block: a KV block far past the page
+// table is strict-valid (only int32 positions bound it) and must compute what a block of the
+// whole page table does, without sizing the kernel's scratch by it.
+TEST(V3Kernel, HugeKvBlocksAreClampedToThePageTable) {
+  V3Builder b = hd64_builder();
+  b.seqs = {{1, 9}};
+  V3Inputs in = b.build();
+  for (Tensor* t : {&in.queries, &in.keys, &in.values}) {
+    for (int64_t i = 0; i < t->numel(); ++i) t->set_float(i, std::sin(0.3 * static_cast<double>(i)));
+  }
+  for (int64_t i = 0; i < in.kv_cache.numel(); ++i) in.kv_cache.set_float(i, std::cos(0.7 * static_cast<double>(i)));
+  V3Params whole;
+  whole.num_kv_pages_per_block = b.pps;
+  V3Params huge;
+  huge.num_kv_pages_per_block = int64_t{1} << 40;
+  EXPECT_EQ(v3_kv_pages_per_block(b.dialect, in, huge), b.pps);
+  EXPECT_TRUE(v3_tiled_attention(b.dialect, in, huge).out == v3_tiled_attention(b.dialect, in, whole).out);
+
+  V3Builder k;
+  k.seqs = {{2, 9}};
+  V3Inputs kin = k.build();
+  for (int64_t i = 0; i < kin.kv_cache.numel(); ++i) kin.kv_cache.set_float(i, std::cos(0.7 * static_cast<double>(i)));
+  V3Params big;
+  big.m_block_sizes = V3BlockSizes{16, int64_t{1} << 30, 16, int64_t{1} << 30};
+  EXPECT_EQ(v3_kv_pages_per_block(k.dialect, kin, big), k.pps);
+  V3Params table;
+  table.m_block_sizes = V3BlockSizes{16, k.pps * k.page_size, 16, k.pps * k.page_size};
+  EXPECT_TRUE(v3_tiled_attention(k.dialect, kin, big).out == v3_tiled_attention(k.dialect, kin, table).out);
 }
 
 }  // namespace
