@@ -120,6 +120,9 @@ namespace rpa {
     "skip_kv_mask needs every kv_len a multiple of bkv_csz, unknown without block sizes")          \
   X(skip_kv_mask_kv_len, false, false, true, false,                                                \
     "without the kv_len mask a partial kv compute block reads slots past kv_len")                  \
+  X(update_page_shared, false, false, true, false,                                                 \
+    "tpu-inference updates and attends sequence by sequence: a page one sequence's update "        \
+    "writes and another reads makes the answer depend on the order")                               \
   X(q_dtype_unsupported, true, true, true, true,                                                   \
     "the kernels compute q in float32 or bfloat16 (fp8 q: TypeError at trace)")                    \
   X(out_dtype_not_default, true, false, true, true,                                                \

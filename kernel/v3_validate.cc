@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "kernel/params.h"
@@ -553,7 +554,52 @@ class Walk {
     for (int64_t i = 0; i < k; ++i) {
       if (!sequence(i, at(cu, i + 1), at(cu, i), at(kl, i), pi) || done()) return;
     }
+    if (strict() && !update_pages_private(k, cu, kl, pi)) return;
     kernel_rules();
+  }
+
+  // Strict: a page that a sequence's fused update writes is mapped by no other page slot, of
+  // another sequence or of the same one. tpu-inference updates and attends one sequence at a
+  // time (its reference, and its kernel's loop over sequences), and its reference attends
+  // over its own gathered copy of the sequence's pages: through a page mapped twice, what a
+  // row reads depends on whether (and in which order) the other slot's new tokens are written,
+  // while the definition (DESIGN.md section 16) writes every update first. Pages that are
+  // only read may be shared (a common prefix). Precondition: the per-sequence rules passed
+  // (0 <= i < k <= N, pages in range).
+  bool update_pages_private(int64_t k, const Tensor& cu, const Tensor& kl, const Tensor& pi) {
+    if (!hd64_ && !p_.update_kv_cache) return true;
+    struct Slot {
+      int64_t seq = -1, slot = -1;
+    };
+    struct Mappings {
+      Slot first, second;  // the first two (sequence, page slot) pairs that map the page
+    };
+    std::unordered_map<int64_t, Mappings> maps;
+    for (int64_t i = 0; i < k; ++i) {
+      for (int64_t p = 0; p * ps_ < at(kl, i); ++p) {
+        Mappings& m = maps[at(pi, i * pps_ + p)];
+        if (m.first.seq < 0) {
+          m.first = {i, p};
+        } else if (m.second.seq < 0) {
+          m.second = {i, p};
+        }
+      }
+    }
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t kv_len = at(kl, i), first_new = kv_len - (at(cu, i + 1) - at(cu, i));
+      for (int64_t p = first_new / ps_; p * ps_ < kv_len; ++p) {
+        const int64_t page = at(pi, i * pps_ + p);
+        const Mappings& m = maps[page];
+        if (m.second.seq < 0) continue;
+        const Slot other = m.first.seq == i && m.first.slot == p ? m.second : m.first;
+        fail(V3RuleId::update_page_shared,
+             "page " + I(page) + " receives new tokens of sequence " + I(i) + " (page slot " +
+                 I(p) + ") and is also page slot " + I(other.slot) + " of sequence " +
+                 I(other.seq) + ".");
+        return false;
+      }
+    }
+    return true;
   }
 
   // The per-sequence rules of sequence i; false when the walk must stop.

@@ -864,7 +864,16 @@ void Mutator::run(V3MutationKind kind) {
       const int64_t used = (kv(s) + ps() - 1) / ps();
       const int64_t page = rest(4) / k() % used;
       const int64_t pages = in_.kv_cache.dim(0);
-      const int64_t values[] = {pages, -1, kInt32Max, pages - 1};
+      // Just inside: the last page, unless another used page slot maps it (strict's
+      // update_page_shared would then judge the sharing); else the slot keeps its page.
+      bool last_mapped = false;
+      for (int64_t i = 0; i < k(); ++i) {
+        for (int64_t j = 0; j * ps() < kv(i); ++j) {
+          last_mapped |= (i != s || j != page) && in_.page_indices.int_at(i * pps() + j) == pages - 1;
+        }
+      }
+      const int64_t inside = last_mapped ? in_.page_indices.int_at(s * pps() + page) : pages - 1;
+      const int64_t values[] = {pages, -1, kInt32Max, inside};
       in_.page_indices.set_int(s * pps() + page, values[v]);
       if (v < 3) {
         both(R::page_index_out_of_range, "Require 0 <= page_idx=" + jax_scalar(values[v]) +

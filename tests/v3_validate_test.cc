@@ -157,6 +157,7 @@ TEST(V3RuleTable, OrderFollowsTheSources) {
                                               "kv_len_overflows_int32",
                                               "skip_kv_mask_block_unknown",
                                               "skip_kv_mask_kv_len",
+                                              "update_page_shared",
                                               "q_dtype_unsupported",
                                               "out_dtype_not_default"};
   const auto t = v3_rule_table();
@@ -801,6 +802,37 @@ TEST(V3Validate, PerSequence) {
   }
 }
 
+// Strict: a page that one sequence's fused update writes must not be read by another
+// (tpu-inference updates and attends sequence by sequence); pages only read may be shared.
+TEST(V3Validate, UpdatePageShared) {
+  for (Dialect d : kBoth) {
+    // Sequence 0 (q 1, kv 5) reads pages 0 and 1 and writes position 4 (page 1); sequence 1
+    // (q 3, kv 7) reads page 0 as its prefix (positions 0..3, none new) and page 4.
+    Case c = make(Spec{.d = d, .kv_lens = {5, 7}});
+    c.in.page_indices.set_int(3, 0);
+    c.in.page_indices.set_int(4, 4);
+    EXPECT_EQ(rule_of(c, kStrict), "OK");  // a shared read-only prefix
+    EXPECT_EQ(rule_of(c, kNative), "OK");
+    c.in.page_indices.set_int(4, 1);  // sequence 1's new tokens 4..6 go to page 1 too
+    EXPECT_EQ(verdict(c, kStrict),
+              "update_page_shared: page 1 receives new tokens of sequence 0 (page slot 1) and is "
+              "also page slot 1 of sequence 1.");
+    EXPECT_EQ(rule_of(c, kNative), "OK");  // observed: tpu-inference's validators accept it
+    if (d == kV3) {
+      Case off = c;
+      off.p.update_kv_cache = false;  // nothing is written: reading a page together is fine
+      EXPECT_EQ(rule_of(off, kStrict), "OK");
+    }
+    // One sequence mapping the page it writes at two slots: sequence 1's prefix slot 0 and
+    // its written slot 1 both page 4.
+    c.in.page_indices.set_int(3, 4);
+    c.in.page_indices.set_int(4, 4);
+    EXPECT_EQ(verdict(c, kStrict),
+              "update_page_shared: page 4 receives new tokens of sequence 1 (page slot 1) and is "
+              "also page slot 0 of sequence 1.");
+  }
+}
+
 TEST(V3Validate, KvLenNearInt32Max) {
   // kv_len 2^31 - 1, page_size 4: cdiv wraps to a negative page count (observed OK natively).
   for (Dialect d : kBoth) {
@@ -823,6 +855,9 @@ TEST(V3Validate, KvLenNearInt32Max) {
   s.kv_lens = {int64_t{1} << 30};
   Case c = make(s);
   c.p.m_block_sizes = V3BlockSizes{1, int64_t{1} << 30, 1, 16384};
+  // Every page slot maps the one page: with the fused update the sequence would overwrite
+  // tokens it reads (update_page_shared), so the cache is read as given.
+  c.p.update_kv_cache = false;
   EXPECT_EQ(rule_of(c, kStrict), "OK");
   c.in.kv_lens.set_int(0, (int64_t{1} << 30) + 1);
   EXPECT_EQ(rule_of(c, kNative), "OK");
