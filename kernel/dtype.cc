@@ -314,6 +314,41 @@ float kv_eff(DType q_dtype, DType kv_dtype, const std::optional<double>& scale, 
   return x;
 }
 
+int dtype_precision_bits(DType t) {
+  switch (t) {
+    case DType::kFloat32: return 24;
+    case DType::kBFloat16: return 8;
+    case DType::kFloat8E4M3FN: return 4;
+    case DType::kFloat8E5M2: return 3;
+    case DType::kFloat16: return 11;
+    case DType::kFloat64: return 53;
+    default: return 0;
+  }
+}
+
+double dtype_min_normal(DType t) {
+  switch (t) {
+    case DType::kFloat32:
+    case DType::kBFloat16: return 0x1p-126;
+    case DType::kFloat8E4M3FN: return 0x1p-6;
+    case DType::kFloat8E5M2:
+    case DType::kFloat16: return 0x1p-14;
+    case DType::kFloat64: return 0x1p-1022;
+    default: return 0.0;
+  }
+}
+
+double dtype_min_subnormal(DType t) {
+  const int bits = dtype_precision_bits(t);
+  return bits == 0 ? 0.0 : std::ldexp(dtype_min_normal(t), 1 - bits);
+}
+
+double dtype_ulp(DType t, double x) {
+  const double ax = std::fabs(x);
+  if (!(ax >= dtype_min_normal(t))) return dtype_min_subnormal(t);
+  return std::ldexp(1.0, std::ilogb(ax) + 1 - dtype_precision_bits(t));
+}
+
 double dtype_finite_max(DType t) {
   switch (t) {
     case DType::kFloat32: return 3.4028234663852886e38;

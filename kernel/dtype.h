@@ -72,6 +72,15 @@ float e5m2_to_float(uint8_t bits);
 // may hold.
 float f16_to_float(uint16_t bits);
 
+// Significand bits, the implicit one included, of a float type: float32 24, bfloat16 8,
+// float8_e4m3fn 4, float8_e5m2 3, float16 11, float64 53; 0 for the others.
+int dtype_precision_bits(DType t);
+// The smallest positive normal and subnormal of a float type (0 for the others).
+double dtype_min_normal(DType t);
+double dtype_min_subnormal(DType t);
+// The spacing of float type t at x: one ulp, or the smallest subnormal below the normal range.
+double dtype_ulp(DType t, double x);
+
 // finfo(t).max of a float type: float32 3.4028235e38, bfloat16 3.3895314e38, float8_e4m3fn 448,
 // float8_e5m2 57344, float16 65504, float64 DBL_MAX; 0 for the others.
 double dtype_finite_max(DType t);

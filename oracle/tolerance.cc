@@ -13,26 +13,16 @@
 namespace rpa {
 
 int precision_bits(DType t) {
-  switch (t) {
-    case DType::kFloat32: return 24;
-    case DType::kBFloat16: return 8;
-    case DType::kFloat8E4M3FN: return 4;
-    case DType::kFloat8E5M2: return 3;
-    default: throw std::logic_error("precision_bits: not a kernel float dtype");
-  }
+  if (!is_kernel_kv_dtype(t)) throw std::logic_error("precision_bits: not a kernel float dtype");
+  return dtype_precision_bits(t);
 }
 
 namespace {
 
 // Smallest positive subnormal: below it, values round to 0 regardless of precision.
 double min_subnormal(DType t) {
-  switch (t) {
-    case DType::kFloat32: return std::ldexp(1.0, -149);
-    case DType::kBFloat16: return std::ldexp(1.0, -133);
-    case DType::kFloat8E4M3FN: return std::ldexp(1.0, -9);
-    case DType::kFloat8E5M2: return std::ldexp(1.0, -16);
-    default: throw std::logic_error("min_subnormal: not a kernel float dtype");
-  }
+  if (!is_kernel_kv_dtype(t)) throw std::logic_error("min_subnormal: not a kernel float dtype");
+  return dtype_min_subnormal(t);
 }
 
 }  // namespace

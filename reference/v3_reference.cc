@@ -13,45 +13,10 @@
 namespace rpa {
 namespace {
 
-// Significand bits (implicit one included) and smallest normal / subnormal of the dtypes the
-// v3 dialects compute in. (oracle/tolerance.h has precision_bits one layer up.)
-int bits_of(DType t) {
-  switch (t) {
-    case DType::kBFloat16:
-      return 8;
-    case DType::kFloat8E4M3FN:
-      return 4;
-    case DType::kFloat8E5M2:
-      return 3;
-    default:
-      return 24;
-  }
-}
-double min_normal(DType t) {
-  switch (t) {
-    case DType::kBFloat16:
-      return std::ldexp(1.0, -126);
-    case DType::kFloat8E4M3FN:
-      return std::ldexp(1.0, -6);
-    case DType::kFloat8E5M2:
-      return std::ldexp(1.0, -14);
-    default:
-      return std::ldexp(1.0, -126);
-  }
-}
-double min_subnormal(DType t) { return std::ldexp(min_normal(t), 1 - bits_of(t)); }
-
 constexpr double kU32 = 0x1p-24;
 // exp and tanh in float32 (XLA's, the kernel's): within 8 float32 ulps, kExpError of
 // oracle/tolerance.h (tests/exp_accuracy_test.cc measures those this project uses).
 constexpr double kExpRelError = 0x1p-21;
-
-// The spacing of dtype t at x: one ulp, or the smallest subnormal below the normal range.
-double ulp_at(DType t, double x) {
-  const double ax = std::fabs(x);
-  if (!(ax >= min_normal(t))) return min_subnormal(t);
-  return std::ldexp(1.0, std::ilogb(ax) + 1 - bits_of(t));
-}
 
 // Round to nearest even in IEEE half: XLA's CPU dot on float8 operands returns its float32
 // sum through float16 (measured: fp8(f16(sum)) matched all of 6000 random einsums, fp8(sum)
@@ -144,7 +109,7 @@ double v3_logit_error(Dialect d, const V3Params& p, DType out_dtype, Semantics s
   if (s == Semantics::kKernel) return e;
   // kernel.py rounds the scores to out_dtype; hd64 keeps them in float32.
   const DType score_dtype = d == Dialect::kTpuInferenceV3Hd64 ? DType::kFloat32 : out_dtype;
-  const double ulp = std::ldexp(1.0, 1 - bits_of(score_dtype));
+  const double ulp = std::ldexp(1.0, 1 - dtype_precision_bits(score_dtype));
   int roundings = d == Dialect::kTpuInferenceV3Hd64 ? 0 : 1;  // the cast of the dot
   roundings += 1 + (p.k_scale ? 1 : 0) + (p.q_scale ? 1 : 0) + (p.soft_cap ? 3 : 0);
   return e + roundings * ulp * std::fabs(score) + ulp * std::fabs(shifted);
@@ -285,7 +250,7 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
             // value lies within exp's float32 error of a rounding boundary, the sum within
             // its float32 order's; the quotient where an input may differ. Each such rounding
             // is one bfloat16 ulp, 2^(1 - prec) relative.
-            const double ulp = std::ldexp(1.0, 1 - bits_of(score_dtype));
+            const double ulp = std::ldexp(1.0, 1 - dtype_precision_bits(score_dtype));
             std::vector<bool> exp_apart(len, false);
             double sum = 0.0;
             for (size_t t = 0; t < len; ++t) {
@@ -337,10 +302,11 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
             for (size_t t = 0; t < len; ++t) {
               const double r_t = a[t] + a_bar + row_rel;
               const double before = w[t] * r_t;
-              if (kv_dtype == DType::kFloat32 || bits_of(kv_dtype) >= bits_of(score_dtype)) {
+              if (kv_dtype == DType::kFloat32 ||
+                  dtype_precision_bits(kv_dtype) >= dtype_precision_bits(score_dtype)) {
                 apart[t] = before;
               } else if (r_t > 0.0 && may_round_apart(kv_dtype, w[t], before)) {
-                apart[t] = before + ulp_at(kv_dtype, w[t]);
+                apart[t] = before + dtype_ulp(kv_dtype, w[t]);
               }
               w[t] = narrow(kv_dtype, w[t]);
             }
@@ -367,13 +333,14 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
               if (kv_dtype != DType::kFloat32) {
                 const bool apart_pv =
                     pv_round(kv_dtype, o - e_ref) != pv_round(kv_dtype, o + e_ref);
-                e_ref = apart_pv ? e_ref + ulp_at(kv_dtype, o) : 0.0;
+                e_ref = apart_pv ? e_ref + dtype_ulp(kv_dtype, o) : 0.0;
               }
               y = narrow(final_dtype, pv);
-              if (final_dtype != DType::kFloat32 && bits_of(final_dtype) < bits_of(kv_dtype) &&
+              if (final_dtype != DType::kFloat32 &&
+                  dtype_precision_bits(final_dtype) < dtype_precision_bits(kv_dtype) &&
                   e_ref > 0.0) {
-                e_ref =
-                    may_round_apart(final_dtype, pv, e_ref) ? e_ref + ulp_at(final_dtype, pv) : 0.0;
+                e_ref = may_round_apart(final_dtype, pv, e_ref) ? e_ref + dtype_ulp(final_dtype, pv)
+                                                                : 0.0;
               }
               if (p.v_scale) {
                 const double before = y;
@@ -384,7 +351,7 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
                 e_ref *= std::fabs(vs);
                 if (e_ref > 0.0 && final_dtype != DType::kFloat32 &&
                     may_round_apart(final_dtype, before * vs, e_ref)) {
-                  e_ref += ulp_at(final_dtype, before * vs);
+                  e_ref += dtype_ulp(final_dtype, before * vs);
                 }
                 // float32: XLA multiplies by float32(v_scale), rounded, and this rounds once.
                 if (final_dtype == DType::kFloat32) e_ref += 3.0 * kU32 * std::fabs(y);
