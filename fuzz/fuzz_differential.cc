@@ -6,6 +6,12 @@
 // compared on every other row (properties/departed_rows.h). On disagreement it prints the
 // first mismatch, the case and the command that replays it (`rpa check --schedule literal`
 // for the literal schedule), then aborts.
+// An input tagged v3 (target_inputs.h: kV3Tag) is a thread count and a generated
+// tpu-inference v3 case (either dialect) instead: v3_tiled_attention against the v3
+// reference's kernel semantics (the updated cache bit for bit, the output within the
+// float32-accumulator tolerance, oracle/v3_compare.h), and the same bits on the other thread
+// count.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -18,14 +24,20 @@
 #include "fuzz/targets.h"
 #include "kernel/paged_kv_view.h"
 #include "kernel/tiled_kernel.h"
+#include "kernel/v3_kernel.h"
+#include "kernel/v3_validate.h"
 #include "kernel/validate.h"
 #include "oracle/compare.h"
 #include "oracle/tolerance.h"
+#include "oracle/v3_compare.h"
 #include "properties/case_codec.h"
 #include "properties/departed_rows.h"
 #include "properties/materialize.h"
 #include "properties/spec_model.h"
+#include "properties/v3_build_case.h"
+#include "properties/v3_materialize.h"
 #include "reference/dense_reference.h"
+#include "reference/v3_reference.h"
 
 namespace {
 
@@ -42,9 +54,51 @@ using namespace rpa;
   std::abort();
 }
 
+[[noreturn]] void fail_v3(const fuzz::V3DifferentialInput& d, const std::string& what) {
+  std::fprintf(stderr,
+               "fuzz_differential: %s\n%s\nreplay: rpa gen --dialect %s --spec %s -o case.npz && "
+               "rpa check case.npz --threads %lld\n",
+               what.c_str(), props::describe(d.spec).c_str(),
+               std::string(dialect_name(d.spec.dialect)).c_str(),
+               props::v3_spec_hex(d.spec).c_str(), static_cast<long long>(d.threads));
+  std::abort();
+}
+
+void v3_differential(std::span<const uint8_t> payload) {
+  const fuzz::V3DifferentialInput d = fuzz::decode_v3_differential(payload);
+  const Dialect dialect = d.spec.dialect;
+  const props::V3Materialized m = props::materialize_v3(d.spec);
+  // Strict-valid by construction; a rejection is a bug of the generator or of validation.
+  const std::optional<V3Failure> strict = v3_validate(dialect, m.inputs, m.params, Mode::kStrict);
+  if (strict) {
+    fail_v3(d, "strict validation rejects a generated v3 case: " +
+                   std::string(v3_rule_info(strict->rule).name) + ": " + strict->message);
+  }
+  const V3ReferenceResult ref = v3_reference(dialect, m.inputs, m.params, Semantics::kKernel);
+  const V3KernelResult got =
+      v3_tiled_attention(dialect, m.inputs, m.params, {.threads = static_cast<int>(d.threads)});
+  const V3Comparison c = v3_compare(dialect, m.inputs, m.params, ref, got.out, got.kv_cache,
+                                    {.float32_accumulators = true});
+  if (!c.agree())
+    fail_v3(d, "v3 kernel vs reference (kernel semantics): " + describe_v3_comparison(c));
+  const V3KernelResult other =
+      v3_tiled_attention(dialect, m.inputs, m.params, {.threads = d.threads == 1 ? 2 : 1});
+  const auto same = [](const Tensor& a, const Tensor& b) {
+    return a.bytes().size() == b.bytes().size() &&
+           std::equal(a.bytes().begin(), a.bytes().end(), b.bytes().begin());
+  };
+  if (!same(other.out, got.out) || !same(other.kv_cache, got.kv_cache)) {
+    fail_v3(d, "v3 kernel: 1 and 2 threads give different bits");
+  }
+}
+
 }  // namespace
 
 int rpa::fuzz::fuzz_differential(const uint8_t* data, size_t size) {
+  if (const auto v3 = fuzz::v3_payload(std::span<const uint8_t>(data, size))) {
+    v3_differential(*v3);
+    return 0;
+  }
   const fuzz::DifferentialInput d = fuzz::decode_differential(std::span<const uint8_t>(data, size));
   const props::Materialized m = props::materialize(d.spec);
   // Valid by construction; a rejection is itself a bug (of the generators or of validation),
@@ -83,8 +137,8 @@ int rpa::fuzz::fuzz_differential(const uint8_t* data, size_t size) {
   const Comparison c = compare_outputs(got, ref.out, view, tol);
   if (jax_reference) {
     const ReferenceResult& jax_ref = refs.second;
-    const Comparison r = compare_outputs(got, jax_ref.out, view,
-                                         tolerance_for_case(m.inputs, m.params, jax_ref));
+    const Comparison r =
+        compare_outputs(got, jax_ref.out, view, tolerance_for_case(m.inputs, m.params, jax_ref));
     if (!r.agree()) {
       fail(d, literal,
            std::string(literal ? "literal" : "default") +

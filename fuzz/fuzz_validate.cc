@@ -1,6 +1,10 @@
 // fuzz_validate: bytes -> CaseSpec with 0-2 named mutations (ByteSource, the properties'
 // decoder) -> both validation modes against the spec model, rule and exact message; and
 // validate()'s verdict is the first failure validate_all() lists. Caps: target_inputs.h.
+// An input tagged v3 (target_inputs.h: kV3Tag) is a generated tpu-inference v3 case (either
+// dialect) with 0-2 named v3 mutations instead, checked by the v3 spec model's entry point
+// (properties/v3_spec_model.h: check_v3_validation, both modes' rule and exact message, and
+// v3_validate_all's first failure).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +20,7 @@
 #include "properties/case_codec.h"
 #include "properties/materialize.h"
 #include "properties/spec_model.h"
+#include "properties/v3_spec_model.h"
 
 namespace {
 
@@ -33,6 +38,15 @@ using namespace rpa;
 }  // namespace
 
 int rpa::fuzz::fuzz_validate(const uint8_t* data, size_t size) {
+  if (const auto v3 = fuzz::v3_payload(std::span<const uint8_t>(data, size))) {
+    const fuzz::V3ValidateInput v = fuzz::decode_v3_validate(*v3);
+    std::string why;
+    if (!props::check_v3_validation(v.spec, v.mutations, &why)) {
+      std::fprintf(stderr, "fuzz_validate (v3): %s\n", why.c_str());
+      std::abort();
+    }
+    return 0;
+  }
   const props::CaseSpec spec =
       props::decode_case(std::span<const uint8_t>(data, size), fuzz::validate_options());
   // Validation reads no q or kv_pages data: leave them zero.

@@ -1,13 +1,21 @@
 #include "fuzz/raw_check.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <exception>
+#include <string>
 #include <vector>
 
 #include "fuzz/validation_check.h"
 #include "kernel/paged_kv_view.h"
 #include "kernel/target_profile.h"
 #include "kernel/tiled_kernel.h"
+#include "kernel/v3_kernel.h"
+#include "kernel/v3_validate.h"
+#include "oracle/v3_compare.h"
 #include "reference/dense_reference.h"
+#include "reference/v3_reference.h"
 
 namespace rpa::fuzz {
 namespace {
@@ -31,6 +39,47 @@ int64_t work(const Inputs& in) {
     if (total > kMaxWork) break;
   }
   return total;
+}
+
+// The same bound for a strict-accepted v3 call (its arrays are consistent then).
+int64_t v3_work(const V3Inputs& in) {
+  const int64_t hq = in.queries.dim(1), dim = in.queries.dim(2), hkv = in.keys.dim(1);
+  int64_t total = 0;
+  for (int64_t s = 0; s < in.distribution.int_at(2); ++s) {
+    const int64_t kv = in.kv_lens.int_at(s),
+                  q = in.cu_q_lens.int_at(s + 1) - in.cu_q_lens.int_at(s);
+    total += q * kv * hq * dim + kv * 2 * hkv * dim;
+    if (total > kMaxWork) break;
+  }
+  return total;
+}
+
+// Whether float32 arithmetic, which the tiled kernel and the v3 kernel itself compute the
+// logits and p.V in, stays far from overflow on this call: every finite element of q, the new
+// keys and values and the cache at most 2^40 in magnitude, the logit scale times head_dim
+// times that squared at most 2^100, and so each logit and each partial sum of p.V. Raw data
+// beyond it (a bfloat16 q of 1e36 against a cached key of 1e38: float32 dots overflow to
+// inf - inf = NaN where the exact definition is finite) is outside the tolerance's
+// derivation, as for the v3 kernel on a TPU; such calls still run, with the cache checked.
+bool v3_within_float32_range(const V3Inputs& in, const V3Params& p) {
+  constexpr double kElem = 0x1p40, kLogit = 0x1p100;
+  for (const Tensor* t : {&in.queries, &in.keys, &in.values, &in.kv_cache}) {
+    for (int64_t e = 0; e < t->numel(); ++e) {
+      const double x = t->float_at(e);
+      if (std::isfinite(x) && std::fabs(x) > kElem) return false;
+    }
+  }
+  const double q_scale =
+      p.q_scale ? std::max(std::fabs(*p.q_scale), 1.0 / std::fabs(*p.q_scale)) : 1.0;
+  const double scale =
+      std::fabs(p.sm_scale) * std::max(std::fabs(p.k_scale.value_or(1.0)), 1.0) * q_scale;
+  const double v_scale = std::max(std::fabs(p.v_scale.value_or(1.0)), 1.0);
+  const auto dim = static_cast<double>(in.queries.dim(2));
+  return scale * dim * kElem * kElem <= kLogit && v_scale * kElem <= kLogit;
+}
+
+std::string v3_verdict(const std::optional<V3Failure>& f) {
+  return f ? std::string(v3_rule_info(f->rule).name) + ": " + f->message : "valid";
 }
 
 }  // namespace
@@ -62,6 +111,53 @@ RawCheck check_raw_call(const RawCall& c) {
                   shape_repr(out.shape()) + ", reference " + shape_repr(ref.out.shape());
       return r;
     }
+  }
+  return r;
+}
+
+RawCheck check_v3_raw_call(const V3RawCall& c) {
+  RawCheck r;
+  const std::string dialect(dialect_name(c.dialect));
+  for (Mode mode : {Mode::kStrict, Mode::kJax}) {
+    const std::optional<V3Failure> verdict = v3_validate(c.dialect, c.inputs, c.params, mode);
+    const std::vector<V3Failure> all = v3_validate_all(c.dialect, c.inputs, c.params, mode);
+    const std::optional<V3Failure> first =
+        all.empty() ? std::nullopt : std::optional<V3Failure>(all.front());
+    if (first != verdict) {
+      r.problem = dialect + ", " + std::string(mode_name(mode)) + " mode: v3_validate says " +
+                  v3_verdict(verdict) + ", v3_validate_all lists first " + v3_verdict(first);
+      return r;
+    }
+    if (mode == Mode::kStrict) r.strict_accepts = !verdict.has_value();
+  }
+  if (!r.strict_accepts || v3_work(c.inputs) > kMaxWork) return r;
+  r.ran = true;
+  try {
+    const V3ReferenceResult ref = v3_reference(c.dialect, c.inputs, c.params, Semantics::kKernel);
+    const V3KernelResult got = v3_tiled_attention(c.dialect, c.inputs, c.params, {.threads = 1});
+    const Shape& q_shape = c.inputs.queries.shape();
+    if (got.out.shape() != q_shape || got.out.dtype() != c.inputs.queries.dtype() ||
+        ref.out.shape() != q_shape || ref.out.dtype() != c.inputs.queries.dtype() ||
+        got.kv_cache.shape() != c.inputs.kv_cache.shape() ||
+        ref.kv_cache.shape() != c.inputs.kv_cache.shape()) {
+      r.problem = dialect + ": outputs are not q's shape " + shape_repr(q_shape) + ": kernel " +
+                  shape_repr(got.out.shape()) + ", reference " + shape_repr(ref.out.shape());
+      return r;
+    }
+    const V3Comparison cmp = v3_compare(c.dialect, c.inputs, c.params, ref, got.out, got.kv_cache,
+                                        {.float32_accumulators = true});
+    // Raw data may hold infinities and NaN the definition carries into the output, or
+    // magnitudes whose exact answer is infinite: the output is compared where the
+    // reference's is finite on every defined row; the cache (copies only) always.
+    const int64_t defined =
+        c.inputs.cu_q_lens.int_at(c.inputs.distribution.int_at(2)) * q_shape[1] * q_shape[2];
+    bool finite = v3_within_float32_range(c.inputs, c.params);
+    for (int64_t e = 0; e < defined && finite; ++e) finite = std::isfinite(ref.out.float_at(e));
+    if (!cmp.cache_equal || (finite && !cmp.agree())) {
+      r.problem = dialect + ": kernel vs reference: " + describe_v3_comparison(cmp);
+    }
+  } catch (const std::exception& e) {
+    r.problem = dialect + ": a strict-accepted call throws: " + e.what();
   }
   return r;
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "fuzz/raw_call.h"
+#include "fuzz/v3_raw_call.h"
 
 namespace rpa::fuzz {
 
@@ -20,5 +21,12 @@ struct RawCheck {
 // failure; a strict-accepted call within the work bound runs through the dense reference and
 // the tiled kernel (both schedules), whose outputs have q's shape and dtype.
 RawCheck check_raw_call(const RawCall& c);
+
+// The v3 dialects: v3_validate() and v3_validate_all() agree on the first failure in both
+// modes; a strict-accepted call within the work bound runs through the v3 reference and
+// v3_tiled_attention: the updated cache bit for bit, and where the reference's output is
+// finite on every defined row and the data keep float32 far from overflow (raw_check.cc),
+// the output within the float32-accumulator tolerance (oracle/v3_compare.h).
+RawCheck check_v3_raw_call(const V3RawCall& c);
 
 }  // namespace rpa::fuzz

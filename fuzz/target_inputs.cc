@@ -1,5 +1,7 @@
 #include "fuzz/target_inputs.h"
 
+#include <algorithm>
+
 #include "properties/byte_source.h"
 
 namespace rpa::fuzz {
@@ -35,6 +37,81 @@ std::vector<uint8_t> encode_differential(const DifferentialInput& d) {
   DifferentialInput copy = d;
   visit_differential(sink, copy);
   return sink.bytes();
+}
+
+std::optional<std::span<const uint8_t>> v3_payload(std::span<const uint8_t> bytes) {
+  if (bytes.size() < 2 || bytes[0] != kV3Tag[0] || bytes[1] != kV3Tag[1]) return std::nullopt;
+  return bytes.subspan(2);
+}
+
+std::vector<uint8_t> with_v3_tag(std::span<const uint8_t> payload) {
+  std::vector<uint8_t> out(payload.size() + 2);
+  out[0] = kV3Tag[0];
+  out[1] = kV3Tag[1];
+  std::copy(payload.begin(), payload.end(), out.begin() + 2);
+  return out;
+}
+
+props::V3BuildOptions v3_differential_options() {
+  props::V3BuildOptions o;
+  o.max_seqs = 4;
+  o.max_kv_len = 32;
+  o.max_q_len = 8;
+  o.max_head_dim = 8;
+  return o;
+}
+
+props::V3BuildOptions v3_validate_options() {
+  props::V3BuildOptions o;
+  o.max_seqs = 8;
+  o.max_kv_len = 64;
+  o.max_q_len = 16;
+  o.max_head_dim = 128;
+  return o;
+}
+
+std::vector<props::V3MutationKind> v3_mutation_choices(
+    const props::V3CaseSpec& spec, const std::vector<props::V3Mutation>& before) {
+  std::vector<props::V3MutationKind> out;
+  for (props::V3MutationKind k : props::all_v3_mutation_kinds()) {
+    if (!props::v3_mutation_applies(k, spec)) continue;
+    const props::V3MutationGroup g = props::v3_mutation_group(k);
+    bool ok = true;
+    for (const props::V3Mutation& m : before) {
+      const props::V3MutationGroup h = props::v3_mutation_group(m.kind);
+      if (g == props::V3MutationGroup::kShape || g == h) ok = false;
+    }
+    if (ok) out.push_back(k);
+  }
+  return out;
+}
+
+V3ValidateInput decode_v3_validate(std::span<const uint8_t> payload) {
+  props::ByteSource source(payload);
+  V3ValidateInput v;
+  visit_v3_validate(source, v);
+  return v;
+}
+
+std::vector<uint8_t> encode_v3_validate(const V3ValidateInput& v) {
+  props::ByteSink sink;
+  V3ValidateInput copy = v;
+  visit_v3_validate(sink, copy);
+  return with_v3_tag(sink.bytes());
+}
+
+V3DifferentialInput decode_v3_differential(std::span<const uint8_t> payload) {
+  props::ByteSource source(payload);
+  V3DifferentialInput d;
+  visit_v3_differential(source, d);
+  return d;
+}
+
+std::vector<uint8_t> encode_v3_differential(const V3DifferentialInput& d) {
+  props::ByteSink sink;
+  V3DifferentialInput copy = d;
+  visit_v3_differential(sink, copy);
+  return with_v3_tag(sink.bytes());
 }
 
 }  // namespace rpa::fuzz

@@ -5,11 +5,15 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "properties/build_case.h"
 #include "properties/case_spec.h"
+#include "properties/v3_build_case.h"
+#include "properties/v3_case_spec.h"
+#include "properties/v3_mutation.h"
 
 namespace rpa::fuzz {
 
@@ -45,5 +49,77 @@ void visit_differential(Io& io, DifferentialInput& d) {
 
 DifferentialInput decode_differential(std::span<const uint8_t> bytes);
 std::vector<uint8_t> encode_differential(const DifferentialInput& d);
+
+// The leading choice of fuzz_differential, fuzz_raw_inputs and fuzz_validate: an input that
+// starts with these two bytes is a tpu-inference v3 input (the rest decodes as that target's
+// v3 part); any other input is the jax dialect's, decoded whole exactly as before the v3
+// dialects came, so every corpus input written before keeps its meaning (none starts with
+// them; `rpa_fuzz_seeds check` checks that the jax seeds never will).
+inline constexpr uint8_t kV3Tag[2] = {'V', '3'};
+// The bytes after the tag, or nullopt for a jax input.
+std::optional<std::span<const uint8_t>> v3_payload(std::span<const uint8_t> bytes);
+std::vector<uint8_t> with_v3_tag(std::span<const uint8_t> payload);
+
+// fuzz_differential's v3 part: up to 4 sequences of up to 32 tokens (prefill chunks and mixed
+// rows up to 8), head_dim up to 8 (hd64: 64), as differential_options() and for its reason.
+props::V3BuildOptions v3_differential_options();
+
+struct V3DifferentialInput {
+  int64_t threads = 1;  // 1 or 2; the other count is checked bit for bit against it
+  props::V3CaseSpec spec;
+};
+
+template <class Io>
+void visit_v3_differential(Io& io, V3DifferentialInput& d) {
+  io.num(d.threads, 1, 2, {});
+  props::visit_v3_case(io, d.spec, v3_differential_options());
+}
+
+V3DifferentialInput decode_v3_differential(std::span<const uint8_t> payload);
+
+// fuzz_validate's v3 part: a case of up to 8 sequences of up to 64 tokens, head_dim up to
+// 128 (validation reads shapes, index arrays and keywords; larger arrays only cost time),
+// then 0-2 named mutations (properties/v3_mutation.h) that compose: the first any that
+// applies, the second a non-shape one of another group; each with an argument 0..15 (its
+// variant and where it applies).
+props::V3BuildOptions v3_validate_options();
+inline constexpr int64_t kMaxV3MutationArg = 15;
+
+struct V3ValidateInput {
+  props::V3CaseSpec spec;
+  std::vector<props::V3Mutation> mutations;
+};
+
+// The mutations that may come at position `index` after `before` (v3_mutations_compose's
+// rule), in all_v3_mutation_kinds() order.
+std::vector<props::V3MutationKind> v3_mutation_choices(
+    const props::V3CaseSpec& spec, const std::vector<props::V3Mutation>& before);
+
+template <class Io>
+void visit_v3_validate(Io& io, V3ValidateInput& v) {
+  props::visit_v3_case(io, v.spec, v3_validate_options());
+  int64_t count = static_cast<int64_t>(v.mutations.size());
+  io.num(count, 0, 2, {});
+  std::vector<props::V3Mutation> chosen;
+  for (int64_t i = 0; i < count; ++i) {
+    const std::vector<props::V3MutationKind> choices = v3_mutation_choices(v.spec, chosen);
+    if (choices.empty()) break;
+    props::V3Mutation m = i < static_cast<int64_t>(v.mutations.size())
+                              ? v.mutations[static_cast<size_t>(i)]
+                              : props::V3Mutation{choices.front(), 0};
+    int64_t k = 0;
+    for (size_t c = 0; c < choices.size(); ++c) {
+      if (choices[c] == m.kind) k = static_cast<int64_t>(c);
+    }
+    io.num(k, 0, static_cast<int64_t>(choices.size()) - 1, {});
+    io.num(m.arg, 0, kMaxV3MutationArg, {0});
+    chosen.push_back({choices[static_cast<size_t>(k)], m.arg});
+  }
+  v.mutations = chosen;
+}
+
+V3ValidateInput decode_v3_validate(std::span<const uint8_t> payload);
+std::vector<uint8_t> encode_v3_validate(const V3ValidateInput& v);          // with the tag
+std::vector<uint8_t> encode_v3_differential(const V3DifferentialInput& d);  // with the tag
 
 }  // namespace rpa::fuzz

@@ -29,6 +29,7 @@
 
 #include "fuzz/raw_call.h"
 #include "fuzz/target_inputs.h"
+#include "fuzz/v3_raw_call.h"
 #include "kernel/rule.h"
 #include "kernel/target_profile.h"
 #include "kernel/validate.h"
@@ -37,6 +38,9 @@
 #include "properties/materialize.h"
 #include "properties/random_source.h"
 #include "properties/spec_model.h"
+#include "properties/v3_build_case.h"
+#include "properties/v3_materialize.h"
+#include "properties/v3_mutation.h"
 
 namespace {
 
@@ -198,6 +202,46 @@ Seeds validate_seeds() {
     base.mutations = {{a, 1}, {b, 1}};
     add(std::string(props::mutation_name(a)) + "+" + std::string(props::mutation_name(b)), base);
   }
+  // tpu-inference v3 (tagged): valid cases of both dialects, every v3 mutation that applies
+  // on each (argument 0, and 1..3 on the first of each dialect), and a shape mutation with a
+  // keyword one.
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    props::V3BuildOptions o3 = fuzz::v3_validate_options();
+    o3.dialect = props::kV3GenDialects[seed % 2];
+    o3.min_seqs = 1;
+    if (seed == 3) o3.head_dim = 128;
+    if (seed >= 3) o3.profile = props::V3Profile::kPrefill;  // reaches the prefill range's rules
+    props::V3CaseSpec spec;
+    for (uint64_t s = seed; s < seed + 1000; s += 10) {  // the prefill ones: a prefill range
+      props::RandomSource source(s, 60);
+      spec = props::build_v3_case(source, o3);
+      if (seed < 3 || spec.num_prefill > 0) break;
+    }
+    const std::string prefix = "v3-" + std::to_string(seed) + "-";
+    auto add_v3 = [&](const std::string& name, std::vector<props::V3Mutation> ms) {
+      const fuzz::V3ValidateInput v{spec, std::move(ms)};
+      seeds[name] = fuzz::encode_v3_validate(v);
+      const fuzz::V3ValidateInput back = fuzz::decode_v3_validate(*fuzz::v3_payload(seeds[name]));
+      if (back.spec != v.spec || back.mutations != v.mutations) round_trip_failed(name);
+    };
+    add_v3(prefix + "valid", {});
+    for (props::V3MutationKind k : fuzz::v3_mutation_choices(spec, {})) {
+      for (int64_t arg = 0; arg <= (seed <= 2 ? 3 : 0); ++arg) {
+        add_v3(prefix + std::string(props::v3_mutation_name(k)) + "-" + std::to_string(arg),
+               {{k, arg}});
+      }
+    }
+    const std::vector<props::V3MutationKind> first = fuzz::v3_mutation_choices(spec, {});
+    if (!first.empty()) {
+      const props::V3Mutation a{first.front(), 0};
+      const std::vector<props::V3MutationKind> second = fuzz::v3_mutation_choices(spec, {a});
+      if (!second.empty()) {
+        add_v3(prefix + "pair-" + std::string(props::v3_mutation_name(a.kind)) + "-" +
+                   std::string(props::v3_mutation_name(second.back())),
+               {a, {second.back(), 0}});
+      }
+    }
+  }
   return seeds;
 }
 
@@ -215,6 +259,20 @@ Seeds differential_seeds() {
     const fuzz::DifferentialInput d{.threads = 2, .literal = 0, .spec = scenario_case(sc, o)};
     seeds[sc.name] = fuzz::encode_differential(d);
     if (fuzz::decode_differential(seeds[sc.name]).spec != d.spec) round_trip_failed(sc.name);
+  }
+  // tpu-inference v3 (tagged): every dialect x batch profile, at growing sizes.
+  for (uint64_t seed = 1; seed <= 24; ++seed) {
+    props::V3BuildOptions o3 = fuzz::v3_differential_options();
+    o3.dialect = props::kV3GenDialects[seed % 2];
+    o3.profile = props::kV3Profiles[seed / 2 % 3];
+    props::RandomSource source(seed, static_cast<int>(seed * 16));
+    const fuzz::V3DifferentialInput d{.threads = static_cast<int64_t>(seed / 6 % 2 + 1),
+                                      .spec = props::build_v3_case(source, o3)};
+    const std::string name = "v3-valid-" + std::to_string(seed);
+    seeds[name] = fuzz::encode_v3_differential(d);
+    if (fuzz::decode_v3_differential(*fuzz::v3_payload(seeds[name])).spec != d.spec) {
+      round_trip_failed(name);
+    }
   }
   return seeds;
 }
@@ -246,24 +304,86 @@ Seeds raw_seeds() {
     base.mutations = {{kind, 0}};
     add(std::string(props::mutation_name(kind)), base);
   }
+  // tpu-inference v3 (tagged): generated valid calls of both dialects as raw calls, and the
+  // same with one keyword or array made invalid, so that the fuzzer starts next to the rules.
+  auto add_v3 = [&](const std::string& name, const fuzz::V3RawCall& c) {
+    const std::optional<std::vector<uint8_t>> bytes = fuzz::encode_v3_raw_call(c);
+    if (!bytes || bytes->size() + 2 > 4096) return;
+    if (fuzz::decode_v3_raw_call(*bytes).inputs != c.inputs) round_trip_failed(name);
+    seeds[name] = fuzz::with_v3_tag(*bytes);
+  };
+  // The cache's last dimension is head_dim aligned to 128 lanes, so only a few pages of a
+  // few tokens fit max_len: the first 12 seeds whose call fits.
+  int written = 0;
+  for (uint64_t seed = 1; seed <= 400 && written < 12; ++seed) {
+    props::V3BuildOptions o3 = fuzz::v3_differential_options();
+    o3.dialect = props::kV3GenDialects[seed % 2];
+    o3.profile = props::kV3Profiles[seed / 2 % 3];
+    o3.min_seqs = 1;
+    o3.max_seqs = 2;
+    o3.max_kv_len = 4;
+    o3.max_q_len = 2;
+    o3.max_head_dim = 4;
+    props::RandomSource source(seed, 10);
+    const props::V3CaseSpec spec = props::build_v3_case(source, o3);
+    const props::V3Materialized m = props::materialize_v3(spec);
+    if (m.inputs.kv_cache.nbytes() > 2048) continue;
+    ++written;
+    const fuzz::V3RawCall valid{spec.dialect, m.inputs, m.params};
+    add_v3("v3-valid-" + std::to_string(seed), valid);
+    if (written > 4) continue;
+    fuzz::V3RawCall c = valid;
+    c.params.sm_scale = std::nan("");
+    add_v3("v3-nan-sm-scale-" + std::to_string(seed), c);
+    c = valid;
+    c.params.mask_value = -1e29;
+    add_v3("v3-mask-value-above-bound-" + std::to_string(seed), c);
+    c = valid;
+    if (c.inputs.distribution.numel() == 3)
+      c.inputs.distribution.set_int(2, c.inputs.kv_lens.numel() + 1);
+    add_v3("v3-distribution-past-num-seqs-" + std::to_string(seed), c);
+    c = valid;
+    if (c.inputs.kv_lens.numel() > 0) c.inputs.kv_lens.set_int(0, -1);
+    add_v3("v3-negative-kv-len-" + std::to_string(seed), c);
+  }
   return seeds;
 }
 
 // decode(encode(decode(x))) == decode(x): what a target's decoder builds from any bytes, its
 // encoder writes as bytes that decode to the same thing.
 bool validate_round_trips(const std::vector<uint8_t>& bytes) {
+  if (const auto v3 = fuzz::v3_payload(bytes)) {
+    const fuzz::V3ValidateInput v = fuzz::decode_v3_validate(*v3);
+    const fuzz::V3ValidateInput w =
+        fuzz::decode_v3_validate(*fuzz::v3_payload(fuzz::encode_v3_validate(v)));
+    return w.spec == v.spec && w.mutations == v.mutations;
+  }
   const BuildOptions o = fuzz::validate_options();
   const CaseSpec spec = props::decode_case(bytes, o);
   return props::decode_case(props::encode_case(spec, o), o) == spec;
 }
 
 bool differential_round_trips(const std::vector<uint8_t>& bytes) {
+  if (const auto v3 = fuzz::v3_payload(bytes)) {
+    const fuzz::V3DifferentialInput d = fuzz::decode_v3_differential(*v3);
+    const fuzz::V3DifferentialInput e =
+        fuzz::decode_v3_differential(*fuzz::v3_payload(fuzz::encode_v3_differential(d)));
+    return e.threads == d.threads && e.spec == d.spec;
+  }
   const fuzz::DifferentialInput d = fuzz::decode_differential(bytes);
   const fuzz::DifferentialInput e = fuzz::decode_differential(fuzz::encode_differential(d));
   return e.threads == d.threads && e.literal == d.literal && e.spec == d.spec;
 }
 
 bool raw_round_trips(const std::vector<uint8_t>& bytes) {
+  if (const auto v3 = fuzz::v3_payload(bytes)) {
+    const fuzz::V3RawCall c = fuzz::decode_v3_raw_call(*v3);
+    const std::optional<std::vector<uint8_t>> once = fuzz::encode_v3_raw_call(c);
+    if (!once) return false;
+    const fuzz::V3RawCall back = fuzz::decode_v3_raw_call(*once);
+    return back.dialect == c.dialect && back.inputs == c.inputs &&
+           fuzz::encode_v3_raw_call(back) == once;
+  }
   const fuzz::RawCall c = fuzz::decode_raw_call(bytes);
   const std::optional<std::vector<uint8_t>> once = fuzz::encode_raw_call(c);
   if (!once) return false;
@@ -349,6 +469,20 @@ int check(const fs::path& corpus) {
                             " seeds missing or stale; run rpa_fuzz_seeds write corpus");
   }
 
+  // The jax seeds never start with the v3 tag (target_inputs.h), so they decode as jax
+  // inputs, as every input did before the v3 dialects came.
+  for (const Target& t : kTargets) {
+    int tagged = 0;
+    for (const auto& [name, bytes] : t.seeds()) {
+      if (name.rfind("v3-", 0) != 0 && fuzz::v3_payload(bytes)) {
+        ++tagged;
+        std::printf("  %s/%s: a jax seed that starts with the v3 tag\n", t.name, name.c_str());
+      }
+    }
+    verdict(tagged == 0, std::string(t.name) + ": " + std::to_string(tagged) +
+                             " jax seeds start with the v3 tag");
+  }
+
   // Codec symmetry on every input there (seeds, regressions, merged inputs).
   for (const Target& t : kTargets) {
     int asymmetric = 0, inputs = 0;
@@ -367,10 +501,17 @@ int check(const fs::path& corpus) {
   std::set<std::pair<RuleId, Mode>> expected, reported;
   std::set<std::string> classes;
   std::set<props::MutationKind> mutations;
+  std::set<props::V3MutationKind> v3_mutations;
   size_t files = 0;
   for (const auto& entry : fs::directory_iterator(corpus / "fuzz" / "fuzz_validate")) {
     ++files;
     const std::vector<uint8_t> bytes = read_file(entry.path());
+    if (const auto v3 = fuzz::v3_payload(bytes)) {
+      for (const props::V3Mutation& mu : fuzz::decode_v3_validate(*v3).mutations) {
+        v3_mutations.insert(mu.kind);
+      }
+      continue;
+    }
     const CaseSpec spec = props::decode_case(bytes, fuzz::validate_options());
     const props::Materialized m = props::materialize(spec, props::Contents::kZeros);
     for (const props::MutationSpec& mu : spec.mutations) mutations.insert(mu.kind);
@@ -384,6 +525,10 @@ int check(const fs::path& corpus) {
     if (b && m.inputs.page_indices.rank() == 2 && *b == m.inputs.page_indices.dim(1) + 1) {
       classes.insert("num_kv_pages_per_block pages_per_seq + 1");
     }
+  }
+  for (props::V3MutationKind k : props::all_v3_mutation_kinds()) {
+    verdict(v3_mutations.contains(k), "fuzz_validate corpus: no v3 input has mutation " +
+                                          std::string(props::v3_mutation_name(k)));
   }
   for (const RuleInfo& rule : rule_table()) {
     for (Mode mode : {Mode::kStrict, Mode::kJax}) {

@@ -58,7 +58,8 @@
 // sum_t that |V_tc| plus p.V's order goes through the cast of p.V to the KV dtype, to
 // out_dtype, the v_scale multiply (times |v_scale|, plus an ulp where it may land apart;
 // float32: 3 u_32 W for float32(v_scale), the product and this reference's own rounding).
-// So allowed = reference_bound + min_subnormal(q), at most 2 M_row: 0 for an element the
+// So allowed = reference_bound + min_subnormal(q) + (kv + 1) 2^-126 (float32 products and
+// sums below 2^-126 that XLA's CPU einsum flushes to 0), at most 2 M_row: 0 for an element the
 // float32 differences cannot reach, which is most of them with bfloat16 scores.
 #pragma once
 
@@ -110,15 +111,29 @@ struct V3Comparison {
   bool agree() const { return cache_equal && mismatches == 0; }
 };
 
+// Which implementation the kernel semantics' tolerance bounds.
+struct V3ToleranceOptions {
+  // false: a v3 kernel as above (l, m, acc in the accumulation dtype A, KV steps of the
+  // call's compute blocks). true: an implementation that holds l, m and acc in float32 in
+  // any schedule (rpa's tiled kernel): A = float32, and since its KV blocks, chunks and
+  // summation order are its own, the bound takes the worst any schedule of whole pages may
+  // have: n = kv tokens summed in one run, N = ceil(kv / page_size) steps (each chunk merge
+  // of a flash-decoding split is one more rescale, at most one per step). For bfloat16
+  // queries this is ~2^16 times tighter than the v3 kernel's bfloat16 accumulators allow.
+  // Reference semantics: no effect.
+  bool float32_accumulators = false;
+};
+
 // The allowed |got - want| per output element (q's layout; 0 on rows no sequence defines),
 // as derived above for r's semantics (|want| taken from r.out).
 std::vector<double> v3_tolerance(Dialect d, const V3Inputs& in, const V3Params& p,
-                                 const V3ReferenceResult& r);
+                                 const V3ReferenceResult& r, const V3ToleranceOptions& o = {});
 
 // out: [T, Hq, D] in q's dtype; kv_cache_out: the cache's shape and dtype. Rows at or past
 // cu_q_lens[distribution[2]] are not compared. NaN equals NaN, an infinity itself.
 V3Comparison v3_compare(Dialect d, const V3Inputs& in, const V3Params& p,
-                        const V3ReferenceResult& r, const Tensor& out, const Tensor& kv_cache_out);
+                        const V3ReferenceResult& r, const Tensor& out, const Tensor& kv_cache_out,
+                        const V3ToleranceOptions& o = {});
 
 // One line, e.g. "cache: page 3, slot 1, kv head 0, V, lane 5: got 0.5, want 0.25 (2 elements
 // differ); out: row 4, head 1, column 0: got 1.5, want 1.25, allowed difference 0.01".

@@ -1,0 +1,154 @@
+// Properties of the tiled kernel on tpu-inference v3 calls (DESIGN.md sections 9 and 16):
+// v3_tiled_attention (the fused KV-cache update, then the default schedule over the packed
+// cache) against the dense v3 reference in kernel semantics on generated strict-valid cases
+// of both dialects and every batch profile (the cache bit for bit, the output within the
+// tolerance rpa's float32 accumulators earn, kRpaTolerance), its determinism, and the
+// tolerance's power: slips planted in the kernel's call are caught wherever they move the
+// answer past the tolerance.
+#include <gtest/gtest.h>
+#include <rapidcheck.h>
+#include <rapidcheck/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernel/v3_kernel.h"
+#include "oracle/v3_compare.h"
+#include "properties/v3_kernel_check.h"
+#include "properties/v3_materialize.h"
+#include "properties/v3_rc_case.h"
+#include "reference/v3_reference.h"
+
+namespace rpa::props {
+namespace {
+
+void classify(const V3CaseSpec& spec) {
+  RC_TAG(dialect_name(spec.dialect), v3_profile_name(spec.profile));
+  RC_CLASSIFY(spec.q_dtype == DType::kBFloat16, "bfloat16 q");
+  RC_CLASSIFY(spec.kv_dtype != spec.q_dtype, "float8 kv");
+}
+
+void check_matches_reference(const V3CaseSpec& spec) {
+  classify(spec);
+  const V3Materialized m = materialize_v3(spec);
+  const Dialect d = spec.dialect;
+  assert_v3_strict_valid(d, m.inputs, m.params);
+  const int threads = *rc::gen::inRange(1, 3).as("threads");
+  const V3ReferenceResult ref = v3_reference(d, m.inputs, m.params, Semantics::kKernel);
+  const V3KernelResult got = v3_tiled_attention(d, m.inputs, m.params, {.threads = threads});
+  assert_v3_agrees(
+      d, m.inputs, m.params, ref, got.out, got.kv_cache,
+      std::string(dialect_name(d)) + (spec.q_dtype == DType::kBFloat16 ? " bf16" : " f32"));
+}
+
+RC_GTEST_PROP(V3Kernel, MatchesReference, ()) { check_matches_reference(*gen_v3_case()); }
+
+RC_GTEST_PROP(V3Kernel, MatchesReferenceAtLongContext, ()) {
+  check_matches_reference(*gen_v3_case(v3_long_options()));
+}
+
+RC_GTEST_PROP(V3Kernel, MatchesReferenceAtTheEdges, ()) {
+  check_matches_reference(*gen_v3_case(v3_edge_options()));
+}
+
+// Same case, same bits: on repeat and for 1, 2 and 3 threads (tasks follow from the shape,
+// every sum has one order), the output and the updated cache alike.
+RC_GTEST_PROP(V3Kernel, IsDeterministic, ()) {
+  const V3CaseSpec spec = *gen_v3_case();
+  classify(spec);
+  const V3Materialized m = materialize_v3(spec);
+  RC_ASSERT(materialize_v3(spec).inputs == m.inputs);
+  const V3KernelResult one = v3_tiled_attention(spec.dialect, m.inputs, m.params, {.threads = 1});
+  for (int threads : {1, 2, 3}) {
+    const V3KernelResult again =
+        v3_tiled_attention(spec.dialect, m.inputs, m.params, {.threads = threads});
+    RC_ASSERT(same_bits(again.out, one.out));
+    RC_ASSERT(same_bits(again.kv_cache, one.kv_cache));
+  }
+}
+
+// A slip planted in what the kernel is asked to compute.
+enum class Slip { kSmScale, kVScale, kOldestKeyDropped };
+
+const char* slip_name(Slip s) {
+  switch (s) {
+    case Slip::kSmScale:
+      return "sm_scale 5% high";
+    case Slip::kVScale:
+      return "v_scale 5% high";
+    case Slip::kOldestKeyDropped:
+      return "oldest key dropped";
+  }
+  return "?";
+}
+
+// The slipped keywords, or nullopt where the slip changes nothing the call computes.
+std::optional<V3Params> slipped(Slip s, const V3CaseSpec& spec, V3Params p) {
+  switch (s) {
+    case Slip::kSmScale:
+      p.sm_scale *= 1.05;
+      return p;
+    case Slip::kVScale:
+      p.v_scale = p.v_scale.value_or(1.0) * 1.05;
+      return p;
+    case Slip::kOldestKeyDropped: {
+      // A window one token short of what the longest sequence's last row sees: its oldest
+      // key (and, in other rows, whatever that window newly cuts) gets weight 0.
+      const int64_t span = std::min(spec.max_kv_len(), p.sliding_window.value_or(INT64_MAX));
+      if (span < 2) return std::nullopt;
+      p.sliding_window = span - 1;
+      return p;
+    }
+  }
+  return std::nullopt;
+}
+
+// The tolerance can fail: the kernel run with a slip is compared with the reference of the
+// call as given. Wherever the slip moves the exact answer by more than twice the allowance
+// at some element (so no implementation within the tolerance of the slipped answer is within
+// it of the true one), the comparison must reject. How often a slip moves the answer that far,
+// and how often each tolerance catches it, is reported in the tags.
+RC_GTEST_PROP(V3Tolerance, CanFail, ()) {
+  const V3CaseSpec spec = *gen_v3_case();
+  const Slip slip = *rc::gen::element(Slip::kSmScale, Slip::kVScale, Slip::kOldestKeyDropped);
+  const Dialect d = spec.dialect;
+  const V3Materialized m = materialize_v3(spec);
+  const std::optional<V3Params> bad = slipped(slip, spec, m.params);
+  const std::string tag =
+      std::string(slip_name(slip)) + (spec.q_dtype == DType::kBFloat16 ? ", bf16 q" : ", f32 q");
+  if (!bad || spec.num_seqs() == 0) {
+    RC_TAG(tag, "no effect possible");
+    return;
+  }
+  const V3ReferenceResult ref = v3_reference(d, m.inputs, m.params, Semantics::kKernel);
+  const V3ReferenceResult moved = v3_reference(d, m.inputs, *bad, Semantics::kKernel);
+  const std::vector<double> allowed = v3_tolerance(d, m.inputs, m.params, ref, kRpaTolerance);
+  double move_share = 0.0;
+  const int64_t defined = m.inputs.cu_q_lens.int_at(m.inputs.distribution.int_at(2)) *
+                          m.inputs.queries.dim(1) * m.inputs.queries.dim(2);
+  for (int64_t e = 0; e < defined; ++e) {
+    const double diff = std::fabs(moved.out.float_at(e) - ref.out.float_at(e));
+    const double a = allowed[static_cast<size_t>(e)];
+    if (diff > 0.0) move_share = std::max(move_share, a > 0.0 ? diff / a : INFINITY);
+  }
+  const V3KernelResult got = v3_tiled_attention(d, m.inputs, *bad, {.threads = 1});
+  const V3Comparison tight =
+      v3_compare(d, m.inputs, m.params, ref, got.out, got.kv_cache, kRpaTolerance);
+  const V3Comparison loose = v3_compare(d, m.inputs, m.params, ref, got.out, got.kv_cache);
+  RC_LOG() << slip_name(slip) << ": the exact answer moves by " << move_share
+           << " of the tolerance; float32-accumulator tolerance: " << describe_v3_comparison(tight)
+           << "; v3 kernel's tolerance: " << describe_v3_comparison(loose) << "\n";
+  const char* moved_class = move_share > 2.0   ? "moves > 2x tolerance"
+                            : move_share > 0.0 ? "moves <= 2x tolerance"
+                                               : "no effect";
+  RC_TAG(tag, moved_class, tight.agree() ? "passed" : "caught (f32-acc tol)",
+         loose.agree() ? "passed" : "caught (v3 tol)");
+  if (move_share > 2.0) RC_ASSERT(!tight.agree());
+  // The slip never touches the cache: the fused update is checked bit for bit apart from it.
+  RC_ASSERT(tight.cache_equal);
+}
+
+}  // namespace
+}  // namespace rpa::props
