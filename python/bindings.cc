@@ -426,6 +426,31 @@ nb::tuple run(const ArrayMap& arrays, const ParamMap& params, const std::vector<
   return nb::make_tuple(nb::none(), typed(std::move(*r.out)));
 }
 
+// rpa run on a v3 case (cli/v3_commands.h's v3_run_case, as the command runs it): (None,
+// ((dtype, out), (dtype, kv_cache))) or (rejection, None).
+nb::tuple v3_run(const ArrayMap& arrays, const ParamMap& params, const std::vector<std::string>& flags) {
+  const CliArgs a = run_args(flags);
+  if (a.literal) throw std::invalid_argument(kV3NoLiteral);
+  const BorrowedCase b = to_case(arrays, params);
+  const Case& c = b.c;
+  V3RunOutcome r;
+  {
+    nb::gil_scoped_release release;
+    r = v3_run_case(c, a);
+  }
+  if (r.rejection) {
+    const V3Rejection& j = *r.rejection;
+    nb::dict d;
+    d["why"] = "rejected in " + std::string(j.mode == Mode::kStrict ? "strict" : "native") +
+               " mode by " + v3_failure_line(j.failure, j.mode);
+    d["rule"] = std::string(v3_rule_info(j.failure.rule).name);
+    d["message"] = j.failure.message;
+    d["mode"] = j.mode == Mode::kStrict ? "strict" : "native";
+    return nb::make_tuple(d, nb::none());
+  }
+  return nb::make_tuple(nb::none(), nb::make_tuple(typed(std::move(*r.out)), typed(std::move(*r.kv_cache))));
+}
+
 // The grid rpa run --impl kernel would use (its --json fields): (None, report) or
 // (rejection, None); report {rows, kv_pages_per_block, queries_per_block, q_heads_per_block,
 // combined_kv_heads_per_block, num_heads_blocks, num_q_blocks, vmem_bytes}. Nothing is computed.
@@ -637,21 +662,6 @@ nb::list v3_validate_case(const ArrayMap& arrays, const ParamMap& params, const 
   return out;
 }
 
-// The v3 dense reference (precondition: strict validation accepted the case; the package
-// checks it first): ((dtype, out), (dtype, kv_cache)).
-nb::tuple v3_reference_case(const ArrayMap& arrays, const ParamMap& params,
-                            const std::string& semantics) {
-  const Semantics s = semantics_or_throw(semantics);
-  const BorrowedCase b = to_case(arrays, params);
-  const Case& c = b.c;
-  V3ReferenceResult r;
-  {
-    nb::gil_scoped_release release;
-    r = v3_reference(c.dialect, c.v3_inputs, c.v3_params, s);
-  }
-  return nb::make_tuple(typed(std::move(r.out)), typed(std::move(r.kv_cache)));
-}
-
 // The case's out and kv_cache_out against the v3 dense reference in `semantics`
 // (oracle/v3_compare.h; precondition: strict validation accepted the case): the comparison's
 // fields and its one-line description.
@@ -780,7 +790,7 @@ NB_MODULE(_rpa, m) {
   m.def("workload", &workload, "name"_a, "dtype"_a);
   m.def("rules", &rules);
   m.def("v3_validate", &v3_validate_case, "arrays"_a, "params"_a, "mode"_a, "all"_a);
-  m.def("v3_reference", &v3_reference_case, "arrays"_a, "params"_a, "semantics"_a);
+  m.def("v3_run", &v3_run, "arrays"_a, "params"_a, "flags"_a);
   m.def("v3_check", &v3_check_case, "arrays"_a, "params"_a, "semantics"_a);
   m.def("v3_gen", &v3_gen, "seed"_a, "dialect"_a, "profile"_a, "size"_a, "head_dim"_a.none());
   m.def("v3_gen_spec", &v3_gen_spec, "hex"_a);

@@ -136,9 +136,13 @@ def _not_v3(case: Case, what: str) -> None:
                          "and rpa.check take both)")
 
 
-def _run(case: Case, **options: Any) -> np.ndarray:
-    _not_v3(case, f"rpa.{options.get('impl', 'run')}")
+def _run(case: Case, **options: Any) -> Any:
     arrays, params = case._native()
+    if case.is_v3:  # what rpa run does with a v3 case: (out, kv_cache)
+        rejection, result = _call(_rpa.v3_run, arrays, params, _flags(**options))
+        if rejection is not None:
+            raise _rejected(rejection)
+        return from_native(result[0]), from_native(result[1])
     rejection, out = _call(_rpa.run, arrays, params, _flags(**options))
     if rejection is not None:
         raise _rejected(rejection)
@@ -157,11 +161,6 @@ def reference(case: Case, semantics: str = "kernel", mode: str = "strict",
     (reference/v3_reference.h); semantics "kernel" (the v3 kernel in exact arithmetic) or
     "reference" (ref_ragged_paged_attention(_hd64) step for step). Raises Rejected unless
     strict validation accepts the case."""
-    if case.is_v3:
-        _v3_strict(case, mode, target)
-        arrays, params = case._native()
-        out, cache = _call(_rpa.v3_reference, arrays, params, semantics)
-        return from_native(out), from_native(cache)
     return _run(case, impl="reference", semantics=semantics, mode=mode, target=target)
 
 
@@ -181,7 +180,10 @@ def kernel(case: Case, schedule: str = "default", threads: Optional[int] = None,
     """The TPU-tiled kernel's output o [T, Hq, D] in q's dtype (``rpa run --impl kernel``).
     schedule: "default" (fast) or "literal" (the Pallas program step by step; with
     mode="jax" it runs any input JAX accepts). threads: worker threads, None for every core
-    (the bits never depend on it). Raises Rejected when validation rejects the case."""
+    (the bits never depend on it). Raises Rejected when validation rejects the case.
+
+    For a tpu-inference v3 case: (out, kv_cache), the output and the cache after the fused
+    update (kernel/v3_kernel.h; the default schedule only, strict-valid cases only)."""
     return _run(case, impl="kernel", schedule=schedule, threads=threads, mode=mode,
                 target=target)
 

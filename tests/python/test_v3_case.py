@@ -109,3 +109,20 @@ def test_gen_dialect():
     assert case.dialect == HD64 and case.spec.startswith("v3:")
     assert rpa.gen(spec=case.spec) == case
     assert rpa.validate(case, mode="strict").valid
+
+
+@pytest.mark.parametrize("dialect", [V3, HD64])
+def test_kernel_returns_out_and_the_updated_cache(dialect):
+    case = rpa.gen(seed=5, dialect=dialect, size=40)
+    out, cache = rpa.kernel(case, threads=1)
+    assert out.shape == case.queries.shape and cache.shape == case.kv_cache.shape
+    # The cache is the reference's bit for bit, the output within the kernel semantics.
+    _, ref_cache = rpa.reference(case)
+    assert cache.tobytes() == ref_cache.tobytes()
+    assert rpa.check(case, (out, cache)).ok
+    again, _ = rpa.kernel(case, threads=2)
+    assert again.tobytes() == out.tobytes()
+    with pytest.raises(ValueError, match="literal v3 schedule"):
+        rpa.kernel(case, schedule="literal")
+    with pytest.raises(rpa.Rejected):
+        rpa.kernel(case.replace(soft_cap=0.0))
