@@ -626,9 +626,10 @@ nb::list rules() {
 
 // Mode::kJax is a v3 dialect's native mode.
 Mode v3_mode(const std::string& name) {
-  if (name == "native") return Mode::kJax;
+  // As rpa validate --mode: jax is the native mode's other name (the jax dialect's native).
+  if (name == "native" || name == "jax") return Mode::kJax;
   if (name == "strict") return Mode::kStrict;
-  throw std::invalid_argument("mode takes native or strict for a v3 dialect (got " + name + ")");
+  throw std::invalid_argument("mode takes native, jax or strict (got " + name + ")");
 }
 
 Semantics semantics_or_throw(const std::string& name) {
