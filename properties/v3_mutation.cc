@@ -567,10 +567,15 @@ void Mutator::run(V3MutationKind kind) {
       return;
     }
     case V3MutationKind::soft_cap_zero: {
-      static const double caps[] = {0.0, -0.0, 5e-324};
-      p_.soft_cap = caps[variant(3)];
+      // 5e-324 passes tpu-inference's == 0.0 but is 0.0 as a float32 (strict); 2^-126, the
+      // least normal float32, is just inside.
+      static const double caps[] = {0.0, -0.0, 5e-324, 0x1p-126};
+      p_.soft_cap = caps[variant(4)];
       if (*p_.soft_cap == 0.0) {
         both(R::soft_cap_zero, "soft_cap=" + F(*p_.soft_cap) + " must not be 0.0.");
+      } else if (static_cast<float>(*p_.soft_cap) == 0.0f) {
+        strict(R::soft_cap_zero,
+               "soft_cap=" + F(*p_.soft_cap) + " must not be 0.0 (it is 0.0 as a float32).");
       }
       return;
     }

@@ -573,6 +573,17 @@ TEST(V3Validate, ScalarOptions) {
     EXPECT_EQ(rule_of(c, kStrict), "OK");
     c.p.soft_cap = 1e39;  // inf as a float32
     EXPECT_EQ(rule_of(c, kStrict), "soft_cap_nonfinite");
+    // Found by fuzz_raw_inputs in CI: 1.78e-307 passes tpu-inference (!= 0.0) but is 0.0 as
+    // a float32, where the kernels compute the cap (a logit of 0 then gives 0 / 0 = NaN).
+    c.p.soft_cap = 5e-324;
+    EXPECT_EQ(rule_of(c, kNative), "OK");
+    EXPECT_EQ(verdict(c, kStrict),
+              "soft_cap_zero: soft_cap=5e-324 must not be 0.0 (it is 0.0 as a float32).");
+    c.p.soft_cap = 1e-40;  // a float32 subnormal, which the kernels flush to 0
+    EXPECT_EQ(verdict(c, kStrict),
+              "soft_cap_zero: soft_cap=1e-40 must not be 0.0 (it is subnormal as a float32).");
+    c.p.soft_cap = 0x1p-126;  // the least normal float32
+    EXPECT_EQ(rule_of(c, kStrict), "OK");
     c = base(d);
     c.p.chunk_prefill_size = 0;
     EXPECT_EQ(verdict(c, kNative),
