@@ -10,6 +10,7 @@
 
 #include "kernel/dialect.h"
 #include "kernel/dtype.h"
+#include "kernel/float32_scalar.h"
 #include "kernel/params.h"
 #include "kernel/v3_params.h"
 
@@ -37,7 +38,7 @@ struct AttentionMath {
 // The jax dialect's parameters (section 2).
 inline AttentionMath attention_math(const Params& p) {
   AttentionMath m;
-  m.logit_scale = p.sm_scale;
+  m.logit_scale = float32_scalar(p.sm_scale);
   m.sliding_window = p.sliding_window;
   m.soft_cap = p.soft_cap;
   m.mask_value = p.effective_mask_value();
@@ -54,11 +55,13 @@ inline constexpr double kBFloat16Min = -3.3895313892515355e38;
 inline DType v3_default_out_dtype(DType q) { return q == DType::kFloat32 ? DType::kFloat32 : DType::kBFloat16; }
 
 // A v3 dialect's keywords for queries of dtype q (v3-contract.md sections 1 and 3c). The
-// scale of the logits is sm_scale * k_scale * q_scale in double, as the kernel multiplies its
-// Python floats, then rounded to float32 by the kernel's multiply (the caller's business).
+// scale of the logits is sm_scale * k_scale * q_scale multiplied in double, as the kernel
+// multiplies its Python floats, then the float32 it multiplies the scores by (float32_scalar:
+// a k_scale of 3e-322 is a scale of 0, so a -inf query gives NaN; fuzz_raw_inputs found the
+// definition scaling by the double and answering 0.5 where the kernel gave NaN).
 inline AttentionMath attention_math(Dialect d, const V3Params& p, DType q) {
   AttentionMath m;
-  m.logit_scale = p.sm_scale * p.k_scale.value_or(1.0) * p.q_scale.value_or(1.0);
+  m.logit_scale = float32_scalar(p.sm_scale * p.k_scale.value_or(1.0) * p.q_scale.value_or(1.0));
   m.sliding_window = p.sliding_window;
   m.soft_cap = p.soft_cap;
   const bool hd64 = d == Dialect::kTpuInferenceV3Hd64;

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "kernel/float32_scalar.h"
+
 namespace rpa {
 namespace {
 
@@ -307,7 +309,7 @@ float load_as_float32(DType t, const void* data, int64_t i) {
 
 float kv_eff(DType q_dtype, DType kv_dtype, const std::optional<double>& scale, bool key,
              float x) {
-  if (scale) return round_to(q_dtype, x * static_cast<float>(*scale));
+  if (scale) return round_to(q_dtype, x * float32_scalar(*scale));
   if (key && q_dtype == DType::kBFloat16 && dtype_is_integer(kv_dtype)) {
     return round_to(DType::kBFloat16, x);
   }

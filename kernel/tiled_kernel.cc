@@ -18,6 +18,7 @@
 
 #include <Eigen/Core>
 
+#include "kernel/float32_scalar.h"
 #include "kernel/kv_rows.h"
 #include "kernel/paged_kv_view.h"
 #include "kernel/pallas_program.h"
@@ -696,7 +697,7 @@ class SegmentWorker : public BlockMath {
     }
     if (b0 >= b1) std::fill(acc_.begin(), acc_.end(), 0.0f);  // no block: nothing attended
     if (math_.out_scale) {  // v3's v_scale on p.V: on the chunk's result, which is linear in it
-      const auto scale = static_cast<float>(*math_.out_scale);
+      const float scale = float32_scalar(*math_.out_scale);
       const int64_t n = (sg.b - sg.a) * hq_blk_ * d_;
       for (int64_t e = 0; e < n; ++e) acc_[static_cast<size_t>(e)] *= scale;
     }

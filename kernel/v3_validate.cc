@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "kernel/float32_scalar.h"
 #include "kernel/params.h"
 #include "kernel/python_repr.h"
 #include "kernel/v3_cache_layout.h"
@@ -377,16 +378,11 @@ class Walk {
     if (p_.soft_cap && *p_.soft_cap == 0.0 &&
         stop(V3RuleId::soft_cap_zero, "soft_cap=" + F(*p_.soft_cap) + " must not be 0.0."))
       return false;
-    // strict: the kernels compute the cap in float32, where one below 2^-126 is 0 or a
-    // subnormal that a TPU (and rpa's kernel) flushes to 0: a logit of 0 then gives 0 / 0.
-    if (strict() && p_.soft_cap && *p_.soft_cap != 0.0 &&
-        std::fabs(static_cast<double>(static_cast<float>(*p_.soft_cap))) < 0x1p-126 &&
-        stop(V3RuleId::soft_cap_zero,
-             "soft_cap=" + F(*p_.soft_cap) + " must not be 0.0 (it is " +
-                 (static_cast<float>(*p_.soft_cap) == 0.0f ? "0.0" : "subnormal") +
-                 " as a float32).")) {
+    // strict: the kernels divide by the cap as a float32 (float32_scalar), where one below
+    // 2^-126 is 0 or a subnormal a TPU (and rpa's kernel) flushes to 0: 0 / 0 on a logit of 0.
+    if (strict() && p_.soft_cap && *p_.soft_cap != 0.0 && float32_scalar(*p_.soft_cap) == 0.0f &&
+        stop(V3RuleId::soft_cap_zero, soft_cap_flushed_message(*p_.soft_cap)))
       return false;
-    }
     if (p_.chunk_prefill_size && *p_.chunk_prefill_size <= 0 &&
         stop(V3RuleId::chunk_prefill_nonpositive,
              "chunk_prefill_size=" + I(*p_.chunk_prefill_size) + " must be positive."))

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernel/float32_scalar.h"
 #include "kernel/heads_per_block.h"
 #include "kernel/pallas_program.h"
 #include "kernel/python_repr.h"
@@ -287,12 +288,10 @@ class Walk {
         reject(RuleId::soft_cap_zero, "soft_cap=" + F(*p_.soft_cap) + " must not be 0.0.") &&
         c_.done())
       return false;
-    // strict: a cap that underflows to 0 in float32 divides by zero all the same.
-    if (c_.strict() && p_.soft_cap && *p_.soft_cap != 0.0 &&
-        static_cast<float>(*p_.soft_cap) == 0.0f &&
-        reject(RuleId::soft_cap_zero,
-               "soft_cap=" + F(*p_.soft_cap) + " must not be 0.0 (it is 0.0 as a float32).") &&
-        c_.done())
+    // strict: the kernels divide by the cap as a float32 (float32_scalar), where one below
+    // 2^-126 is 0 or a subnormal a TPU (and rpa's kernel) flushes to 0: 0 / 0 on a logit of 0.
+    if (c_.strict() && p_.soft_cap && *p_.soft_cap != 0.0 && float32_scalar(*p_.soft_cap) == 0.0f &&
+        reject(RuleId::soft_cap_zero, soft_cap_flushed_message(*p_.soft_cap)) && c_.done())
       return false;
     if (!finite_scalar(RuleId::soft_cap_nonfinite, "soft_cap", p_.soft_cap)) return false;
     if (!finite_scalar(RuleId::sm_scale_nonfinite, "sm_scale", p_.sm_scale)) return false;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernel/float32_scalar.h"
 #include "kernel/heads_per_block.h"
 #include "kernel/python_repr.h"
 #include "kernel/target_profile.h"
@@ -267,15 +268,15 @@ class Mutator {
          "sliding_window=" + S(*p_.sliding_window) + " must fit in int32.");
   }
   void soft_cap_zero() {
-    const double caps[] = {0.0, -0.0, 1e-50, -1e-46};
+    // 1e-50 is 0 as a float32, -1e-40 subnormal there (float32_scalar flushes both).
+    const double caps[] = {0.0, -0.0, 1e-50, -1e-40};
     const double c = caps[variant(4)];
     p_.soft_cap = c;
     if (c == 0.0) {
       both(RuleId::soft_cap_zero, "soft_cap=" + F(c) + " must not be 0.0.");
     } else {
-      // Nonzero as a double, so JAX divides by it; 0 as a float32, which the kernel uses.
-      strict(RuleId::soft_cap_zero,
-             "soft_cap=" + F(c) + " must not be 0.0 (it is 0.0 as a float32).");
+      // Nonzero as a double, so JAX divides by it; 0 as the kernel's float32.
+      strict(RuleId::soft_cap_zero, soft_cap_flushed_message(c));
     }
   }
   void mask_value_too_large() {

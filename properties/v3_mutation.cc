@@ -7,6 +7,7 @@
 #include <string>
 #include <utility>
 
+#include "kernel/float32_scalar.h"
 #include "kernel/python_repr.h"
 #include "kernel/tensor.h"
 #include "kernel/v3_cache_layout.h"
@@ -567,15 +568,14 @@ void Mutator::run(V3MutationKind kind) {
       return;
     }
     case V3MutationKind::soft_cap_zero: {
-      // 5e-324 passes tpu-inference's == 0.0 but is 0.0 as a float32 (strict); 2^-126, the
-      // least normal float32, is just inside.
-      static const double caps[] = {0.0, -0.0, 5e-324, 0x1p-126};
-      p_.soft_cap = caps[variant(4)];
+      // 5e-324 passes tpu-inference's == 0.0 but is 0.0 as a float32, -1e-40 subnormal there
+      // (strict: float32_scalar flushes both); 2^-126, the least normal float32, is inside.
+      static const double caps[] = {0.0, -0.0, 5e-324, -1e-40, 0x1p-126};
+      p_.soft_cap = caps[variant(5)];
       if (*p_.soft_cap == 0.0) {
         both(R::soft_cap_zero, "soft_cap=" + F(*p_.soft_cap) + " must not be 0.0.");
-      } else if (static_cast<float>(*p_.soft_cap) == 0.0f) {
-        strict(R::soft_cap_zero,
-               "soft_cap=" + F(*p_.soft_cap) + " must not be 0.0 (it is 0.0 as a float32).");
+      } else if (float32_scalar(*p_.soft_cap) == 0.0f) {
+        strict(R::soft_cap_zero, soft_cap_flushed_message(*p_.soft_cap));
       }
       return;
     }

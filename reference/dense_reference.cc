@@ -8,6 +8,7 @@
 
 #include <Eigen/Dense>
 
+#include "kernel/float32_scalar.h"
 #include "kernel/paged_kv_view.h"
 
 namespace rpa {
@@ -19,7 +20,7 @@ using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowM
 // product taken in float32 as JAX does; without, x keeps the KV dtype.
 double effective(float x, const std::optional<double>& scale, DType q_dtype) {
   if (!scale) return x;
-  const float product = x * static_cast<float>(*scale);
+  const float product = x * float32_scalar(*scale);
   return round_to(q_dtype, product);
 }
 
@@ -135,7 +136,7 @@ std::vector<ReferenceResult> reference_pass(const Inputs& in, const Params& p,
           const int64_t q0 = view.q_offset(view.q_start(s) + r, q_head);
           for (int64_t c = 0; c < d; ++c) q(r, c) = load_float(q_dtype, in.q.data(), q0 + c);
         }
-        Matrix logits = (q * kv.k.transpose()) * p.sm_scale;
+        Matrix logits = (q * kv.k.transpose()) * static_cast<double>(float32_scalar(p.sm_scale));
         // The logit scale B_t of each (row, token): |sm_scale| sum_d |q_d K_eff_td|.
         Matrix scale = (q.cwiseAbs() * kv.k.cwiseAbs().transpose()) * std::fabs(p.sm_scale);
         if (scale.size() > 0) {

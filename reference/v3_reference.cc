@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernel/attention_math.h"
+#include "kernel/float32_scalar.h"
 #include "kernel/params.h"
 #include "kernel/v3_cache_layout.h"
 
@@ -145,7 +146,9 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
   // Scores: the reference's in out_dtype (kernel.py) or float32 (hd64), the kernel's exact.
   const DType score_dtype = kernel || hd64 ? DType::kFloat32 : out_dtype;
   const double mask_value = narrow(score_dtype, static_cast<float>(math.mask_value));
-  const double v_scale = p.v_scale.value_or(1.0);
+  // v_scale as the kernel multiplies p.V by it (float32_scalar); the reference semantics
+  // scales by p.v_scale where the ref does, below.
+  const double v_scale = float32_scalar(p.v_scale.value_or(1.0));
   const std::byte* cache = result.kv_cache.data();
   const int64_t group = z.hq / z.hkv;
   const int64_t num_seqs = in.distribution.int_at(2);

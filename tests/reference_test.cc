@@ -79,6 +79,22 @@ TEST(DenseReference, SmScaleScalesLogits) {
   expect_f32(reference(tiny({1}, {1, 2}, {3, 5}), p)[0], 3.0 + 2.0 / (1.0 + std::exp(-0.5)));
 }
 
+// sm_scale is the float32 the kernel multiplies by, subnormals flushed as on a TPU
+// (float32_scalar): 1e-40 and 3e-322 are a scale of 0. The keys then weigh equally: o = 4;
+// a -inf query meets 0 and gives NaN, as in the kernel, even through a soft cap (the double
+// -inf * 1e-40 = -inf would be capped to -50 and answer a finite 4).
+TEST(DenseReference, SmScaleIsTheKernelsFloat32) {
+  for (double sm : {1e-40, 3e-322}) {
+    Params p;
+    p.sm_scale = sm;
+    p.soft_cap = 50.0;
+    EXPECT_EQ(reference(tiny({1}, {1, 2}, {3, 5}), p)[0], 4.0) << sm;
+    for (Semantics s : {Semantics::kKernel, Semantics::kReference}) {
+      EXPECT_TRUE(std::isnan(reference(tiny({-INFINITY}, {1, 2}, {3, 5}), p, s)[0])) << sm;
+    }
+  }
+}
+
 TEST(DenseReference, CausalOffsetIsKvLenMinusQLen) {
   // q_len 2 over kv_len 3, all logits 0: row 0 sits at position 1 and sees keys 0..1, row 1
   // at position 2 sees keys 0..2. Uniform weights over what each sees.

@@ -214,6 +214,30 @@ TEST(V3Reference, KAndVScales) {
   }
 }
 
+// The logit scale is the float32 the kernel multiplies the scores by: sm_scale * k_scale
+// below float32's least normal (here a double subnormal, 3e-322; then 1e-40, a float32
+// subnormal TPUs flush) is a scale of 0. Row 1 then weighs keys 1 and 3 equally: (1 + 5) / 2;
+// a -inf query meets 0: NaN in both rows, as in the kernel (fuzz_raw_inputs found the
+// definition scaling by 3e-322 and answering 0.5 where the kernel gave NaN).
+TEST(V3Reference, LogitScaleIsTheKernelsFloat32) {
+  const Small s = two_tokens();
+  for (double k_scale : {3e-322, 1e-40}) {
+    V3Params p;
+    p.k_scale = k_scale;
+    p.soft_cap = 50.0;
+    EXPECT_EQ(out_at(v3_reference(s.d, two_token_inputs(s), p, Semantics::kKernel), 1, 0, 0), 3.0);
+    const V3Inputs inf = two_token_inputs(s, -INFINITY, -INFINITY);
+    const V3ReferenceResult r = v3_reference(s.d, inf, p, Semantics::kKernel);
+    EXPECT_TRUE(std::isnan(out_at(r, 0, 0, 0)) && std::isnan(out_at(r, 1, 0, 0))) << k_scale;
+  }
+  // The least normal float32 scale stays: q = 2^126 gives row 1 logits 1 and 3 again.
+  V3Params p;
+  p.k_scale = std::ldexp(1.0, -126);
+  const double q = std::ldexp(1.0, 126);
+  EXPECT_NEAR(out_at(v3_reference(s.d, two_token_inputs(s, q, q), p, Semantics::kKernel), 1, 0, 0),
+              4.5231883119115293, 1e-6);  // 1 + 4 sigmoid(2)
+}
+
 // hd64: head_dim 64, only column 0 nonzero, as two_tokens.
 V3Inputs hd64_inputs(Small& s, double sink) {
   s.d = Dialect::kTpuInferenceV3Hd64;

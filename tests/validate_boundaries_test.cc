@@ -216,7 +216,10 @@ const auto kCases = ::testing::Values(
                  rejects(RuleId::soft_cap_zero, "soft_cap=-0.0 must not be 0.0.")},
     BoundaryCase{"soft_cap_min_subnormal", {}, [](Inputs&, Params& p) { p.soft_cap = 5e-324; },
                  kValid, rejects(RuleId::soft_cap_zero, "soft_cap=5e-324 must not be 0.0 (it is 0.0 as a float32).")},
-    BoundaryCase{"soft_cap_min_float32_subnormal", {}, [](Inputs&, Params& p) { p.soft_cap = 1e-45; }, kValid, kValid},
+    // The kernel runs with subnormals flushed, as TPUs do: a float32-subnormal cap is 0 there.
+    BoundaryCase{"soft_cap_min_float32_subnormal", {}, [](Inputs&, Params& p) { p.soft_cap = 1e-45; },
+                 kValid, rejects(RuleId::soft_cap_zero, "soft_cap=1e-45 must not be 0.0 (it is subnormal as a float32).")},
+    BoundaryCase{"soft_cap_min_float32_normal", {}, [](Inputs&, Params& p) { p.soft_cap = 0x1p-126; }, kValid, kValid},
     BoundaryCase{"sm_scale_past_float32", {}, [](Inputs&, Params& p) { p.sm_scale = 1e39; },
                  kValid, rejects(RuleId::sm_scale_nonfinite, "sm_scale=1e+39 must be finite as a float32.")},
     BoundaryCase{"k_scale_past_float32", {}, [](Inputs&, Params& p) { p.k_scale = -1e39; },
