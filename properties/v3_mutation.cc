@@ -987,6 +987,32 @@ void Mutator::run(V3MutationKind kind) {
       }
       return;
     }
+    case V3MutationKind::update_page_shared: {
+      // Used page slot (j, q), any but sequence s's last, maps the page that receives s's
+      // last new token (in range, so native stays valid). The validator walks the sequences'
+      // new-token slots in order and names the first on a page mapped twice: (s, last), or
+      // (j, q) when that slot also receives new tokens and comes first; the other is the
+      // page's other mapping.
+      using Slot = std::pair<int64_t, int64_t>;
+      const int64_t s = arg_ % k();
+      const Slot last{s, (kv(s) - 1) / ps()};
+      std::vector<Slot> others;
+      for (int64_t i = 0; i < k(); ++i) {
+        for (int64_t j = 0; j * ps() < kv(i); ++j) {
+          if (Slot{i, j} != last) others.push_back({i, j});
+        }
+      }
+      const Slot slot = others[static_cast<size_t>(rest(k()) % static_cast<int64_t>(others.size()))];
+      const int64_t page = in_.page_indices.int_at(s * pps() + last.second);
+      in_.page_indices.set_int(slot.first * pps() + slot.second, page);
+      const bool slot_new = slot.second >= (kv(slot.first) - q_len(slot.first)) / ps();
+      const auto [named, other] = slot_new && slot < last ? std::pair{slot, last} : std::pair{last, slot};
+      strict(R::update_page_shared, "page " + I(page) + " receives new tokens of sequence " +
+                                        I(named.first) + " (page slot " + I(named.second) +
+                                        ") and is also page slot " + I(other.second) +
+                                        " of sequence " + I(other.first) + ".");
+      return;
+    }
   }
 }
 
@@ -1026,6 +1052,12 @@ bool v3_mutation_applies(V3MutationKind kind, const V3CaseSpec& s) {
       return s.page_size >= 2;
     case V3MutationKind::prefill_without_chunk_size:
       return s.num_prefill > 0;
+    case V3MutationKind::update_page_shared: {
+      // kernel.py writes nothing with update_kv_cache=False; two used page slots at least.
+      int64_t slots = 0;
+      for (const V3SeqSpec& q : s.seqs) slots += (q.kv_len + s.page_size - 1) / s.page_size;
+      return (s.dialect == Dialect::kTpuInferenceV3Hd64 || s.params.update_kv_cache) && slots >= 2;
+    }
     case V3MutationKind::cu_q_lens_first_nonzero:
     case V3MutationKind::cu_q_lens_decreasing:
     case V3MutationKind::total_q_tokens_too_large:

@@ -92,7 +92,8 @@ namespace rpa::props {
   X(skip_kv_mask_block_unknown, skip_kv_mask_block_unknown, kShape, true, false)          \
   X(skip_kv_mask_kv_len, skip_kv_mask_kv_len, kShape, true, false)                        \
   X(q_dtype_unsupported, q_dtype_unsupported, kShape, true, true)                         \
-  X(out_dtype_not_default, out_dtype_not_default, kShape, true, false)
+  X(out_dtype_not_default, out_dtype_not_default, kShape, true, false)                   \
+  X(update_page_shared, update_page_shared, kShape, true, true)
 
 enum class V3MutationGroup : uint8_t {
   kShape,

@@ -117,11 +117,6 @@ struct Unreachable {
 constexpr Dialect kV3 = Dialect::kTpuInferenceV3;
 constexpr Dialect kHd64 = Dialect::kTpuInferenceV3Hd64;
 const Unreachable kStrictUnreachable[] = {
-    // Not yet a named mutation (the model would have to order the sharing against the
-    // per-sequence rules); its boundaries are tested in tests/v3_validate_test.cc
-    // (V3Validate.UpdatePageShared), and fuzz_raw_inputs reaches it.
-    {V3RuleId::update_page_shared, kV3, "no named mutation yet"},
-    {V3RuleId::update_page_shared, kHd64, "no named mutation yet"},
     {V3RuleId::causal_skip_kv_mask, kHd64, "hd64 takes no skip_kv_mask: keyword_not_in_dialect"},
     {V3RuleId::sink_rank, kV3, "kernel.py takes no attention_sink: keyword_not_in_dialect"},
     {V3RuleId::sink_shape, kV3, "kernel.py takes no attention_sink: keyword_not_in_dialect"},
