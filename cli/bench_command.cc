@@ -67,7 +67,9 @@ std::optional<Preset> find_preset(std::string_view name) {
   if (name == "quick") return Preset{"quick", {"decode", "prefill", "mixed"}, 5, 3, 3.0};
   // The two dialects on the same shapes and data, one after the other in one run, so that
   // their %limit can be compared (DESIGN.md section 16).
+  // Each v3 workload is also timed against its jax twin in alternation (measure_pair).
   if (name == "v3") return Preset{"v3", {"decode", "v3-decode", "mixed", "v3-mixed"}, 21, 5, 15.0};
+  if (name == "v3-decode") return Preset{"v3-decode", {"decode", "v3-decode"}, 21, 5, 15.0};
   for (std::string_view w : bench::workload_names()) {
     if (name == w) return Preset{std::string(w), {std::string(w)}, 21, 5, 15.0};
   }
@@ -248,6 +250,50 @@ std::vector<Row> measure(const Subject& sb, const Preset& preset, const std::vec
   return rows;
 }
 
+// The two dialects on one workload, timed in alternation: round i times one call of each (the
+// order flipping every round), and its ratio is the jax call's time over the v3 call's, which
+// is v3's %limit over jax's (the same flops and KV bytes, so the same roofline bound). Drift
+// in the machine's speed (other processes, frequency) then reaches both calls of a round
+// alike, where the medians of two separate runs can be 40% apart on this 2-core machine.
+struct PairRow {
+  std::string workload, dtype;
+  int threads = 0, rounds = 0;
+  double p25 = 0, median = 0, p75 = 0;  // of the rounds' ratios
+};
+
+double quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  const double at = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<size_t>(at);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (at - static_cast<double>(lo)) * (v[hi] - v[lo]);
+}
+
+PairRow measure_pair(const Subject& jax, const Subject& v3, int threads, int rounds) {
+  using Clock = std::chrono::steady_clock;
+  const auto timed = [threads](const Subject& sb) {
+    const auto t0 = Clock::now();
+    sb.kernel(threads);
+    return seconds(Clock::now() - t0);
+  };
+  std::fprintf(stderr, "rpa bench: %s vs %s: %d alternating rounds on %d threads\n",
+               jax.label.c_str(), v3.label.c_str(), rounds, threads);
+  std::vector<double> ratios;
+  for (int i = 0; i < rounds; ++i) {
+    double tj = 0, tv = 0;
+    if (i % 2 == 0) {
+      tj = timed(jax);
+      tv = timed(v3);
+    } else {
+      tv = timed(v3);
+      tj = timed(jax);
+    }
+    ratios.push_back(tj / tv);
+  }
+  return {jax.facts.workload, jax.facts.dtype, threads, rounds,
+          quantile(ratios, 0.25), quantile(ratios, 0.5), quantile(ratios, 0.75)};
+}
+
 const Limits& limits_for(const std::vector<Limits>& limits, int threads) {
   for (const Limits& m : limits) {
     if (m.threads == threads) return m;
@@ -312,8 +358,20 @@ void print_table(const std::vector<Row>& rows, const std::vector<Limits>& limits
       "bytes at the triad bandwidth; m: memory-bound, c: compute-bound) over the kernel time.\n");
 }
 
-void print_json(const std::vector<Row>& rows, const Preset& preset, const std::string& date,
-                const std::string& load, const std::vector<Limits>& limits) {
+void print_pairs(const std::vector<PairRow>& pairs) {
+  if (pairs.empty()) return;
+  std::printf("\nv3 / jax %%limit, paired (each round one call of each dialect, alternating "
+              "which goes first; the jax call's time over the v3 call's):\n");
+  for (const PairRow& p : pairs) {
+    std::printf("  %s/%s on %d thread%s: median %.3f (quartiles %.3f-%.3f) over %d rounds\n",
+                p.workload.c_str(), p.dtype.c_str(), p.threads, p.threads == 1 ? "" : "s",
+                p.median, p.p25, p.p75, p.rounds);
+  }
+}
+
+void print_json(const std::vector<Row>& rows, const std::vector<PairRow>& pairs,
+                const Preset& preset, const std::string& date, const std::string& load,
+                const std::vector<Limits>& limits) {
   JsonWriter j;
   j.begin_object();
   j.key("preset").value(preset.name).key("date").value(date);
@@ -352,6 +410,15 @@ void print_json(const std::vector<Row>& rows, const Preset& preset, const std::s
     j.key("agree").value(r.agree);
     j.key("max_abs_err").value(r.max_abs_err);
     j.key("atol").value(r.atol).key("rtol").value(r.rtol);
+    j.end_object();
+  }
+  j.end_array();
+  j.key("v3_over_jax_pct_limit").begin_array();
+  for (const PairRow& p : pairs) {
+    j.begin_object();
+    j.key("workload").value(p.workload).key("dtype").value(p.dtype).key("threads").value(p.threads);
+    j.key("rounds").value(p.rounds).key("median").value(p.median);
+    j.key("p25").value(p.p25).key("p75").value(p.p75);
     j.end_object();
   }
   j.end_array();
@@ -399,7 +466,7 @@ int bench_command(const std::vector<std::string_view>& args) {
     }
   }
   const std::optional<Preset> preset = find_preset(preset_name);
-  if (!preset) return usage_error("--preset takes quick, decode, prefill, mixed or v3");
+  if (!preset) return usage_error("--preset takes quick, decode, prefill, mixed, v3 or v3-decode");
   const std::optional<std::vector<int>> sweep = parse_thread_sweep(threads_arg);
   if (!sweep) {
     return usage_error("--threads takes a comma-separated list of thread counts (1 to 4096) and "
@@ -430,6 +497,7 @@ int bench_command(const std::vector<std::string_view>& args) {
   }
 
   std::vector<Row> rows;
+  std::vector<PairRow> pairs;
   const int total = static_cast<int>(preset->workloads.size()) * 2;
   int index = 0;
   for (const std::string& name : preset->workloads) {
@@ -443,7 +511,12 @@ int bench_command(const std::vector<std::string_view>& args) {
       const bench::Workload w = bench::build_workload(spec);  // throws if strict rejects
       if (v3) {
         const bench::V3Workload v = bench::build_v3_workload(w);  // throws if strict rejects
-        for (Row& r : measure(v3_subject(w, v), *preset, *sweep, index, total)) rows.push_back(std::move(r));
+        const Subject v3_sb = v3_subject(w, v);
+        for (Row& r : measure(v3_sb, *preset, *sweep, index, total)) rows.push_back(std::move(r));
+        const Subject jax_sb = jax_subject(w);
+        for (const int threads : *sweep) {
+          pairs.push_back(measure_pair(jax_sb, v3_sb, threads, 2 * preset->kernel_runs + 1));
+        }
       } else {
         for (Row& r : measure(jax_subject(w), *preset, *sweep, index, total)) rows.push_back(std::move(r));
       }
@@ -452,7 +525,7 @@ int bench_command(const std::vector<std::string_view>& args) {
 
   const std::string load = load_before + " at start, " + bench::load_average() + " at end";
   if (json) {
-    print_json(rows, *preset, date, load, limits);
+    print_json(rows, pairs, *preset, date, load, limits);
   } else {
     std::printf("rpa bench --preset %s: %s, %s (%d cores), kernel on %s threads; load average "
                 "%s\n",
@@ -474,6 +547,7 @@ int bench_command(const std::vector<std::string_view>& args) {
                   load_before.c_str());
     }
     print_table(rows, limits);
+    print_pairs(pairs);
   }
   const bool all_agree =
       std::all_of(rows.begin(), rows.end(), [](const Row& r) { return r.agree; });

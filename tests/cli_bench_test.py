@@ -50,6 +50,26 @@ def main():
         check(f"{label}: %limit is the roofline over the kernel's time",
               abs(r["pct_limit"] - want) < 1e-6 * want, (r["pct_limit"], want))
     check("all_agree", j["all_agree"] is True)
+    check("no v3 pairs without v3 workloads", j["v3_over_jax_pct_limit"] == [], j["v3_over_jax_pct_limit"])
+
+    # The v3 dialect on the same shapes, and both dialects timed in alternation.
+    p = rpa("bench", "--preset", "v3-decode", "--threads", "1", "--json")
+    check("bench --preset v3-decode exits 0", p.returncode == 0, f"rc={p.returncode} {p.stderr[-400:]!r}")
+    j = json.loads(p.stdout)
+    rows = j["results"]
+    check("a jax and a v3 row per dtype",
+          sorted((r["dialect"], r["dtype"]) for r in rows) ==
+          sorted((d, t) for d in ("jax", "tpu_inference_v3") for t in ("float32", "bfloat16")), rows)
+    check("every row agrees with its dialect's reference", all(r["agree"] for r in rows), rows)
+    for r in rows:
+        twin = next(t for t in rows if t["dtype"] == r["dtype"] and t["dialect"] != r["dialect"])
+        check(f"{r['workload']}/{r['dtype']}: the same flops and KV bytes as its twin",
+              (r["useful_flops"], r["kv_bytes"]) == (twin["useful_flops"], twin["kv_bytes"]), (r, twin))
+    pairs = j["v3_over_jax_pct_limit"]
+    check("one pair per dtype", sorted(q["dtype"] for q in pairs) == ["bfloat16", "float32"], pairs)
+    for q in pairs:
+        check(f"pair {q['dtype']}: 43 rounds (2 x 21 + 1), ordered quartiles",
+              q["rounds"] == 43 and 0 < q["p25"] <= q["median"] <= q["p75"], q)
 
 
 main()
