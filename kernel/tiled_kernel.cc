@@ -170,6 +170,7 @@ class BlockMath {
         scales_(static_cast<size_t>(wide_rows_)),
         mask_value_(static_cast<float>(math.mask_value)),
         sm_scale_(static_cast<float>(math.logit_scale)),
+        literal_(literal),
         exact_skips_(!literal && std::isfinite(mask_value_) &&
                      mask_value_ <= static_cast<float>(kMaxExactMaskValue)),
         kind_(kv_kind(kv_dtype_)),
@@ -411,7 +412,19 @@ class BlockMath {
     for (int64_t j = 0; j < std::min(std::max<int64_t>(lo, 0), n); ++j) mask(j);
     for (int64_t j = std::max<int64_t>(hi, 0); j < n; ++j) mask(j);
     const float m_curr = x.maxCoeff<Eigen::PropagateNaN>();
-    x = (x - m_curr).exp();
+    // A block whose logits are all -inf (an infinite q or K, no cap) weighs nothing in the
+    // definition, whatever the rest of the row: its weights are 0, not exp(-inf - -inf) =
+    // NaN as in the Pallas program's local-max update, which the literal schedule keeps
+    // (fuzz_raw_inputs found an hd64 row of one -inf logit beside a finite sink: the
+    // definition 0, the kernel NaN). A row of -inf logits alone, no sink, then gives 0 where
+    // the definition gives 0 / 0.
+    const float kMinusInf = -std::numeric_limits<float>::infinity();
+    const bool nothing = !literal_ && m_curr == kMinusInf;
+    if (nothing) {
+      x.setZero();
+    } else {
+      x = (x - m_curr).exp();
+    }
     const float l_curr = x.sum();
     // The sink starts the online softmax of the sequence's first chunk as a block of one
     // logit with no value: m = sink, l = 1, the accumulator 0.
@@ -423,8 +436,9 @@ class BlockMath {
     const float m_next = std::isnan(m_prev)   ? m_prev
                          : std::isnan(m_curr) ? m_curr
                                               : std::max(m_prev, m_curr);
-    const float alpha = std::exp(m_prev - m_next);
-    const float beta = std::exp(m_curr - m_next);
+    // m_prev == m_next == -inf only after nothing: l_prev is 0 then, and alpha any finite.
+    const float alpha = nothing && m_prev == kMinusInf ? 1.0f : std::exp(m_prev - m_next);
+    const float beta = nothing ? 0.0f : std::exp(m_curr - m_next);
     const float l_alpha = alpha * l_prev;
     const float l_next = l_alpha + beta * l_curr;
     m[i] = m_next;
@@ -538,6 +552,7 @@ class BlockMath {
   // Padded slots and fully masked blocks weigh exactly 0 (mask_value <= -1e30, what strict
   // validation requires), so they may be left out; -inf or a small mask keeps the TPU's
   // full computation, NaN included.
+  const bool literal_;
   const bool exact_skips_;
   const KvKind kind_;
   const bool k_in_registers_, v_in_registers_;  // no scale: the decode loops widen K / V
@@ -760,6 +775,8 @@ void merge_chunks(const Segment& sg, const float* partial, int64_t d, const Page
       const float* pc = partial + c * stride;
       const float m_c = pc[e], l_c = pc[n + e];
       const float* o_c = pc + 2 * n + e * d;
+      // A chunk of -inf logits alone weighs nothing (softmax_row): its o_c is 0.
+      if (m_c == -std::numeric_limits<float>::infinity()) continue;
       const float m_next = std::isnan(m) ? m : std::isnan(m_c) ? m_c : std::max(m, m_c);
       const float alpha = std::exp(m - m_next);
       const float beta = std::exp(m_c - m_next) * l_c;

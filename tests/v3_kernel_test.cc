@@ -253,6 +253,42 @@ TEST(V3Kernel, AttentionSinkJoinsTheDenominatorAndMinusInfinityIsNoSink) {
   EXPECT_FALSE(with_sink == none.out);
 }
 
+// Logits of -inf (an infinite K here) weigh nothing: beside a finite sink the row is the
+// sink's alone, so the output is 0 (fuzz_raw_inputs found the kernel's local-max update
+// giving exp(-inf - -inf) = NaN there); and a first KV block of -inf logits leaves the next
+// block's key the whole weight.
+TEST(V3Kernel, MinusInfinityLogitsWeighNothing) {
+  V3Builder b = hd64_builder();
+  b.seqs = {{1, 5}};  // tokens 0-3 in page 1 (in the cache), token 4 new in page 2
+  V3Inputs in = b.build();
+  in.queries.set_float(0, 1.0);  // q = e_0: the logit of token t is K_t[0]
+  for (int64_t t = 0; t < 4; ++t) {
+    for (int64_t c = 0; c < 64; ++c) {
+      in.kv_cache.set_float(at(b, 1, t, 0, false, c), c == 0 ? -INFINITY : 0.0);
+      in.kv_cache.set_float(at(b, 1, t, 0, true, c), 3.0);
+    }
+  }
+  for (int64_t c = 0; c < 64; ++c) {
+    in.keys.set_float(c, c == 0 ? -INFINITY : 0.0);
+    in.values.set_float(c, 2.0);
+  }
+  in.attention_sink = Tensor::from_floats(F32, {1}, std::vector<float>{0.75f});
+  V3Params p;
+  for (int64_t pages : {1, 3}) {
+    p.num_kv_pages_per_block = pages;
+    const V3KernelResult r = v3_tiled_attention(b.dialect, in, p);
+    for (int64_t c = 0; c < 64; ++c) EXPECT_EQ(r.out.float_at(c), 0.0) << pages << " " << c;
+  }
+  // The new token's key finite, no sink: the first block (page 1) is all -inf.
+  in.keys.set_float(0, 0.5);
+  in.attention_sink.reset();
+  for (int64_t pages : {1, 3}) {
+    p.num_kv_pages_per_block = pages;
+    const V3KernelResult r = v3_tiled_attention(b.dialect, in, p);
+    for (int64_t c = 0; c < 64; ++c) EXPECT_EQ(r.out.float_at(c), 2.0) << pages << " " << c;
+  }
+}
+
 // The fused update in each packing: exactly the new tokens' records change, each written
 // whole (K and V of every head, zeros in the padding heads and head_dim lanes), nothing else.
 TEST(V3Kernel, FusedUpdateWritesWholeRecordsOfTheNewTokensOnly) {
