@@ -26,17 +26,11 @@ props::BuildOptions differential_options() {
 }
 
 DifferentialInput decode_differential(std::span<const uint8_t> bytes) {
-  props::ByteSource source(bytes);
-  DifferentialInput d;
-  visit_differential(source, d);
-  return d;
+  return props::decode_with<DifferentialInput>(bytes, [](auto& io, auto& d) { visit_differential(io, d); });
 }
 
 std::vector<uint8_t> encode_differential(const DifferentialInput& d) {
-  props::ByteSink sink;
-  DifferentialInput copy = d;
-  visit_differential(sink, copy);
-  return sink.bytes();
+  return props::encode_with(d, [](auto& io, auto& x) { visit_differential(io, x); });
 }
 
 std::optional<std::span<const uint8_t>> v3_payload(std::span<const uint8_t> bytes) {
@@ -87,31 +81,20 @@ std::vector<props::V3MutationKind> v3_mutation_choices(
 }
 
 V3ValidateInput decode_v3_validate(std::span<const uint8_t> payload) {
-  props::ByteSource source(payload);
-  V3ValidateInput v;
-  visit_v3_validate(source, v);
-  return v;
+  return props::decode_with<V3ValidateInput>(payload, [](auto& io, auto& v) { visit_v3_validate(io, v); });
 }
 
 std::vector<uint8_t> encode_v3_validate(const V3ValidateInput& v) {
-  props::ByteSink sink;
-  V3ValidateInput copy = v;
-  visit_v3_validate(sink, copy);
-  return with_v3_tag(sink.bytes());
+  return with_v3_tag(props::encode_with(v, [](auto& io, auto& x) { visit_v3_validate(io, x); }));
 }
 
 V3DifferentialInput decode_v3_differential(std::span<const uint8_t> payload) {
-  props::ByteSource source(payload);
-  V3DifferentialInput d;
-  visit_v3_differential(source, d);
-  return d;
+  return props::decode_with<V3DifferentialInput>(
+      payload, [](auto& io, auto& d) { visit_v3_differential(io, d); });
 }
 
 std::vector<uint8_t> encode_v3_differential(const V3DifferentialInput& d) {
-  props::ByteSink sink;
-  V3DifferentialInput copy = d;
-  visit_v3_differential(sink, copy);
-  return with_v3_tag(sink.bytes());
+  return with_v3_tag(props::encode_with(d, [](auto& io, auto& x) { visit_v3_differential(io, x); }));
 }
 
 }  // namespace rpa::fuzz

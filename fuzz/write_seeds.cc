@@ -210,7 +210,7 @@ Seeds validate_seeds() {
     o3.dialect = props::kV3GenDialects[seed % 2];
     o3.min_seqs = 1;
     if (seed == 3) o3.head_dim = 128;
-    if (seed >= 3) o3.profile = props::V3Profile::kPrefill;  // reaches the prefill range's rules
+    if (seed >= 3) o3.profile = props::Profile::kPrefill;  // reaches the prefill range's rules
     props::V3CaseSpec spec;
     for (uint64_t s = seed; s < seed + 1000; s += 10) {  // the prefill ones: a prefill range
       props::RandomSource source(s, 60);
@@ -264,7 +264,7 @@ Seeds differential_seeds() {
   for (uint64_t seed = 1; seed <= 24; ++seed) {
     props::V3BuildOptions o3 = fuzz::v3_differential_options();
     o3.dialect = props::kV3GenDialects[seed % 2];
-    o3.profile = props::kV3Profiles[seed / 2 % 3];
+    o3.profile = props::kProfiles[seed / 2 % 3];
     props::RandomSource source(seed, static_cast<int>(seed * 16));
     const fuzz::V3DifferentialInput d{.threads = static_cast<int64_t>(seed / 6 % 2 + 1),
                                       .spec = props::build_v3_case(source, o3)};
@@ -318,7 +318,7 @@ Seeds raw_seeds() {
   for (uint64_t seed = 1; seed <= 400 && written < 12; ++seed) {
     props::V3BuildOptions o3 = fuzz::v3_differential_options();
     o3.dialect = props::kV3GenDialects[seed % 2];
-    o3.profile = props::kV3Profiles[seed / 2 % 3];
+    o3.profile = props::kProfiles[seed / 2 % 3];
     o3.min_seqs = 1;
     o3.max_seqs = 2;
     o3.max_kv_len = 4;

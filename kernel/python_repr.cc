@@ -1,5 +1,6 @@
 #include "kernel/python_repr.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -59,5 +60,20 @@ std::string py_float_repr(double x) { return shortest_repr(x); }
 std::string py_float32_repr(float x) { return shortest_repr(x); }
 
 std::string py_int_repr(int64_t x) { return std::to_string(x); }
+
+std::string jax_int32_repr(int64_t x) { return "Array(" + py_int_repr(x) + ", dtype=int32)"; }
+
+std::string jax_int32_vector_repr(const std::vector<int64_t>& v) {
+  if (v.empty()) return "Array([], shape=(0,), dtype=int32)";
+  size_t width = 0;
+  for (int64_t x : v) width = std::max(width, py_int_repr(x).size());
+  std::string s = "Array([";
+  for (size_t k = 0; k < v.size(); ++k) {
+    if (k > 0) s += ", ";
+    const std::string e = py_int_repr(v[k]);
+    s += std::string(width - e.size(), ' ') + e;
+  }
+  return s + "], dtype=int32)";
+}
 
 }  // namespace rpa

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace rpa {
 
@@ -17,5 +18,10 @@ std::string py_float_repr(double x);
 std::string py_float32_repr(float x);
 // repr() of a Python int.
 std::string py_int_repr(int64_t x);
+// repr() of a JAX int32 scalar array, as an f-string's `=` prints it: Array(8, dtype=int32).
+std::string jax_int32_repr(int64_t x);
+// repr() of a JAX int32 vector: numpy right-justifies every element to the widest,
+// Array([ 0, 12], dtype=int32); empty, Array([], shape=(0,), dtype=int32).
+std::string jax_int32_vector_repr(const std::vector<int64_t>& v);
 
 }  // namespace rpa

@@ -41,20 +41,8 @@ std::string big(PyInt v) {
 
 // The int32 jax arrays the dynamic checks compute with: sums and differences wrap.
 int32_t wrap32(int64_t v) { return static_cast<int32_t>(static_cast<uint32_t>(v)); }
-// A jax int32 scalar inside an f-string with `=`: Array(8, dtype=int32).
-std::string jax_scalar(int64_t v) { return "Array(" + I(v) + ", dtype=int32)"; }
-// repr of a jax int32 vector: numpy right-justifies every element to the widest.
-std::string jax_vector(const std::vector<int64_t>& v) {
-  size_t width = 0;
-  for (int64_t x : v) width = std::max(width, I(x).size());
-  std::string s = "Array([";
-  for (size_t k = 0; k < v.size(); ++k) {
-    if (k > 0) s += ", ";
-    const std::string e = I(v[k]);
-    s += std::string(width - e.size(), ' ') + e;
-  }
-  return s + "], dtype=int32)";
-}
+std::string jax_scalar(int64_t v) { return jax_int32_repr(v); }
+std::string jax_vector(const std::vector<int64_t>& v) { return jax_int32_vector_repr(v); }
 // Python's % for a positive divisor: the result has the divisor's sign.
 int64_t py_mod(int64_t a, int64_t b) {
   const int64_t r = a % b;

@@ -53,4 +53,21 @@ class ByteSink {
   std::vector<uint8_t> bytes_;
 };
 
+// A value that `visit(io, value)` names choice by choice (a generic callable, run on a
+// ByteSource or a ByteSink): decoded from bytes, or encoded to the bytes it decodes from.
+template <class T, class Visit>
+T decode_with(std::span<const uint8_t> bytes, Visit visit, ByteOrder order = ByteOrder::kLittle) {
+  ByteSource source(bytes, order);
+  T value;
+  visit(source, value);
+  return value;
+}
+template <class T, class Visit>
+std::vector<uint8_t> encode_with(const T& value, Visit visit) {
+  ByteSink sink;
+  T copy = value;
+  visit(sink, copy);
+  return sink.bytes();
+}
+
 }  // namespace rpa::props

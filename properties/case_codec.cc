@@ -5,10 +5,7 @@
 namespace rpa::props {
 
 std::vector<uint8_t> encode_case(const CaseSpec& spec, const BuildOptions& options) {
-  ByteSink sink;
-  CaseSpec copy = spec;
-  visit_case(sink, copy, options);
-  return sink.bytes();
+  return encode_with(spec, [&](auto& io, auto& s) { visit_case(io, s, options); });
 }
 
 CaseSpec decode_case(std::span<const uint8_t> bytes, const BuildOptions& options,

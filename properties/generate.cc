@@ -1,10 +1,29 @@
 #include "properties/generate.h"
 
 #include <algorithm>
+#include <optional>
+#include <string>
+#include <string_view>
 
 #include "properties/random_source.h"
 
 namespace rpa::props {
+
+namespace {
+
+// The batch mix `name` names, if any.
+std::optional<Profile> named_profile(std::string_view name) {
+  for (Profile p : kProfiles) {
+    if (profile_name(p) == name) return p;
+  }
+  return std::nullopt;
+}
+
+std::string unknown_profile(const std::string& name) {
+  return "profile takes decode, prefill, mixed, long or edge (got '" + name + "')";
+}
+
+}  // namespace
 
 GenOptions gen_options(const GenRequest& request) {
   BuildOptions o;
@@ -19,17 +38,11 @@ GenOptions gen_options(const GenRequest& request) {
     o.max_mutations = 2;
     known = true;
   }
-  for (Profile p : kProfiles) {
-    if (profile_name(p) == name) {
-      o.profile = p;
-      known = true;
-    }
+  if (const std::optional<Profile> p = named_profile(name)) {
+    o.profile = *p;
+    known = true;
   }
-  if (!known) {
-    return {.options = std::nullopt,
-            .error = "profile takes decode, prefill, mixed, long or edge (got '" + request.profile +
-                     "')"};
-  }
+  if (!known) return {.options = std::nullopt, .error = unknown_profile(request.profile)};
   if (request.head_dim) {
     const int64_t d = *request.head_dim;
     if (d < 1 || d > o.max_head_dim) {
@@ -87,17 +100,11 @@ V3GenOptions v3_gen_options(Dialect d, const GenRequest& request) {
     known = true;
   }
   o.dialect = d;
-  for (V3Profile p : kV3Profiles) {
-    if (v3_profile_name(p) == name) {
-      o.profile = p;
-      known = true;
-    }
+  if (const std::optional<Profile> p = named_profile(name)) {
+    o.profile = *p;
+    known = true;
   }
-  if (!known) {
-    return {.options = std::nullopt,
-            .error = "profile takes decode, prefill, mixed, long or edge (got '" + request.profile +
-                     "')"};
-  }
+  if (!known) return {.options = std::nullopt, .error = unknown_profile(request.profile)};
   if (request.head_dim) {
     const int64_t hd = *request.head_dim;
     if (d == Dialect::kTpuInferenceV3Hd64 && hd != 64) {

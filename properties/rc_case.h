@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <numeric>
 #include <ostream>
+#include <utility>
 #include <vector>
 
 #include "properties/build_case.h"
@@ -84,6 +86,18 @@ inline std::string batch_mix(const CaseSpec& spec) {
 }
 
 // Found by RapidCheck (argument-dependent lookup) when it prints a counterexample.
+// A permutation of 0 .. n-1 drawn by RapidCheck (shrinks towards the identity); only inside
+// a property body.
+inline std::vector<int64_t> gen_permutation(int64_t n, const char* name) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  for (int64_t i = n - 1; i > 0; --i) {
+    const int64_t j = *rc::gen::inRange<int64_t>(0, i + 1).as(name);
+    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
+  }
+  return order;
+}
+
 inline void showValue(const CaseSpec& spec, std::ostream& os) {
   os << describe(spec) << "\n  replay: rpa gen --spec " << spec_hex(spec)
      << " -o case.npz, then rpa check case.npz (kernel properties) or"

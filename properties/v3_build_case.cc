@@ -6,10 +6,7 @@
 namespace rpa::props {
 
 std::vector<uint8_t> encode_v3_case(const V3CaseSpec& spec) {
-  ByteSink sink;
-  V3CaseSpec copy = spec;
-  visit_v3_case(sink, copy, v3_widest_options());
-  return sink.bytes();
+  return encode_with(spec, [](auto& io, auto& s) { visit_v3_case(io, s, v3_widest_options()); });
 }
 
 V3CaseSpec decode_v3_case(std::span<const uint8_t> bytes) {

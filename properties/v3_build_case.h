@@ -45,7 +45,7 @@ inline constexpr int64_t kV3MaxSlidingWindow = 8192;
 
 struct V3BuildOptions {
   std::optional<Dialect> dialect;    // draw this dialect instead of picking one
-  std::optional<V3Profile> profile;  // draw this batch mix instead of picking one
+  std::optional<Profile> profile;  // draw this batch mix instead of picking one
   std::optional<int64_t> head_dim;   // fix D (kernel.py: 1 to 256; hd64 is always 64)
   int64_t min_seqs = 0;
   int64_t max_seqs = kV3MaxSeqs;
@@ -89,8 +89,6 @@ inline V3BuildOptions v3_edge_options() {
 
 inline constexpr Dialect kV3GenDialects[] = {Dialect::kTpuInferenceV3,
                                              Dialect::kTpuInferenceV3Hd64};
-inline constexpr V3Profile kV3Profiles[] = {V3Profile::kMixed, V3Profile::kDecode,
-                                            V3Profile::kPrefill};
 inline constexpr DType kV3QDtypes[] = {DType::kFloat32, DType::kBFloat16};
 inline constexpr V3Sink kV3Sinks[] = {V3Sink::kNone, V3Sink::kNormal, V3Sink::kWithInfs};
 inline constexpr double kV3SmScales[] = {1.0, 0.5, 0.125, 0.08838834764831845, 2.0, -0.5};
@@ -147,7 +145,7 @@ void visit_v3_case(Io& io, V3CaseSpec& s, const V3BuildOptions& options) {
   if (options.profile) {
     s.profile = *options.profile;
   } else {
-    among(io, s.profile, std::span<const V3Profile>(kV3Profiles));
+    among(io, s.profile, std::span<const Profile>(kProfiles));
   }
   among(io, s.q_dtype, std::span<const DType>(kV3QDtypes));
   // Strict validity: KV in q's dtype, or float8 (the quantized cache) under either q.
@@ -172,10 +170,10 @@ void visit_v3_case(Io& io, V3CaseSpec& s, const V3BuildOptions& options) {
   const int64_t max_seqs = std::clamp<int64_t>(options.max_seqs, 0, kV3MaxSeqs);
   const int64_t min_seqs = std::min(options.min_seqs, max_seqs);
   int64_t n_mixed = s.num_seqs() - s.num_decode - s.num_prefill;
-  if (s.profile == V3Profile::kDecode) {
+  if (s.profile == Profile::kDecode) {
     io.sized(s.num_decode, min_seqs, max_seqs, {1, 2, 3});
     s.num_prefill = n_mixed = 0;
-  } else if (s.profile == V3Profile::kPrefill) {
+  } else if (s.profile == Profile::kPrefill) {
     s.num_decode = 0;
     bool prefill_range = s.num_prefill > 0;
     flag(io, prefill_range);

@@ -67,23 +67,11 @@ int64_t V3CaseSpec::max_kv_len() const {
   return m;
 }
 
-std::string_view v3_profile_name(V3Profile p) {
-  switch (p) {
-    case V3Profile::kMixed:
-      return "mixed";
-    case V3Profile::kDecode:
-      return "decode";
-    case V3Profile::kPrefill:
-      return "prefill";
-  }
-  return "mixed";
-}
-
 std::string describe(const V3CaseSpec& s) {
   std::ostringstream os;
   const V3CacheLayout layout(s.dialect, s.kv_dtype, s.num_kv_heads, s.head_dim);
   const Shape cache = layout.cache_shape(s.total_num_pages(), s.page_size);
-  os << dialect_name(s.dialect) << ", " << v3_profile_name(s.profile) << " batch: queries "
+  os << dialect_name(s.dialect) << ", " << profile_name(s.profile) << " batch: queries "
      << dtype_name(s.q_dtype) << " [" << s.max_num_tokens() << ", " << s.num_q_heads() << ", "
      << s.head_dim << "], kv " << dtype_name(s.kv_dtype) << " keys [" << s.max_num_tokens() << ", "
      << s.num_kv_heads << ", " << s.head_dim << "], kv_cache " << shape_repr(cache)

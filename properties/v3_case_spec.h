@@ -14,15 +14,15 @@
 #include "kernel/dialect.h"
 #include "kernel/dtype.h"
 #include "kernel/v3_params.h"
+#include "properties/case_spec.h"
 
 namespace rpa::props {
 
-// The batch mix, as distribution = (i, j, k) lays it out:
+// The batch mix (the jax dialect's Profile), as distribution = (i, j, k) lays it out:
 // - kDecode: every sequence decodes (q_len 1), (k, k, k);
 // - kPrefill: prefill only, in the prefill range with chunk_prefill_size (0, k, k) or, as
 //   vLLM sends it, in the mixed range (0, 0, k);
 // - kMixed: any of the three ranges non-empty, vLLM's (d, d, k) among them.
-enum class V3Profile : uint8_t { kMixed, kDecode, kPrefill };
 
 struct V3SeqSpec {
   int64_t q_len = 1;   // decode range: 1; prefill range: chunk_prefill_size; else 1..kv_len
@@ -39,7 +39,7 @@ enum class V3Sink : uint8_t {
 
 struct V3CaseSpec {
   Dialect dialect = Dialect::kTpuInferenceV3;
-  V3Profile profile = V3Profile::kMixed;
+  Profile profile = Profile::kMixed;
   DType q_dtype = DType::kFloat32;   // float32 | bfloat16
   DType kv_dtype = DType::kFloat32;  // float32 | bfloat16 | float8_e4m3fn | float8_e5m2
   int64_t num_kv_heads = 1;          // Hkv
@@ -76,7 +76,6 @@ struct V3CaseSpec {
   bool operator==(const V3CaseSpec&) const = default;
 };
 
-std::string_view v3_profile_name(V3Profile p);
 
 // Several lines a person reads as a bug report: dialect, dtypes and shapes, the ranges with
 // each sequence's lengths, the keywords.

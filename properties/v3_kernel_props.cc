@@ -25,7 +25,7 @@ namespace rpa::props {
 namespace {
 
 void classify(const V3CaseSpec& spec) {
-  RC_TAG(dialect_name(spec.dialect), v3_profile_name(spec.profile));
+  RC_TAG(dialect_name(spec.dialect), profile_name(spec.profile));
   RC_CLASSIFY(spec.q_dtype == DType::kBFloat16, "bfloat16 q");
   RC_CLASSIFY(spec.kv_dtype != spec.q_dtype, "float8 kv");
 }

@@ -35,17 +35,6 @@
 namespace rpa::props {
 namespace {
 
-// A permutation of 0 .. n-1 drawn by RapidCheck (shrinks towards the identity).
-std::vector<int64_t> gen_permutation(int64_t n, const char* name) {
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  for (int64_t i = n - 1; i > 0; --i) {
-    const int64_t j = *rc::gen::inRange<int64_t>(0, i + 1).as(name);
-    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(j)]);
-  }
-  return order;
-}
-
 void copy_elems(const Tensor& from, int64_t from_elem, Tensor& to, int64_t to_elem, int64_t n) {
   if (n == 0) return;  // empty tensors may have no storage at all
   const int64_t size = dtype_size(from.dtype());

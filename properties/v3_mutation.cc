@@ -50,17 +50,8 @@ const KindInfo& info(V3MutationKind k) { return kKinds[static_cast<size_t>(k)]; 
 std::string I(int64_t v) { return py_int_repr(v); }
 std::string F(double v) { return py_float_repr(v); }
 std::string Dt(DType t) { return dtype_repr(t); }
-std::string jax_scalar(int64_t v) { return "Array(" + I(v) + ", dtype=int32)"; }
-std::string jax_vector(const std::vector<int64_t>& v) {
-  size_t width = 0;
-  for (int64_t x : v) width = std::max(width, I(x).size());
-  std::string s = "Array([";
-  for (size_t k = 0; k < v.size(); ++k) {
-    if (k > 0) s += ", ";
-    s += std::string(width - I(v[k]).size(), ' ') + I(v[k]);
-  }
-  return s + "], dtype=int32)";
-}
+std::string jax_scalar(int64_t v) { return jax_int32_repr(v); }
+std::string jax_vector(const std::vector<int64_t>& v) { return jax_int32_vector_repr(v); }
 
 // What the dialect's native mode sees after jnp.asarray with jax_enable_x64 off.
 DType native_view(DType t) {

@@ -103,7 +103,7 @@ RC_GTEST_PROP(V3Validation, AcceptsValidCases, ()) {
   }
   // The model agrees: a case without mutations declares nothing.
   RC_ASSERT(mutate_v3(spec, {}).declared.empty());
-  RC_TAG(dialect_name(spec.dialect), v3_profile_name(spec.profile));
+  RC_TAG(dialect_name(spec.dialect), profile_name(spec.profile));
 }
 
 // Strict mode enforces some rules only for the dialect whose arrays or keywords they name;
@@ -170,7 +170,7 @@ TEST(V3Mutations, ReachEveryRule) {
     for (uint64_t seed = 1; seed <= 24; ++seed) {
       V3BuildOptions o = seed % 2 == 0 ? v3_edge_options() : V3BuildOptions{};
       o.dialect = d;
-      o.profile = kV3Profiles[seed % 3];
+      o.profile = kProfiles[seed % 3];
       o.min_seqs = 1;
       bases.push_back(seeded_v3_spec(seed, 60, o));
     }

@@ -111,5 +111,14 @@ TEST(PyFloat32Repr, ShortestDigitsInFloat32) {
   EXPECT_EQ(py_float32_repr(NAN), "nan");
 }
 
+// As Python prints jnp.int32(8) and jnp.array([0, 12, -3], jnp.int32) (JAX 0.11.2).
+TEST(JaxInt32Repr, ScalarsAndRightJustifiedVectors) {
+  EXPECT_EQ(jax_int32_repr(8), "Array(8, dtype=int32)");
+  EXPECT_EQ(jax_int32_repr(-2147483648), "Array(-2147483648, dtype=int32)");
+  EXPECT_EQ(jax_int32_vector_repr({0, 12, -3}), "Array([ 0, 12, -3], dtype=int32)");
+  EXPECT_EQ(jax_int32_vector_repr({5}), "Array([5], dtype=int32)");
+  EXPECT_EQ(jax_int32_vector_repr({}), "Array([], shape=(0,), dtype=int32)");
+}
+
 }  // namespace
 }  // namespace rpa
