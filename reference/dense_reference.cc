@@ -16,14 +16,6 @@ namespace {
 
 using Matrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// K_eff / V_eff of one element: with a scale, cast_to_q_dtype(f32(x) * f32(scale)), the
-// product taken in float32 as JAX does; without, x keeps the KV dtype.
-double effective(float x, const std::optional<double>& scale, DType q_dtype) {
-  if (!scale) return x;
-  const float product = x * float32_scalar(*scale);
-  return round_to(q_dtype, product);
-}
-
 // Rows [t] = tokens 0..kv_len-1 of one kv head of sequence s, columns = head_dim.
 struct HeadKv {
   Matrix k;
@@ -41,8 +33,9 @@ HeadKv gather(const Inputs& in, const PagedKvView& view, const Params& p, int64_
     const int64_t k0 = view.k_offset(s, t, kv_head);
     const int64_t v0 = view.v_offset(s, t, kv_head);
     for (int64_t c = 0; c < d; ++c) {
-      kv.k(t, c) = effective(load_float(kv_dtype, in.kv_pages.data(), k0 + c), p.k_scale, q_dtype);
-      kv.v(t, c) = effective(load_float(kv_dtype, in.kv_pages.data(), v0 + c), p.v_scale, q_dtype);
+      // K_eff / V_eff (kernel/dtype.h): with a scale, cast to q's dtype of the float32 product.
+      kv.k(t, c) = kv_eff(q_dtype, kv_dtype, p.k_scale, true, load_float(kv_dtype, in.kv_pages.data(), k0 + c));
+      kv.v(t, c) = kv_eff(q_dtype, kv_dtype, p.v_scale, false, load_float(kv_dtype, in.kv_pages.data(), v0 + c));
     }
   }
   return kv;
