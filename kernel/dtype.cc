@@ -235,6 +235,14 @@ float load_float(DType t, const void* data, int64_t i) {
   }
 }
 
+float flush_subnormal(float x) {
+  return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x;
+}
+
+float load_flushed(DType t, const void* data, int64_t i) {
+  return flush_subnormal(load_float(t, data, i));
+}
+
 void store_float(DType t, void* data, int64_t i, float x) {
   switch (t) {
     case DType::kFloat32: return write_element<float>(data, i, x);
@@ -309,7 +317,7 @@ float load_as_float32(DType t, const void* data, int64_t i) {
 
 float kv_eff(DType q_dtype, DType kv_dtype, const std::optional<double>& scale, bool key,
              float x) {
-  if (scale) return round_to(q_dtype, x * float32_scalar(*scale));
+  if (scale) return round_to(q_dtype, flush_subnormal(x * float32_scalar(*scale)));
   if (key && q_dtype == DType::kBFloat16 && dtype_is_integer(kv_dtype)) {
     return round_to(DType::kBFloat16, x);
   }

@@ -50,7 +50,8 @@ bool is_pallas_extra_kv_dtype(DType t);
 float load_as_float32(DType t, const void* data, int64_t i);
 
 // K_eff / V_eff of one KV element x (as load_as_float32 gives it) as the Pallas kernel
-// computes with it: with a scale, round_to(q dtype, x * scale) in float32; without one, x,
+// computes with it: with a scale, round_to(q dtype, x * scale) in float32, a subnormal
+// product flushed (flush_subnormal); without one, x,
 // except that an integer K under a bfloat16 q is promoted to bfloat16 by the einsum.
 float kv_eff(DType q_dtype, DType kv_dtype, const std::optional<double>& scale, bool key, float x);
 // How numpy prints the dtype inside a message: dtype('int32'); ml_dtypes types print
@@ -87,6 +88,14 @@ double dtype_finite_max(DType t);
 
 // Reads element i of a buffer of type t as float (the float types only).
 float load_float(DType t, const void* data, int64_t i);
+// x, or a zero of x's sign where x is a float32 subnormal: how a TPU computes with it (TPUs
+// flush subnormals, and rpa's kernel runs with FTZ | DAZ, under which x86 reads them so).
+float flush_subnormal(float x);
+// Element i of a float type as a TPU computes with it: load_float, flushed. A bfloat16
+// subnormal is a float32 subnormal, so it becomes 0; a float8 subnormal is a normal float32
+// and stays. The references read q, K and V through it (fuzz_raw_inputs found a subnormal q
+// element times an infinite key: -inf in the definition, 0 * inf = NaN in the kernel).
+float load_flushed(DType t, const void* data, int64_t i);
 // Rounds x to type t and stores it as element i (the float types only).
 void store_float(DType t, void* data, int64_t i, float x);
 // Rounds x to the nearest value representable in t (the float types only).

@@ -34,8 +34,8 @@ HeadKv gather(const Inputs& in, const PagedKvView& view, const Params& p, int64_
     const int64_t v0 = view.v_offset(s, t, kv_head);
     for (int64_t c = 0; c < d; ++c) {
       // K_eff / V_eff (kernel/dtype.h): with a scale, cast to q's dtype of the float32 product.
-      kv.k(t, c) = kv_eff(q_dtype, kv_dtype, p.k_scale, true, load_float(kv_dtype, in.kv_pages.data(), k0 + c));
-      kv.v(t, c) = kv_eff(q_dtype, kv_dtype, p.v_scale, false, load_float(kv_dtype, in.kv_pages.data(), v0 + c));
+      kv.k(t, c) = kv_eff(q_dtype, kv_dtype, p.k_scale, true, load_flushed(kv_dtype, in.kv_pages.data(), k0 + c));
+      kv.v(t, c) = kv_eff(q_dtype, kv_dtype, p.v_scale, false, load_flushed(kv_dtype, in.kv_pages.data(), v0 + c));
     }
   }
   return kv;
@@ -127,7 +127,7 @@ std::vector<ReferenceResult> reference_pass(const Inputs& in, const Params& p,
         Matrix q(q_len, d);
         for (int64_t r = 0; r < q_len; ++r) {
           const int64_t q0 = view.q_offset(view.q_start(s) + r, q_head);
-          for (int64_t c = 0; c < d; ++c) q(r, c) = load_float(q_dtype, in.q.data(), q0 + c);
+          for (int64_t c = 0; c < d; ++c) q(r, c) = load_flushed(q_dtype, in.q.data(), q0 + c);
         }
         Matrix logits = (q * kv.k.transpose()) * static_cast<double>(float32_scalar(p.sm_scale));
         // The logit scale B_t of each (row, token): |sm_scale| sum_d |q_d K_eff_td|.

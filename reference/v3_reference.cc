@@ -169,8 +169,8 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
         const int64_t base = layout.token_offset(page, t % z.page_size, z.page_size);
         for (int64_t c = 0; c < z.d; ++c) {
           const auto at = static_cast<size_t>(t * z.d + c);
-          k[at] = load_float(kv_dtype, cache, base + layout.k_offset(kh) + c);
-          v[at] = load_float(kv_dtype, cache, base + layout.v_offset(kh) + c);
+          k[at] = load_flushed(kv_dtype, cache, base + layout.k_offset(kh) + c);
+          v[at] = load_flushed(kv_dtype, cache, base + layout.v_offset(kh) + c);
           const double mag = std::fabs(v[at] * v_scale);
           if (std::isfinite(mag)) max_v = std::max(max_v, mag);
         }
@@ -190,7 +190,7 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
           q.assign(static_cast<size_t>(z.d), 0.0);
           const int64_t qbase = (row * z.hq + qh) * z.d;
           for (int64_t c = 0; c < z.d; ++c) {
-            double x = load_float(q_dtype, in.queries.data(), qbase + c);
+            double x = load_flushed(q_dtype, in.queries.data(), qbase + c);
             if (p.q_scale) {
               const double lim = dtype_finite_max(kv_dtype);
               x = std::clamp(divided(q_dtype, x, *p.q_scale), -lim, lim);

@@ -95,6 +95,19 @@ TEST(DenseReference, SmScaleIsTheKernelsFloat32) {
   }
 }
 
+// q, K and V are read as a TPU computes with them (load_flushed): a float32 subnormal is 0.
+// A subnormal q element then meets a -inf key as 0 * -inf = NaN, as in the kernel (1e-40 *
+// -inf would be -inf and give key 1 the whole weight: 5); the least normal float32 stays.
+// A subnormal V is 0 in the output.
+TEST(DenseReference, SubnormalInputsAreZero) {
+  for (Semantics s : {Semantics::kKernel, Semantics::kReference}) {
+    EXPECT_TRUE(std::isnan(reference(tiny({1e-40f}, {-INFINITY, 0}, {3, 5}), {}, s)[0]));
+    EXPECT_EQ(reference(tiny({0x1p-126f}, {-INFINITY, 0}, {3, 5}), {}, s)[0], 5.0);
+    EXPECT_EQ(reference(tiny({1}, {-INFINITY, 0}, {3, 1e-40f}), {}, s)[0], 0.0);
+    EXPECT_TRUE(std::isnan(reference(tiny({INFINITY}, {1e-40f, -1}, {3, 5}), {}, s)[0]));
+  }
+}
+
 TEST(DenseReference, CausalOffsetIsKvLenMinusQLen) {
   // q_len 2 over kv_len 3, all logits 0: row 0 sits at position 1 and sees keys 0..1, row 1
   // at position 2 sees keys 0..2. Uniform weights over what each sees.

@@ -238,6 +238,24 @@ TEST(V3Reference, LogitScaleIsTheKernelsFloat32) {
               4.5231883119115293, 1e-6);  // 1 + 4 sigmoid(2)
 }
 
+// q, K and V are read as a TPU computes with them (load_flushed): a float32 subnormal is 0.
+// fuzz_raw_inputs found an hd64 row whose q held a subnormal where its key held -inf: the
+// kernel's 0 * -inf = NaN, the definition's -inf (and 0 beside a sink). Here row 1's q of
+// 1e-40 meets key 0's -inf: NaN in both semantics, where 1e-40 * -inf would leave key 1 the
+// whole weight (5), as the least normal float32 does. A subnormal V is 0 in the output.
+TEST(V3Reference, SubnormalInputsAreZero) {
+  const Small s = two_tokens();
+  for (Semantics sem : {Semantics::kKernel, Semantics::kReference}) {
+    V3Inputs in = two_token_inputs(s, 1, 1e-40);
+    in.keys.set_float(0, -INFINITY);
+    EXPECT_TRUE(std::isnan(out_at(v3_reference(s.d, in, {}, sem), 1, 0, 0)));
+    in.queries.set_float(1, 0x1p-126);
+    EXPECT_EQ(out_at(v3_reference(s.d, in, {}, sem), 1, 0, 0), 5.0);
+    in.values.set_float(1, 1e-40);
+    EXPECT_EQ(out_at(v3_reference(s.d, in, {}, sem), 1, 0, 0), 0.0);
+  }
+}
+
 // hd64: head_dim 64, only column 0 nonzero, as two_tokens.
 V3Inputs hd64_inputs(Small& s, double sink) {
   s.d = Dialect::kTpuInferenceV3Hd64;
