@@ -40,7 +40,8 @@ from rpa.jax.validators import JaxOutcome
 
 PINNED_TPU_INFERENCE = "0.32.0"
 PINNED_JAX_V3 = "0.11.2"
-_V3 = "tpu_inference.kernels.ragged_paged_attention.v3"
+V3_PACKAGE = "tpu_inference.kernels.ragged_paged_attention.v3"
+_V3 = V3_PACKAGE
 _SETUP = "make the virtualenv with scripts/python_v3_venv.sh build/v3venv"
 
 _modules: Optional[tuple[types.ModuleType, types.ModuleType]] = None

@@ -24,6 +24,14 @@ through tpu-inference's ``ref_ragged_paged_attention(_hd64)`` (eager, as its tes
 and ``rpa.check(case, (out, kv_cache), semantics="reference")``: the updated cache must be
 bit-equal to rpa's and the defined output rows inside the tolerance of oracle/v3_compare.h.
 
+Pallas: --pallas K generated calls (v3_cases.reference_case's few fixed shapes, so most runs
+reuse a compilation, and random_case's every option in turn; both dialects; TPU generations 5,
+6 and 7 in turn) and --pallas-scenarios the package's test scenarios through tpu-inference's
+own kernels in TPU interpret mode (rpa.jax.v3_pallas: six source patches per kernel file, a
+watchdog). Every call its validators accept runs; on a strict-valid one the kernel must run and
+its output and cache must agree with rpa's kernel semantics (``rpa.check``; the cache bit for
+bit); what it does with the others is counted per strict rule.
+
 One line per disagreement, with the case saved (the tpu-inference results as out /
 kv_cache_out) under $RPA_FAILURE_DIR (else rpa-v3-failures/ in the temporary directory) and
 the line that replays it (``--replay PATH``); then counts per dialect, per mutation and per
@@ -296,6 +304,103 @@ def print_reference(tally: Tally) -> None:
         print(f"  note: {why}: {n} cases")
 
 
+# -- the Pallas kernels -----------------------------------------------------------------------
+@dataclasses.dataclass
+class PallasTally:
+    ran: int = 0
+    seconds: float = 0.0
+    # (dialect, q dtype, kv dtype) -> [cases, max |diff|, max share of the tolerance]
+    pairs: dict = dataclasses.field(default_factory=dict)
+    # outcome -> count: "agree", "raised at <stage>: <error>", ...
+    outcomes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    versions: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+
+
+def check_pallas(case, label: str, tally: Tally, pallas: PallasTally, tpu_version: int,
+                 scenario: bool = False) -> None:
+    """Runs tpu-inference's v3 kernel on a case its validators accept (v3_pallas, TPU
+    interpret mode, that generation's code path): on a strict-valid case the output and cache
+    must agree with rpa's kernel semantics (rpa.check, the bfloat16-accumulator tolerance
+    where the kernel accumulates in bfloat16) and the kernel must run; elsewhere what it does
+    is counted."""
+    import rpa  # pylint: disable=import-outside-toplevel
+    from rpa.jax import tpu_inference, v3_pallas  # pylint: disable=import-outside-toplevel
+    if tpu_inference.validate(case) is not None:
+        pallas.outcomes["not run: tpu-inference's validators reject"] += 1
+        return
+    strict = rpa.validate(case, mode="strict")
+    start = time.perf_counter()
+    try:
+        out, cache = v3_pallas.run_v3_pallas(case, tpu_version, name=label)
+    except v3_pallas.PallasError as e:
+        pallas.outcomes[f"raised ({'strict-valid' if strict.valid else strict.rule}): "
+                        f"{e}"[:160]] += 1
+        if strict.valid:
+            fail(tally, label, case, f"the v3 kernel fails on a strict-valid case: {e}")
+        return
+    finally:
+        pallas.seconds += time.perf_counter() - start
+    pallas.ran += 1
+    pallas.versions[(case.dialect, tpu_version)] += 1
+    if not strict.valid:
+        pallas.outcomes[f"ran, strict rejects: {strict.rule}"] += 1
+        return
+    checked = case.replace(out=out, kv_cache_out=cache)
+    result = rpa.check(checked)
+    if result.verdict != "agree":
+        fail(tally, label, checked, f"the v3 kernel vs rpa's kernel semantics: {result.verdict}: "
+             f"{result.detail}")
+        pallas.outcomes[f"strict-valid, {result.verdict}"] += 1
+        return
+    tally.passed += 1
+    pallas.outcomes["strict-valid, agree"] += 1
+    key = (case.dialect, case.queries.dtype.name, case.kv_cache.dtype.name)
+    row = pallas.pairs.setdefault(key, [0, 0.0, 0.0, 0])
+    row[0] += 1
+    row[1] = max(row[1], result.max_abs_err or 0.0)
+    row[2] = max(row[2], result.share_of_tolerance or 0.0)
+    row[3] += scenario
+
+
+def run_pallas(count: int, seed: int, scenarios: str, tally: Tally, pallas: PallasTally) -> None:
+    """count cases through the kernels: v3_cases.reference_case (a few fixed shapes, so most
+    runs reuse a compilation) and random_case (every option, new shapes) in turn, both
+    dialects, TPU generations 5, 6, 7 in turn; then the package's scenarios."""
+    from rpa.jax import v3_cases, v3_pallas  # pylint: disable=import-outside-toplevel
+    rng = np.random.default_rng([seed, 2])
+    for i in range(count):
+        dialect = v3_cases.DIALECTS[i % 2]
+        version = v3_pallas.TPU_VERSIONS[(i // 2) % 3]
+        if (i // 2) % 4 == 3:
+            case = v3_cases.random_case(rng, dialect)
+            label = f"pallas #{i} ({dialect}, v{version})"
+        else:
+            case = v3_cases.reference_case(rng, dialect)
+            label = f"pallas #{i} ({dialect}, v{version}, fixed shapes)"
+        check_pallas(case, label, tally, pallas, version)
+    if scenarios == "none":
+        return
+    for dialect in v3_cases.DIALECTS:
+        for name, build in v3_cases.scenarios(dialect, quick=scenarios == "quick"):
+            start = time.perf_counter()
+            check_pallas(build(), f"package test {name} ({dialect})", tally, pallas, 6,
+                         scenario=True)
+            print(f"  {dialect} {name}: {time.perf_counter() - start:.1f} s", flush=True)
+
+
+def print_pallas(pallas: PallasTally) -> None:
+    print(f"pallas: tpu-inference's v3 kernels in TPU interpret mode ran {pallas.ran} cases "
+          f"({pallas.seconds:.1f} s); rpa.check of each strict-valid run, kernel semantics")
+    print(f"  {'dialect':24s} {'q':9s} {'kv':14s} {'cases':>5s} {'scenarios':>9s} "
+          f"{'max |diff|':>11s} {'of tolerance':>12s}")
+    for (dialect, q, kv), (n, diff, share, sc) in sorted(pallas.pairs.items()):
+        print(f"  {dialect:24s} {q:9s} {kv:14s} {n:5d} {sc:9d} {diff:11.4g} {share:12.3g}")
+    for (dialect, version), n in sorted(pallas.versions.items()):
+        print(f"  ran on TPU v{version}'s path: {dialect} {n}")
+    for why, n in sorted(pallas.outcomes.items()):
+        print(f"  {why}: {n}")
+
+
 def replay(paths: list[str], tally: Tally) -> None:
     import rpa  # pylint: disable=import-outside-toplevel
     for path in paths:
@@ -321,6 +426,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--fixed-shapes", action="store_true",
                         help="draw the reference cases from v3_cases.reference_case's few "
                         "shapes only (the eager reference then reuses its compilations)")
+    parser.add_argument("--pallas", type=int, default=0,
+                        help="generated cases through tpu-inference's v3 kernels in TPU "
+                        "interpret mode (default 0)")
+    parser.add_argument("--pallas-scenarios", choices=("all", "quick", "none"), default="none",
+                        help="the package's test scenarios through its v3 kernels")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--replay", nargs="+", metavar="CASE.npz",
                         help="check saved cases instead")
@@ -341,6 +451,12 @@ def main(argv: Optional[list[str]] = None) -> int:
             run_validation(args.cases, args.seed, tally)
             print_validation(tally)
             print(f"validation: {time.perf_counter() - start:.1f} s", flush=True)
+        if args.pallas or args.pallas_scenarios != "none":
+            t = time.perf_counter()
+            pallas = PallasTally()
+            run_pallas(args.pallas, args.seed, args.pallas_scenarios, tally, pallas)
+            print_pallas(pallas)
+            print(f"pallas: {time.perf_counter() - t:.1f} s", flush=True)
         if args.reference or args.scenarios != "none":
             t = time.perf_counter()
             run_reference(args.reference, args.seed, args.scenarios, tally, args.fixed_shapes)

@@ -1,0 +1,83 @@
+"""rpa.jax.v3_pallas, the harness that runs tpu-inference's v3 kernels in TPU interpret mode
+(ctest jax_v3.harness, in the virtualenv of scripts/python_v3_venv.sh)."""
+import inspect
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import rpa  # noqa: E402
+from rpa.jax import tpu_inference, v3_cases, v3_pallas  # noqa: E402
+from rpa.jax.pallas import PallasError, PatchError  # noqa: E402
+
+DIALECTS = ("tpu_inference_v3", "tpu_inference_v3_hd64")
+
+
+def small_case(dialect, seed=5):
+    return v3_cases.reference_case(np.random.default_rng(seed), dialect)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_every_patch_matches_its_file_exactly_once(dialect):
+    source = inspect.getsource(tpu_inference.kernel_module(dialect))
+    which = "v3" if dialect == "tpu_inference_v3" else "hd64"
+    applied = 0
+    for files, what, old, _new in v3_pallas.PATCHES:
+        found = len(v3_pallas._pattern(old).findall(source))  # pylint: disable=protected-access
+        assert found == (1 if files in ("both", which) else found), what
+        applied += files in ("both", which)
+    assert applied == 6
+    patched = v3_pallas.patch_source(source, dialect)
+    assert "bitcast(jnp.uint32).at[" not in patched
+    # No DMA indexes the reshaped cache by a page times page_size any more (the waits keep
+    # their reshaped descriptor: a wait only reads its semaphore and size).
+    assert "page_indices_ref[page_idx] * page_size" not in patched
+    assert "page_indices_ref[page_indices_offset + i] * page_size" not in patched
+
+
+def test_a_patch_that_does_not_match_once_fails_loudly():
+    source = inspect.getsource(tpu_inference.kernel_module("tpu_inference_v3"))
+    _, _, old, _ = v3_pallas.PATCHES[0]
+    spot = v3_pallas._pattern(old).search(source).group(0)  # pylint: disable=protected-access
+    with pytest.raises(PatchError, match="fetch DMA.*found it 2 times"):
+        v3_pallas.patch_source(source + "\n# " + spot.replace("\n", " "), "tpu_inference_v3")
+    with pytest.raises(PatchError, match="found it 0 times"):
+        v3_pallas.patch_source(source.replace(spot, ""), "tpu_inference_v3")
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_runs_and_agrees_with_the_kernel_semantics(dialect):
+    case = small_case(dialect)
+    out, cache = v3_pallas.run_v3_pallas(case, tpu_version=6)
+    assert out.shape == case.queries.shape and cache.shape == case.kv_cache.shape
+    result = rpa.check(case.replace(out=out, kv_cache_out=cache))
+    assert result.verdict == "agree", result.detail
+    # The fused update changed the cache, and only through the new tokens' slots.
+    assert not np.array_equal(cache.view(np.uint8), case.kv_cache.view(np.uint8))
+
+
+def test_each_generation_gets_its_own_module():
+    modules = {v: v3_pallas.patched_module("tpu_inference_v3", v) for v in (5, 6, 7)}
+    assert {v: m.get_tpu_version() for v, m in modules.items()} == {5: 5, 6: 6, 7: 7}
+    with pytest.raises(ValueError, match="tpu_version=3"):
+        v3_pallas.patched_module("tpu_inference_v3", 3)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_a_negative_used_page_index_is_refused(dialect):
+    case = small_case(dialect)
+    pages = case.page_indices.copy()
+    pages[0] = -1  # sequence 0's first page: interpret mode would read the last page
+    with pytest.raises(PallasError, match="input: ValueError: sequence 0 uses page slot 0 = -1"):
+        v3_pallas.run_v3_pallas(case.replace(page_indices=pages), tpu_version=6)
+
+
+def test_the_watchdog_turns_a_stalled_run_into_an_error_and_the_next_run_works():
+    case = small_case("tpu_inference_v3", seed=9)
+    v3_pallas.run_v3_pallas(case, tpu_version=6)  # compiled, so the run alone is timed
+    with pytest.raises(PallasError, match="^timeout: .*no progress in 0.01 s"):
+        v3_pallas.run_v3_pallas(case, tpu_version=6, timeout_s=0.01, name="stalled")
+    out, _ = v3_pallas.run_v3_pallas(case, tpu_version=6)
+    assert np.isfinite(out.astype(np.float32)).any()
