@@ -28,7 +28,7 @@ def test_every_patch_matches_its_file_exactly_once(dialect):
         found = len(v3_pallas._pattern(old).findall(source))  # pylint: disable=protected-access
         assert found == (1 if files in ("both", which) else found), what
         applied += files in ("both", which)
-    assert applied == 6
+    assert applied == 7
     patched = v3_pallas.patch_source(source, dialect)
     assert "bitcast(jnp.uint32).at[" not in patched
     # No DMA indexes the reshaped cache by a page times page_size any more (the waits keep

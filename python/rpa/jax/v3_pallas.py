@@ -7,7 +7,7 @@ never through ``import tpu_inference``.
 
 As shipped, both kernels fail in interpret mode: the interpreter applies only indexing
 transforms to refs (``'ReshapeTransform' / 'BitcastTransform' object has no attribute
-'indices'``). Six source patches per file, applied at run time to a copy of the module's
+'indices'``). Seven source patches per file, applied at run time to a copy of the module's
 source (the installed files are never changed), turn each reshaped or bitcast *ref* into an
 indexed ref, or into a load followed by a reshape or ``pltpu.bitcast`` of the *value*: the
 interpreter's ``pltpu.bitcast`` packs along the second-minor dimension exactly as the ref
@@ -71,6 +71,13 @@ PATCHES = (
      "ignore, sz, )]",
      "updated_kv_cache_hbm_ref.at[page_indices_ref[page_indices_offset + i], "
      "pl.ds(ignore, sz)]"),
+    ("both", "new-KV fetch DMA: with nothing to copy from keys/values (update_kv_cache=False, "
+     "or a KV block the cache fills) it still starts at q_end, which is T for the last "
+     "sequence, and interpret mode calls a zero-length read at an array's end out of bounds "
+     "(the TPU's DMA, bounds checks disabled, copies nothing); start such a copy at 0",
+     "kv_hbm_ref.at[pl.ds(new_kv_len_start, bkv_sz_frm_new)]",
+     "kv_hbm_ref.at[pl.ds(jnp.where(bkv_sz_frm_new > 0, new_kv_len_start, 0), "
+     "bkv_sz_frm_new)]"),
     ("both", "load_bq: a bitcast, indexed, reshaped ref of the q buffer; load, then bitcast "
      "the value",
      "q_ref = (bq_x2_ref.bitcast( jnp.uint32).at[bq_sem_idx, kv_head_idx].reshape(",
@@ -79,10 +86,14 @@ PATCHES = (
      "kv_ref = (bkv_x2_ref.bitcast(jnp.uint32).at[bkv_sem_idx].reshape(",
      "kv_ref = (pltpu.bitcast(bkv_x2_ref[bkv_sem_idx], jnp.uint32).reshape("),
     ("v3", "strided_load: its ref is now a value, where a static strided pl.ds means "
-     "slice(start, start + n, step) (too few rows); slice the rows the strided load reads",
+     "slice(start, start + n, step) (too few rows); slice the rows the strided load reads, "
+     "from the value followed by sz rows of all-ones bits (NaN as a float), so that a read "
+     "past the buffer's end, which the TPU makes unchecked into whatever VMEM follows, neither "
+     "raises nor (as dynamic_slice's clamping would) shifts the rows it does read",
      "[ref[pl.ds(start + i, sz // step, step)] for i in range(folds)]",
-     "[lax.dynamic_slice_in_dim(ref, start + i, (sz // step - 1) * step + 1, 0)[::step] "
-     "for i in range(folds)]"),
+     "[lax.dynamic_slice_in_dim(jnp.concatenate([ref, lax.bitcast_convert_type(jnp.full("
+     "(sz, ref.shape[1]), -1, jnp.int32), ref.dtype)]), start + i, (sz // step - 1) * step + "
+     "1, 0)[::step] for i in range(folds)]"),
     ("v3", "output store: a strided store through a bitcast, reshaped view of the output "
      "buffer; store the value, bitcast to the buffer's layout (the same bits)",
      "out_ref = (bo_x2_ref.at[bo_sem_idx].bitcast(jnp.int32).reshape( actual_num_kv_heads * "
@@ -114,7 +125,7 @@ def _pattern(old: str) -> "re.Pattern[str]":
 
 
 def patch_source(source: str, dialect: str) -> str:
-    """The kernel file's source with its six patches; PatchError unless each matches once."""
+    """The kernel file's source with its seven patches; PatchError unless each matches once."""
     which, name = _FILES[dialect]
     for files, what, old, new in PATCHES:
         if files not in ("both", which):
