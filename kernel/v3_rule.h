@@ -126,7 +126,10 @@ namespace rpa {
   X(q_dtype_unsupported, true, true, true, true,                                                   \
     "the kernels compute q in float32 or bfloat16 (fp8 q: TypeError at trace)")                    \
   X(out_dtype_not_default, true, false, true, true,                                                \
-    "the accumulator dtype must be q's default (other out_dtype: TypeError at trace)")
+    "the accumulator dtype must be q's default (other out_dtype: TypeError at trace)")            \
+  X(sink_group_unpacked, false, true, true, true,                                                  \
+    "kernel_hd64 reshapes the sinks to (-1, Hq/Hkv padded to q's packing, 1): TypeError at "       \
+    "trace, or kv heads past the reshaped rows read no sinks of theirs")
 
 enum class V3RuleId {
 #define RPA_V3_RULE_ENUM(id, v3, hd64, strict, crash, reason) id,

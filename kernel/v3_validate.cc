@@ -692,6 +692,10 @@ class Walk {
                           " (the kernel computes q in float32 or bfloat16)");
       if (done()) return;
     }
+    if (hd64_ && q_ok && in_.attention_sink && sink_ok_ && Hkv_ > 0 && Hq_ > 0 && Hq_ % Hkv_ == 0) {
+      sink_group(q);
+      if (done()) return;
+    }
     if (hd64_ || !p_.out_dtype || !q_ok) return;
     // Native: only a width change fails at trace (float16 out under bfloat16 q is inferred to
     // trace, as float16 q does).
@@ -702,6 +706,33 @@ class Walk {
                                                 "out_dtype=" + dtype_repr(*p_.out_dtype) +
                                                 " must be the default " + dtype_repr(def) +
                                                 " for q.dtype=" + dtr(in_.queries) + ".");
+    }
+  }
+
+  // kernel_hd64's prepare_inputs reshapes the sinks to (-1, g', 1), g' = Hq/Hkv aligned up to
+  // q's packing (2 for bfloat16), and its kernel reads row h for kv head h. With g' != g the
+  // reshape fails at trace (Hq not a multiple of g'), or gives Hq / g' < Hkv rows: kv heads
+  // past them read past the sinks (interpret mode: IndexError; a TPU: unchecked VMEM).
+  // Measured in TPU interpret mode (rpa.jax.v3_pallas, issue 23): bfloat16 q with 1 or 3 q
+  // heads per kv head fails for 1, 2 and 4 kv heads; float32 q runs every group.
+  void sink_group(DType q) {
+    const int64_t packing = 32 / dtype_bits(q);
+    const int64_t group = Hq_ / Hkv_;
+    if (group % packing == 0) return;
+    const int64_t padded = (group + packing - 1) / packing * packing;
+    const std::string tail = "attention_sink is reshaped to (-1, " + I(padded) + ", 1): " +
+                             I(group) + " q heads per kv head padded to q's packing " +
+                             I(packing) + " (" + dtr(in_.queries) + ")";
+    if (strict()) {
+      fail(V3RuleId::sink_group_unpacked,
+           tail + "; Hq/Hkv must be a multiple of it for every kv head to get its sinks.");
+    } else if (Hq_ % padded != 0) {
+      fail(V3RuleId::sink_group_unpacked, "TypeError at trace: " + tail + ", which " +
+                                              I(Hq_) + " sinks do not fill.");
+    } else {
+      fail(V3RuleId::sink_group_unpacked,
+           "IndexError: " + tail + ": " + I(Hq_ / padded) + " rows for " + I(Hkv_) +
+               " kv heads (kernel_hd64 reads sinks past the array).");
     }
   }
 

@@ -74,9 +74,52 @@ class Mutator {
         out_(out),
         hd64_(s.dialect == Dialect::kTpuInferenceV3Hd64) {}
 
-  void run(V3MutationKind kind);
+  // The mutation, then what the kernel rules make of its sinks (declare_sink_group).
+  void run(V3MutationKind kind) {
+    apply(kind);
+    declare_sink_group();
+  }
 
  private:
+  void apply(V3MutationKind kind);
+
+  // sink_group_unpacked, in each mode where the mutated call reaches it: an hd64 call with
+  // a well-formed float32 sink whose q heads per kv head are not a multiple of q's packing
+  // (kernel/v3_validate.cc's sink_group). Any mutation can make one: a sink where the
+  // generator gave none (it gives bfloat16 q with an odd group none), float16 q natively.
+  void declare_sink_group() {
+    if (!hd64_ || !in_.attention_sink) return;
+    const Tensor& sink = *in_.attention_sink;
+    if (sink.rank() != 1 || sink.dim(0) != Hq() || Hkv() <= 0 || Hq() <= 0 || Hq() % Hkv() != 0)
+      return;
+    for (Mode mode : {Mode::kJax, Mode::kStrict}) {
+      const bool is_strict = mode == Mode::kStrict;
+      const DType q = is_strict ? in_.queries.dtype() : native_view(in_.queries.dtype());
+      const DType sink_dtype = is_strict ? sink.dtype() : native_view(sink.dtype());
+      const bool q_ok = is_strict ? (q == DType::kFloat32 || q == DType::kBFloat16)
+                                  : (q == DType::kFloat32 || dtype_bits(q) == 16);
+      if (!q_ok || sink_dtype != DType::kFloat32) continue;
+      const int64_t packing = 32 / dtype_bits(q);
+      const int64_t group = Hq() / Hkv();
+      if (group % packing == 0) continue;
+      const int64_t padded = (group + packing - 1) / packing * packing;
+      const std::string tail = "attention_sink is reshaped to (-1, " + I(padded) + ", 1): " +
+                               I(group) + " q heads per kv head padded to q's packing " +
+                               I(packing) + " (" + Dt(q) + ")";
+      if (is_strict) {
+        strict(V3RuleId::sink_group_unpacked,
+               tail + "; Hq/Hkv must be a multiple of it for every kv head to get its sinks.");
+      } else if (Hq() % padded != 0) {
+        native(V3RuleId::sink_group_unpacked,
+               "TypeError at trace: " + tail + ", which " + I(Hq()) + " sinks do not fill.");
+      } else {
+        native(V3RuleId::sink_group_unpacked,
+               "IndexError: " + tail + ": " + I(Hq() / padded) + " rows for " + I(Hkv()) +
+                   " kv heads (kernel_hd64 reads sinks past the array).");
+      }
+    }
+  }
+
   // Declarations.
   void native(V3RuleId r, std::string msg, int64_t rank = -1) {
     out_.push_back({Mode::kJax, {r, std::move(msg)}, rank < 0 ? rank_of(r) : rank});
@@ -205,7 +248,7 @@ class Mutator {
   bool hd64_;
 };
 
-void Mutator::run(V3MutationKind kind) {
+void Mutator::apply(V3MutationKind kind) {
   using R = V3RuleId;
   switch (kind) {
     case V3MutationKind::keyword_not_in_dialect: {
@@ -978,6 +1021,15 @@ void Mutator::run(V3MutationKind kind) {
       }
       return;
     }
+    case V3MutationKind::sink_group_unpacked: {
+      // bfloat16 q (v3_mutation_applies): 1 or 3 q heads per kv head, with a sink per q head
+      // (zeros: finite).
+      const int64_t group = variant(2) == 0 ? 1 : 3;
+      const int64_t hq = Hkv() * group;
+      in_.queries = Tensor(in_.queries.dtype(), {in_.queries.dim(0), hq, in_.queries.dim(2)});
+      in_.attention_sink = Tensor(DType::kFloat32, {hq});
+      return;  // declare_sink_group declares both modes' verdicts
+    }
     case V3MutationKind::update_page_shared: {
       // Used page slot (j, q), any but sequence s's last, maps the page that receives s's
       // last new token (in range, so native stays valid). The validator walks the sequences'
@@ -1036,6 +1088,8 @@ bool v3_mutation_applies(V3MutationKind kind, const V3CaseSpec& s) {
       return !float8;
     case V3MutationKind::page_indices_not_divisible:
       return s.max_num_seqs() >= 2;
+    case V3MutationKind::sink_group_unpacked:
+      return s.q_dtype == DType::kBFloat16;
     case V3MutationKind::page_size_packing:
       return v3_kv_packing(s.kv_dtype) > 1;
     case V3MutationKind::block_bkv_page:

@@ -93,7 +93,8 @@ namespace rpa::props {
   X(skip_kv_mask_kv_len, skip_kv_mask_kv_len, kShape, true, false)                        \
   X(q_dtype_unsupported, q_dtype_unsupported, kShape, true, true)                         \
   X(out_dtype_not_default, out_dtype_not_default, kShape, true, false)                   \
-  X(update_page_shared, update_page_shared, kShape, true, true)
+  X(update_page_shared, update_page_shared, kShape, true, true)                           \
+  X(sink_group_unpacked, sink_group_unpacked, kShape, false, true)
 
 enum class V3MutationGroup : uint8_t {
   kShape,

@@ -122,6 +122,7 @@ const Unreachable kStrictUnreachable[] = {
     {V3RuleId::sink_shape, kV3, "kernel.py takes no attention_sink: keyword_not_in_dialect"},
     {V3RuleId::sink_dtype, kV3, "kernel.py takes no attention_sink: keyword_not_in_dialect"},
     {V3RuleId::sink_nonfinite, kV3, "kernel.py takes no attention_sink: keyword_not_in_dialect"},
+    {V3RuleId::sink_group_unpacked, kV3, "kernel.py takes no attention_sink: keyword_not_in_dialect"},
     {V3RuleId::head_dim_not_64, kV3, "kernel.py takes any head_dim"},
     {V3RuleId::kv_cache_shape, kHd64,
      "hd64's cache is checked piecewise: kv_cache_last_dim, kv_packing_mismatch, kv_cache_heads"},

@@ -159,7 +159,8 @@ TEST(V3RuleTable, OrderFollowsTheSources) {
                                               "skip_kv_mask_kv_len",
                                               "update_page_shared",
                                               "q_dtype_unsupported",
-                                              "out_dtype_not_default"};
+                                              "out_dtype_not_default",
+                                              "sink_group_unpacked"};
   const auto t = v3_rule_table();
   ASSERT_EQ(t.size(), want.size());
   for (size_t i = 0; i < t.size(); ++i) EXPECT_EQ(t[i].name, want[i]) << i;
@@ -324,6 +325,61 @@ TEST(V3Validate, Sink) {
   EXPECT_EQ(verdict(c, kStrict), "sink_nonfinite: attention_sink[2]=inf must not be NaN or +inf.");
   c.in.attention_sink->set_float(2, std::nan(""));
   EXPECT_EQ(rule_of(c, kStrict), "sink_nonfinite");
+}
+
+// kernel_hd64 reshapes the sinks to (-1, Hq/Hkv aligned to q's packing, 1). Measured in TPU
+// interpret mode (rpa.jax.v3_pallas, issue 23), tpu-inference 0.32.0's validators accepting
+// each call: bfloat16 q with 1 or 3 q heads per kv head fails for 1, 2 and 4 kv heads, as a
+// TypeError at trace where Hq is not a multiple of the padded group, else an IndexError
+// reading sink row h >= Hq / padded; an even group, and float32 q with any group, run and
+// agree with rpa's reference. No sink: nothing is reshaped.
+TEST(V3Validate, SinkGroupUnpacked) {
+  struct Row {
+    DType q;
+    int64_t hkv, group;
+    const char* native;  // "OK", or the native verdict
+  };
+  const Row rows[] = {
+      {DType::kBFloat16, 1, 2, "OK"},
+      {DType::kBFloat16, 2, 2, "OK"},
+      {DType::kBFloat16, 1, 1,
+       "sink_group_unpacked: TypeError at trace: attention_sink is reshaped to (-1, 2, 1): 1 q "
+       "heads per kv head padded to q's packing 2 (dtype(bfloat16)), which 1 sinks do not fill."},
+      {DType::kBFloat16, 2, 3,
+       "sink_group_unpacked: TypeError at trace: attention_sink is reshaped to (-1, 4, 1): 3 q "
+       "heads per kv head padded to q's packing 2 (dtype(bfloat16)), which 6 sinks do not fill."},
+      {DType::kBFloat16, 2, 1,
+       "sink_group_unpacked: IndexError: attention_sink is reshaped to (-1, 2, 1): 1 q heads per "
+       "kv head padded to q's packing 2 (dtype(bfloat16)): 1 rows for 2 kv heads (kernel_hd64 "
+       "reads sinks past the array)."},
+      {DType::kBFloat16, 4, 3,
+       "sink_group_unpacked: IndexError: attention_sink is reshaped to (-1, 4, 1): 3 q heads per "
+       "kv head padded to q's packing 2 (dtype(bfloat16)): 3 rows for 4 kv heads (kernel_hd64 "
+       "reads sinks past the array)."},
+      {DType::kFloat32, 1, 1, "OK"},
+      {DType::kFloat32, 2, 3, "OK"},
+  };
+  for (const Row& r : rows) {
+    Case c = make(Spec{.d = kHd64, .q = r.q, .kv = r.q, .Hq = r.hkv * r.group, .Hkv = r.hkv});
+    const std::string what = dtype_repr(r.q) + " Hkv " + std::to_string(r.hkv) + " group " +
+                             std::to_string(r.group);
+    EXPECT_EQ(rule_of(c, kNative), "OK") << what;  // no sink
+    EXPECT_EQ(rule_of(c, kStrict), "OK") << what;
+    c.in.attention_sink = Tensor(DType::kFloat32, {r.hkv * r.group});
+    EXPECT_EQ(verdict(c, kNative), r.native) << what;
+    const bool ok = std::string(r.native) == "OK";
+    EXPECT_EQ(rule_of(c, kStrict), ok ? "OK" : "sink_group_unpacked") << what;
+  }
+  Case c = make(Spec{.d = kHd64, .Hq = 3, .Hkv = 1});
+  c.in.attention_sink = Tensor(DType::kFloat32, {3});
+  EXPECT_EQ(verdict(c, kStrict),
+            "sink_group_unpacked: attention_sink is reshaped to (-1, 4, 1): 3 q heads per kv head "
+            "padded to q's packing 2 (dtype(bfloat16)); Hq/Hkv must be a multiple of it for every "
+            "kv head to get its sinks.");
+  // float16 q is valid natively (it traces); its packing is 2 as well.
+  c.in.queries = Tensor(DType::kFloat16, c.in.queries.shape());
+  EXPECT_EQ(rule_of(c, kNative), "sink_group_unpacked");
+  EXPECT_EQ(rule_of(c, kStrict), "q_dtype_unsupported");
 }
 
 TEST(V3Validate, CacheRankAndShapeKernelPy) {

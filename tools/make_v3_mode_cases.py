@@ -131,6 +131,14 @@ def cases():
          with_(b, page_indices=np.array([0, 0], np.int32)),
          "valid", "update_page_shared",
          "v3: both sequences map page 0 and sequence 1's new tokens overwrite positions 0..2 of sequence 0; tpu-inference updates and attends sequence by sequence, the definition updates first"),
+        ("v3_hd64_sink_group_odd",
+         with_(h, queries=np.repeat(h["queries"][:, :1], 3, axis=1).astype(ml_dtypes.bfloat16),
+               keys=h["keys"].astype(ml_dtypes.bfloat16),
+               values=h["values"].astype(ml_dtypes.bfloat16),
+               kv_cache=np.concatenate([h["kv_cache"]] * 2, axis=3).astype(ml_dtypes.bfloat16),
+               attention_sink=np.array([0.5, 1.0, 2.0], np.float32)),
+         "sink_group_unpacked", "sink_group_unpacked",
+         "v3 hd64: both validators accept bfloat16 q with 3 q heads per kv head and a sink; kernel_hd64 reshapes the 3 sinks to (-1, 4, 1) (the group padded to q's packing) and fails at trace (TypeError); with 1 q head per kv head and 2 or 4 kv heads it reads sinks past the array (finding 22)"),
         ("v3_chunk_prefill_zero",
          with_(b, chunk_prefill_size=np.int64(0)),
          "chunk_prefill_nonpositive", "chunk_prefill_nonpositive",
@@ -150,6 +158,9 @@ def write(out_dir):
             for key in ("keys", "values", "kv_cache"):
                 stored[key] = arrays[key].view(np.uint16)
             stored["kv_dtype"] = np.array("bfloat16")
+        if arrays["queries"].dtype == ml_dtypes.bfloat16:
+            stored["queries"] = arrays["queries"].view(np.uint16)
+            stored["q_dtype"] = np.array("bfloat16")
         np.savez(os.path.join(out_dir, name + ".npz"), **stored)
         rows.append(f"{name}\t{native}\t{strict}\t{why}")
     return rows
@@ -222,7 +233,10 @@ def verify():
             said = "valid"
         except Exception as e:  # ValueError, or what the validators crash with
             said = f"{type(e).__name__}: {e}"
-        ok = (said == "valid") == (native == "valid")
+        # A native crash rule of the kernel (sink_group_unpacked) is a call the validators
+        # accept and the kernel then fails on (rpa.jax.v3_pallas measures that part).
+        accepted = native in ("valid", "sink_group_unpacked")
+        ok = (said == "valid") == accepted
         failed += not ok
         source = "kernel_hd64.py" if "hd64" in str(arrays["dialect"]) else "kernel.py"
         print(f"{'ok  ' if ok else 'FAIL'} {name}: {source} says {said}; expected {native}")
