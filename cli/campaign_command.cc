@@ -3,8 +3,9 @@
 // against the spec model and the tiled kernel against the dense reference, shows a live
 // progress line, and ends with a summary (also written to --report as JSON and markdown)
 // whose findings each come with the command that replays them. With --pallas N, N more
-// generated cases then go through JAX's Pallas kernel in TPU interpret mode
-// (python -m rpa.jax.cross_check --pallas), and the summary says whether that ran.
+// generated cases of each dialect then go through the real kernels in TPU interpret mode
+// (JAX's: python -m rpa.jax.cross_check --pallas; tpu-inference's v3: python -m
+// rpa.jax.v3_cross_check --pallas), and the summary says whether that ran.
 #include <unistd.h>
 
 #include <algorithm>
@@ -225,8 +226,9 @@ double round_sig(double x) {
 }
 
 std::string pallas_line(const Stats& st) {
-  return st.pallas.empty() ? "not run (--pallas N runs N generated cases through JAX's kernel; "
-                             "needs JAX: scripts/python_venv.sh build/venv)"
+  return st.pallas.empty() ? "not run (--pallas N runs N generated cases of each dialect through "
+                             "JAX's and tpu-inference's kernels; needs scripts/python_venv.sh "
+                             "build/venv and scripts/python_v3_venv.sh build/v3venv)"
                            : st.pallas;
 }
 
@@ -237,30 +239,89 @@ std::string jax_python() {
   return std::string(RPA_SOURCE_DIR) + "/build/venv/bin/python";
 }
 
-// Runs python -m rpa.jax.cross_check --pallas n (the rpa package installed in that python
-// is what it checks); its output goes to log. Returns its last line ("cross_check_jax
-// pallas: P passed, F failed") and the failure count, or an error.
+// The python with tpu-inference's pinned JAX and the rpa package (rpa.jax.v3_pallas):
+// $RPA_V3_PYTHON, else build/v3venv below the checkout (scripts/python_v3_venv.sh).
+std::string v3_python() {
+  if (const char* env = std::getenv("RPA_V3_PYTHON"); env && *env) return env;
+  return std::string(RPA_SOURCE_DIR) + "/build/v3venv/bin/python";
+}
+
+// One cross-check through a real kernel in TPU interpret mode: JAX's (python -m
+// rpa.jax.cross_check --pallas N) or tpu-inference's v3 kernels (python -m
+// rpa.jax.v3_cross_check --pallas 2N: N calls of each dialect). The rpa package installed in
+// that python is what it checks; its output goes to log.
+struct PallasCheck {
+  std::string python, args, verdict_prefix, what;
+};
+
+PallasCheck jax_pallas_check(uint64_t n, uint64_t seed) {
+  return {jax_python(), "-m rpa.jax.cross_check --pallas " + std::to_string(n) + " --seed " +
+                            std::to_string(seed),
+          "cross_check_jax pallas: ", "JAX's kernel"};
+}
+
+PallasCheck v3_pallas_check(uint64_t n, uint64_t seed) {
+  return {v3_python(), "-m rpa.jax.v3_cross_check --cases 0 --reference 0 --scenarios none "
+                       "--pallas " + std::to_string(2 * n) + " --seed " + std::to_string(seed),
+          "v3_cross_check: ", "tpu-inference's v3 kernels"};
+}
+
+// Runs the check; returns its verdict line's tail ("P passed, F failed") and the failure
+// count, or an error.
 struct PallasRun {
-  std::string last_line;
+  std::string verdict;
   int64_t failed = -1;  // -1: no verdict line
   int status = 0;
 };
 
-PallasRun run_pallas_check(uint64_t n, uint64_t seed, const std::filesystem::path& log) {
-  const std::string cmd = "'" + jax_python() + "' -m rpa.jax.cross_check --pallas " +
-                          std::to_string(n) + " --seed " + std::to_string(seed) + " > '" +
-                          log.string() + "' 2>&1";
+PallasRun run_pallas_check(const PallasCheck& c, const std::filesystem::path& log) {
+  const std::string cmd = "'" + c.python + "' " + c.args + " > '" + log.string() + "' 2>&1";
   PallasRun r;
   r.status = std::system(cmd.c_str());
   std::ifstream in(log);
   for (std::string line; std::getline(in, line);) {
-    if (line.starts_with("cross_check_jax pallas: ")) r.last_line = line;
+    if (line.starts_with(c.verdict_prefix)) r.verdict = line.substr(c.verdict_prefix.size());
   }
-  const size_t comma = r.last_line.find(" passed, ");
+  const size_t comma = r.verdict.find(" passed, ");
   if (comma != std::string::npos) {
-    r.failed = std::strtoll(r.last_line.c_str() + comma + 9, nullptr, 10);
+    r.failed = std::strtoll(r.verdict.c_str() + comma + 9, nullptr, 10);
   }
   return r;
+}
+
+// Runs both checks, writes their lines into st.pallas and records a finding per check that
+// failed or gave no verdict.
+void run_pallas_checks(uint64_t n, uint64_t seed, const std::optional<std::string>& report,
+                       Stats& st) {
+  const std::filesystem::path dir =
+      report ? std::filesystem::path(*report) : std::filesystem::temp_directory_path();
+  const std::string tag = report ? "" : "-" + std::to_string(getpid());
+  const std::pair<PallasCheck, std::string> checks[] = {
+      {jax_pallas_check(n, seed), "pallas" + tag + ".log"},
+      {v3_pallas_check(n, seed), "pallas-v3" + tag + ".log"}};
+  for (const auto& [check, name] : checks) {
+    const std::filesystem::path log = dir / name;
+    std::fprintf(stderr, "rpa campaign: %llu cases %sthrough %s (log %s)\n",
+                 static_cast<unsigned long long>(n), check.python == v3_python() ? "of each v3 dialect " : "",
+                 check.what.c_str(), log.c_str());
+    const PallasRun r = run_pallas_check(check, log);
+    const std::string command = "python " + check.args;
+    std::string line;
+    if (r.failed < 0) {
+      line = "ERROR: " + command + " gave no verdict (exit status " + std::to_string(r.status) +
+             "; see " + log.string() + ")";
+      record(st, {INT64_MAX, "pallas", line, "", ""});
+    } else {
+      line = r.verdict + " (" + command + "; log " + log.string() + ")";
+      if (r.failed > 0) {
+        record(st, {INT64_MAX, "pallas",
+                    check.what + ": " + std::to_string(r.failed) + " cases differ: see " +
+                        log.string(),
+                    "", ""});
+      }
+    }
+    st.pallas += (st.pallas.empty() ? "" : "; ") + check.what + ": " + line;
+  }
 }
 
 int64_t v3_case_count(const Stats& st) {
@@ -571,6 +632,13 @@ int campaign_command(const std::vector<std::string_view>& args) {
                  "0.10.2", jax_python().c_str());
     return kExitUnreadable;
   }
+  if (pallas > 0 && !std::filesystem::exists(v3_python())) {
+    std::fprintf(stderr,
+                 "rpa: --pallas needs JAX %s, tpu-inference %s and the rpa package at %s (make "
+                 "it with scripts/python_v3_venv.sh build/v3venv, or set RPA_V3_PYTHON)\n",
+                 "0.11.2", "0.32.0", v3_python().c_str());
+    return kExitUnreadable;
+  }
 
   const std::string started = bench::now_string(/*utc_iso=*/true);
   const bool tty = isatty(2) != 0;
@@ -629,28 +697,7 @@ int campaign_command(const std::vector<std::string_view>& args) {
                static_cast<long long>(st.cases), static_cast<long long>(st.kernel_checks),
                static_cast<long long>(st.findings_total), workers, tty ? "" : "\n");
   if (tty) std::fprintf(stderr, "\n");
-  if (pallas > 0) {
-    const std::filesystem::path log =
-        report ? std::filesystem::path(*report) / "pallas.log"
-               : std::filesystem::temp_directory_path() / ("rpa-pallas-" + std::to_string(getpid()) + ".log");
-    std::fprintf(stderr, "rpa campaign: %llu cases through the Pallas kernel (log %s)\n",
-                 static_cast<unsigned long long>(pallas), log.c_str());
-    const PallasRun r = run_pallas_check(pallas, seed, log);
-    const std::string command = "python -m rpa.jax.cross_check --pallas " +
-                                std::to_string(pallas) + " --seed " + std::to_string(seed);
-    if (r.failed < 0) {
-      st.pallas = "ERROR: " + command + " gave no verdict (exit status " +
-                  std::to_string(r.status) + "; see " + log.string() + ")";
-      record(st, {INT64_MAX, "pallas", st.pallas, "", ""});
-    } else {
-      st.pallas = r.last_line.substr(std::string("cross_check_jax pallas: ").size()) + " (" +
-                  command + "; log " + log.string() + ")";
-      if (r.failed > 0) {
-        record(st, {INT64_MAX, "pallas", std::to_string(r.failed) + " cases differ: see " + log.string(),
-                    "", ""});
-      }
-    }
-  }
+  if (pallas > 0) run_pallas_checks(pallas, seed, report, st);
   const double took = elapsed();
   std::printf("%s", summary_text(st, took, seed).c_str());
 

@@ -91,8 +91,9 @@ std::string td(const std::string& text, const char* cls = nullptr) {
 
 std::string finding_replay(const Finding& f, const std::string& file) {
   if (f.check == "pallas") {
-    return "build/venv/bin/python -m rpa.jax.cross_check --pallas N --seed S "
-           "(the N and S above)";
+    return "build/venv/bin/python -m rpa.jax.cross_check --pallas N --seed S, or for the v3 "
+           "kernels build/v3venv/bin/python -m rpa.jax.v3_cross_check --cases 0 --reference 0 "
+           "--scenarios none --pallas 2N --seed S (the N and S above; the finding names which)";
   }
   if (!f.raw.empty()) {
     if (!file.empty()) return "build/release/fuzz/fuzz_raw_inputs " + file;
