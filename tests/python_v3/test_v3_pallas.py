@@ -81,3 +81,28 @@ def test_the_watchdog_turns_a_stalled_run_into_an_error_and_the_next_run_works()
         v3_pallas.run_v3_pallas(case, tpu_version=6, timeout_s=0.01, name="stalled")
     out, _ = v3_pallas.run_v3_pallas(case, tpu_version=6)
     assert np.isfinite(out.astype(np.float32)).any()
+
+
+def test_a_compute_block_past_the_kv_buffer_reads_nothing_it_uses():
+    """v5/v6's default mixed blocks need not tile: 19 tokens on pages of 1 give bkv_sz 19 and
+    bkv_csz 9, so the last compute block reaches 8 rows past the KV buffer (unchecked on a
+    TPU, masked by the kernel). The harness's strided load must neither raise there nor shift
+    the rows it reads (dynamic_slice's clamping did: NaN rows); found by jax_v3.pallas."""
+    rng = np.random.default_rng(3)
+    t, hq, hkv, d = 25, 4, 4, 8
+    q = rng.standard_normal((t, hq, d), dtype=np.float32)
+    k = rng.standard_normal((t, hkv, d), dtype=np.float32)
+    v = rng.standard_normal((t, hkv, d), dtype=np.float32)
+    cache = rng.standard_normal(v3_cases.cache_shape("tpu_inference_v3", 20, 1, hkv, d,
+                                                     np.dtype(np.float32)), dtype=np.float32)
+    case = rpa.Case.from_v3_call(q, k, v, cache, np.array([19], np.int32),
+                                 np.arange(19, dtype=np.int32), np.array([0, 8], np.int32),
+                                 np.array([0, 0, 1], np.int32), None,
+                                 dialect="tpu_inference_v3")
+    module = v3_pallas.patched_module("tpu_inference_v3", 5)
+    blocks = module.get_default_block_sizes(np.float32, np.float32, hq, hkv, d, 1, t, 1, 19)
+    assert (blocks["bkv_sz"], blocks["bkv_csz"]) == (19, 9)
+    out, cache_out = v3_pallas.run_v3_pallas(case, tpu_version=5)
+    assert np.isfinite(out[:8]).all()
+    result = rpa.check(case.replace(out=out, kv_cache_out=cache_out))
+    assert result.verdict == "agree", result.detail
