@@ -27,7 +27,7 @@ bit-equal to rpa's and the defined output rows inside the tolerance of oracle/v3
 Pallas: --pallas K generated calls (v3_cases.reference_case's few fixed shapes, so most runs
 reuse a compilation, and random_case's every option in turn; both dialects; TPU generations 5,
 6 and 7 in turn) and --pallas-scenarios the package's test scenarios through tpu-inference's
-own kernels in TPU interpret mode (rpa.jax.v3_pallas: six source patches per kernel file, a
+own kernels in TPU interpret mode (rpa.jax.v3_pallas: seven source patches per kernel file, a
 watchdog). Every call its validators accept runs; on a strict-valid one the kernel must run and
 its output and cache must agree with rpa's kernel semantics (``rpa.check``; the cache bit for
 bit); what it does with the others is counted per strict rule.
