@@ -25,7 +25,8 @@ std::string v3_failure_line(const V3Failure& f, Mode mode) {
 void write_v3_failure_json(JsonWriter& j, const V3Failure& f, Mode mode) {
   const V3RuleInfo& info = v3_rule_info(f.rule);
   j.key("rule").value(info.name).key("message").value(f.message);
-  if (mode == Mode::kJax && info.crash) j.key("crash").value(true);
+  // The key the jax dialect's failures and the Python API use (docs/cli.md).
+  if (mode == Mode::kJax && info.crash) j.key("jax_crash").value(true);
 }
 
 std::optional<V3Rejection> v3_compute_rejection(const Case& c, Mode mode) {

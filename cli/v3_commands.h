@@ -23,7 +23,7 @@ std::string_view v3_mode_name(Mode m);
 // "rule_id: message", with a note where tpu-inference crashes there instead of raising its
 // ValueError.
 std::string v3_failure_line(const V3Failure& f, Mode mode);
-// Adds "rule", "message" (and "crash") to an open JSON object.
+// Adds "rule", "message" (and "jax_crash": native mode's crash rules) to an open JSON object.
 void write_v3_failure_json(JsonWriter& j, const V3Failure& f, Mode mode);
 
 // The validation gate of computing a v3 case: the chosen mode, then strict (only a
