@@ -460,9 +460,12 @@ class Walk {
     };
     if (finite(V3RuleId::soft_cap_nonfinite, "soft_cap", p_.soft_cap)) return false;
     if (finite(V3RuleId::sm_scale_nonfinite, "sm_scale", p_.sm_scale)) return false;
-    if (p_.q_scale && (!finite_as_float32(*p_.q_scale) || static_cast<float>(*p_.q_scale) == 0) &&
-        stop(V3RuleId::q_scale_invalid,
-             "q_scale=" + F(*p_.q_scale) + " must be finite and nonzero as a float32."))
+    // q is divided by q_scale in q's dtype: a float32 subnormal there is 0 to a TPU (and to
+    // float32_scalar), so q / q_scale is inf or 0 / 0 = NaN (fuzz_raw_inputs found 7e-40).
+    if (p_.q_scale && (!finite_as_float32(*p_.q_scale) || float32_scalar(*p_.q_scale) == 0) &&
+        stop(V3RuleId::q_scale_invalid, "q_scale=" + F(*p_.q_scale) +
+                                            " must be finite, nonzero and not subnormal as a "
+                                            "float32."))
       return false;
     if (finite(V3RuleId::k_scale_nonfinite, "k_scale", p_.k_scale)) return false;
     if (finite(V3RuleId::v_scale_nonfinite, "v_scale", p_.v_scale)) return false;

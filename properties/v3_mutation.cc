@@ -748,12 +748,13 @@ void Mutator::apply(V3MutationKind kind) {
       finite_rule(R::sm_scale_nonfinite, "sm_scale", p_.sm_scale);
       return;
     case V3MutationKind::q_scale_invalid: {
-      // 1e-46 is 0 as a float32; 1e-45 its smallest subnormal (just inside).
-      static const double values[] = {kNaN, kInf, 0.0, 1e-46, -0.0, 1e-45};
-      p_.q_scale = values[variant(6)];
-      if (variant(6) < 5) {
-        strict(R::q_scale_invalid,
-               "q_scale=" + F(*p_.q_scale) + " must be finite and nonzero as a float32.");
+      // 1e-46 is 0 as a float32, 1e-45 its smallest subnormal, 2^-127 its largest half: all
+      // 0 to a TPU; 2^-126, the least normal, is just inside.
+      static const double values[] = {kNaN, kInf, 0.0, 1e-46, -0.0, 1e-45, 0x1p-127, 0x1p-126};
+      p_.q_scale = values[variant(8)];
+      if (variant(8) < 7) {
+        strict(R::q_scale_invalid, "q_scale=" + F(*p_.q_scale) +
+                                       " must be finite, nonzero and not subnormal as a float32.");
       }
       return;
     }

@@ -669,7 +669,14 @@ TEST(V3Validate, StrictFloatScalars) {
     EXPECT_EQ(rule_of(c, kStrict), "q_scale_invalid");
     c.p.q_scale = 1e-46;  // 0 as a float32
     EXPECT_EQ(rule_of(c, kStrict), "q_scale_invalid");
-    c.p.q_scale = 1e-45;  // the smallest float32 denormal
+    c.p.q_scale = 1e-45;  // the smallest float32 subnormal: 0 to a TPU, q / 0
+    EXPECT_EQ(verdict(c, kStrict),
+              "q_scale_invalid: q_scale=1e-45 must be finite, nonzero and not subnormal as a "
+              "float32.");
+    c.p.q_scale = 7.346839692639297e-40;  // fuzz_raw_inputs' case: the kernel's q / 0 = NaN
+    EXPECT_EQ(rule_of(c, kStrict), "q_scale_invalid");
+    EXPECT_EQ(rule_of(c, kNative), "OK");
+    c.p.q_scale = std::ldexp(1.0, -126);  // the least normal float32
     EXPECT_EQ(rule_of(c, kStrict), "OK");
     c.p.q_scale = std::nan("");
     EXPECT_EQ(rule_of(c, kStrict), "q_scale_invalid");
