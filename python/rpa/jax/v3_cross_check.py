@@ -74,12 +74,25 @@ class Tally:
     failures: list = dataclasses.field(default_factory=list)
 
     def add_pair(self, case, result, scenario: bool) -> None:
-        key = (case.dialect, case.queries.dtype.name, case.kv_cache.dtype.name)
-        row = self.pairs.setdefault(key, [0, 0.0, 0.0, 0])
-        row[0] += 1
-        row[1] = max(row[1], result.max_abs_err or 0.0)
-        row[2] = max(row[2], result.share_of_tolerance or 0.0)
-        row[3] += scenario
+        add_pair(self.pairs, case, result, scenario)
+
+
+def add_pair(pairs: dict, case, result, scenario: bool) -> None:
+    """Counts an agreeing check in pairs[(dialect, q dtype, kv dtype)]: [count, max |diff|,
+    max share of the tolerance, scenarios]."""
+    key = (case.dialect, case.queries.dtype.name, case.kv_cache.dtype.name)
+    row = pairs.setdefault(key, [0, 0.0, 0.0, 0])
+    row[0] += 1
+    row[1] = max(row[1], result.max_abs_err or 0.0)
+    row[2] = max(row[2], result.share_of_tolerance or 0.0)
+    row[3] += scenario
+
+
+def print_pairs(pairs: dict) -> None:
+    print(f"  {'dialect':24s} {'q':9s} {'kv':14s} {'cases':>5s} {'scenarios':>9s} "
+          f"{'max |diff|':>11s} {'of tolerance':>12s}")
+    for (dialect, q, kv), (n, diff, share, sc) in sorted(pairs.items()):
+        print(f"  {dialect:24s} {q:9s} {kv:14s} {n:5d} {sc:9d} {diff:11.4g} {share:12.3g}")
 
 
 def failure_dir() -> str:
@@ -294,10 +307,7 @@ def run_reference(count: int, seed: int, scenarios: str, tally: Tally,
 def print_reference(tally: Tally) -> None:
     print("reference: tpu-inference's ref vs rpa.reference(semantics='reference'), cache "
           "bit-equal, out within oracle/v3_compare.h's tolerance")
-    print(f"  {'dialect':24s} {'q':9s} {'kv':14s} {'cases':>5s} {'scenarios':>9s} "
-          f"{'max |diff|':>11s} {'of tolerance':>12s}")
-    for (dialect, q, kv), (n, diff, share, sc) in sorted(tally.pairs.items()):
-        print(f"  {dialect:24s} {q:9s} {kv:14s} {n:5d} {sc:9d} {diff:11.4g} {share:12.3g}")
+    print_pairs(tally.pairs)
     for why, n in sorted(tally.skipped.items()):
         print(f"  not checked ({why}): {n}")
     for why, n in sorted(tally.notes.items()):
@@ -354,12 +364,7 @@ def check_pallas(case, label: str, tally: Tally, pallas: PallasTally, tpu_versio
         return
     tally.passed += 1
     pallas.outcomes["strict-valid, agree"] += 1
-    key = (case.dialect, case.queries.dtype.name, case.kv_cache.dtype.name)
-    row = pallas.pairs.setdefault(key, [0, 0.0, 0.0, 0])
-    row[0] += 1
-    row[1] = max(row[1], result.max_abs_err or 0.0)
-    row[2] = max(row[2], result.share_of_tolerance or 0.0)
-    row[3] += scenario
+    add_pair(pallas.pairs, case, result, scenario)
 
 
 def run_pallas(count: int, seed: int, scenarios: str, tally: Tally, pallas: PallasTally) -> None:
@@ -391,10 +396,7 @@ def run_pallas(count: int, seed: int, scenarios: str, tally: Tally, pallas: Pall
 def print_pallas(pallas: PallasTally) -> None:
     print(f"pallas: tpu-inference's v3 kernels in TPU interpret mode ran {pallas.ran} cases "
           f"({pallas.seconds:.1f} s); rpa.check of each strict-valid run, kernel semantics")
-    print(f"  {'dialect':24s} {'q':9s} {'kv':14s} {'cases':>5s} {'scenarios':>9s} "
-          f"{'max |diff|':>11s} {'of tolerance':>12s}")
-    for (dialect, q, kv), (n, diff, share, sc) in sorted(pallas.pairs.items()):
-        print(f"  {dialect:24s} {q:9s} {kv:14s} {n:5d} {sc:9d} {diff:11.4g} {share:12.3g}")
+    print_pairs(pallas.pairs)
     for (dialect, version), n in sorted(pallas.versions.items()):
         print(f"  ran on TPU v{version}'s path: {dialect} {n}")
     for why, n in sorted(pallas.outcomes.items()):
