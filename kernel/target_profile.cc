@@ -31,6 +31,11 @@ std::optional<TargetProfile> find_target_profile(std::string_view name) {
   return std::nullopt;
 }
 
+int tpu_generation(const TargetProfile& target) {
+  const std::string_view n = target.name;
+  return n.empty() ? -1 : (n[0] == 'v' ? n[1] : n[0]) - '0';
+}
+
 const TargetProfile& default_target_profile() { return kProfiles[6]; }
 
 int64_t default_scoped_vmem_limit(const TargetProfile& target) {

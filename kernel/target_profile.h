@@ -17,6 +17,8 @@ struct TargetProfile {
 // Every known profile, oldest first.
 std::span<const TargetProfile> target_profiles();
 std::optional<TargetProfile> find_target_profile(std::string_view name);
+// The generation number get_tpu_version() returns on it: 2 ("v2") to 7 ("7x").
+int tpu_generation(const TargetProfile& target);
 // v6e: the generation vLLM-TPU serves on today.
 const TargetProfile& default_target_profile();
 

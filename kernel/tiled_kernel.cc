@@ -12,13 +12,10 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(__SSE__)
-#include <xmmintrin.h>
-#endif
-
 #include <Eigen/Core>
 
 #include "kernel/float32_scalar.h"
+#include "kernel/flush_subnormals.h"
 #include "kernel/kv_rows.h"
 #include "kernel/paged_kv_view.h"
 #include "kernel/pallas_program.h"
@@ -851,19 +848,6 @@ std::vector<Segment> plan_segments(const PagedKvView& view, const AttentionMath&
   return out;
 }
 
-// Flushes float32 subnormals to zero on this thread while alive, as TPUs do: with them on,
-// a few subnormal softmax weights (exp(s - m) for s - m < -87) put x86 multiplies into
-// microcode assists and slow the whole kernel by an order of magnitude.
-class FlushSubnormals {
- public:
-#if defined(__SSE__)
-  FlushSubnormals() : saved_(_mm_getcsr()) { _mm_setcsr(saved_ | 0x8040); }  // FTZ | DAZ
-  ~FlushSubnormals() { _mm_setcsr(saved_); }
-
- private:
-  unsigned saved_;
-#endif
-};
 
 }  // namespace
 

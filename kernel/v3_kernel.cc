@@ -60,7 +60,8 @@ V3KernelResult v3_tiled_attention(Dialect d, const V3Inputs& in, const V3Params&
 Tensor v3_tiled_attention_in_place(Dialect d, const V3Inputs& in, Tensor& cache, const V3Params& p,
                                    const KernelOptions& options) {
   if (options.literal_schedule) {
-    throw std::invalid_argument("v3_tiled_attention: no literal v3 schedule yet");
+    throw std::invalid_argument(
+        "v3_tiled_attention: the literal v3 schedule is v3_literal_attention (kernel/v3_program.h)");
   }
   const bool hd64 = d == Dialect::kTpuInferenceV3Hd64;
   AttentionMath math = attention_math(d, p, in.queries.dtype());

@@ -32,7 +32,8 @@ int64_t v3_kv_pages_per_block(Dialect d, const V3Inputs& in, const V3Params& p);
 void v3_fused_update(Dialect d, const V3Inputs& in, Tensor& cache);
 
 // Precondition: the dialect's strict validation accepted (in, p); options.literal_schedule is
-// false (the literal v3 schedule is not built yet: std::invalid_argument). Thread count and
+// false (the literal v3 schedule is v3_literal_attention, kernel/v3_program.h; here it is
+// std::invalid_argument). Thread count and
 // block size change no bit of `out` beyond float32 rounding, and no bit of `kv_cache`.
 V3KernelResult v3_tiled_attention(Dialect d, const V3Inputs& in, const V3Params& p,
                                   const KernelOptions& options = {});
