@@ -9,6 +9,7 @@
 #include "kernel/python_repr.h"
 #include "kernel/tiled_kernel.h"
 #include "kernel/v3_kernel.h"
+#include "kernel/v3_validate.h"
 #include "reference/dense_reference.h"
 #include "reference/v3_reference.h"
 
@@ -39,18 +40,36 @@ int verdict_exit(CheckVerdict v) {
 
 namespace {
 
-// A v3 case: its `out` and `kv_cache_out` (else the tiled kernel's) against the v3 reference.
+// A v3 case: its `out` and `kv_cache_out` (else the tiled kernel's, or with --schedule
+// literal the literal v3 schedule's) against the v3 reference; with --oracle literal, its `out`
+// and `kv_cache_out` against the literal v3 schedule under the schedule tolerance, on any input
+// the mode accepts (native: any call tpu-inference's validators accept).
 CheckOutcome check_v3(const Case& c, const CliArgs& a) {
   CheckOutcome o;
   o.dialect = c.dialect;
   o.has_out = c.out.has_value();
   o.has_kv_cache_out = c.kv_cache_out.has_value();
-  if (a.literal || a.oracle == "literal") {
+  const bool literal_oracle = a.oracle == "literal";
+  const auto usage = [&o](std::string why) {
     o.verdict = CheckVerdict::kNotApplicable;
-    o.detail = std::string(kV3NoLiteral) + " (" + std::string(dialect_name(c.dialect)) + ")";
+    o.detail = std::move(why);
     return o;
+  };
+  if (a.literal && (o.has_out || o.has_kv_cache_out)) {
+    return usage("--schedule literal applies to the tiled kernel; the case holds its own `out` / "
+                 "`kv_cache_out`");
   }
-  o.v3_rejection = v3_compute_rejection(c, a.validate.mode);
+  if (literal_oracle && !(o.has_out && o.has_kv_cache_out)) {
+    return usage("--oracle literal needs a v3 case with `out` and `kv_cache_out` (the kernel's "
+                 "results to check)");
+  }
+  if (literal_oracle) {
+    if (auto f = v3_validate(c.dialect, c.v3_inputs, c.v3_params, a.validate.mode)) {
+      o.v3_rejection = V3Rejection{.failure = std::move(*f), .mode = a.validate.mode};
+    }
+  } else {
+    o.v3_rejection = v3_compute_rejection(c, a.validate.mode);
+  }
   if (o.v3_rejection) {
     o.verdict = CheckVerdict::kRejected;
     o.detail = v3_rejection_line(a, c.dialect, *o.v3_rejection);
@@ -76,16 +95,38 @@ CheckOutcome check_v3(const Case& c, const CliArgs& a) {
       return o;
     }
   }
+  // The literal schedule, where it is asked for: the oracle, or what is checked.
+  std::optional<V3KernelResult> literal;
+  if (a.literal || literal_oracle) {
+    try {
+      literal = v3_literal_attention(c.dialect, in, c.v3_params, v3_program_options(a));
+    } catch (const V3ProgramError& e) {
+      o.verdict = CheckVerdict::kMismatch;
+      o.detail = std::string("the literal v3 schedule stops where the kernel does not return (") +
+                 v3_program_error_kind_name(e.kind()) + ": " + e.what() + ")" +
+                 (literal_oracle ? ", yet the case holds its out and kv_cache_out" : "");
+      return o;
+    }
+  }
+  if (literal_oracle) {
+    o.checked = "out and kv_cache_out";
+    o.oracle = "the literal v3 schedule (TPU v" + std::to_string(v3_program_options(a).tpu_version) + ")";
+    o.v3_cmp = v3_compare_literal(c.dialect, in, c.v3_params, *literal, *c.out, *c.kv_cache_out,
+                                  v3_program_options(a).tpu_version);
+    o.verdict = o.v3_cmp->agree() ? CheckVerdict::kAgree : CheckVerdict::kMismatch;
+    return o;
+  }
   const Semantics semantics = a.reference_semantics();
   V3ReferenceResult ref = v3_reference(c.dialect, in, c.v3_params, semantics);
-  std::optional<V3KernelResult> kernel;
-  if (!o.has_out && !o.has_kv_cache_out) {
+  std::optional<V3KernelResult> kernel = std::move(literal);
+  if (!kernel && !o.has_out && !o.has_kv_cache_out) {
     kernel = v3_tiled_attention(c.dialect, in, c.v3_params, kernel_options(a));
   }
   // A member the case lacks is the reference's own: compared with itself, it adds nothing.
   const Tensor& out = kernel ? kernel->out : c.out ? *c.out : ref.out;
   const Tensor& cache = kernel ? kernel->kv_cache : c.kv_cache_out ? *c.kv_cache_out : ref.kv_cache;
-  o.checked = kernel ? "the tiled kernel's out and kv_cache"
+  o.checked = a.literal  ? "the literal v3 schedule's out and kv_cache"
+              : kernel   ? "the tiled kernel's out and kv_cache"
               : o.has_out && o.has_kv_cache_out ? "out and kv_cache_out"
               : o.has_out                       ? "out"
                                                 : "kv_cache_out";
@@ -307,7 +348,7 @@ std::string v3_check_json(const CheckOutcome& o, const CliArgs& a) {
   j.key("verdict").value(verdict_name(o.verdict));
   j.key("checked").begin_array();
   if (!o.has_out && !o.has_kv_cache_out) {
-    j.value("kernel");
+    j.value(a.literal ? "literal" : "kernel");
   } else {
     if (o.has_out) j.value("out");
     if (o.has_kv_cache_out) j.value("kv_cache_out");
@@ -316,8 +357,12 @@ std::string v3_check_json(const CheckOutcome& o, const CliArgs& a) {
   if (!o.not_checked.empty()) {
     j.key("not_checked").begin_array().value(o.not_checked).end_array();
   }
-  j.key("oracle").value("reference");
-  j.key("semantics").value(semantics_name(a.reference_semantics()));
+  if (a.oracle == "literal") {
+    j.key("oracle").value("literal").key("tpu_version").value(v3_program_options(a).tpu_version);
+  } else {
+    j.key("oracle").value("reference");
+    j.key("semantics").value(semantics_name(a.reference_semantics()));
+  }
   write_v3_comparison_json(j, *o.v3_cmp);
   j.key("seconds").value(o.seconds);
   return j.end_object().str();

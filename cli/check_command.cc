@@ -44,6 +44,24 @@ int check_one(const CliArgs& a) {
         report_rejection(a, *o.rejection);
       }
       return kExitRejected;
+    case CheckVerdict::kMismatch:
+      if (!o.cmp && !o.v3_cmp) {  // the literal v3 schedule stopped: nothing to compare
+        if (a.json) {
+          std::printf("%s\n", JsonWriter()
+                                  .begin_object()
+                                  .key("valid").value(true)
+                                  .key("dialect").value(dialect_name(o.dialect))
+                                  .key("verdict").value("mismatch")
+                                  .key("kernel_stop").value(o.detail)
+                                  .end_object()
+                                  .str()
+                                  .c_str());
+        } else {
+          std::printf("%s: MISMATCH: %s\n", a.path.c_str(), o.detail.c_str());
+        }
+        return kExitMismatch;
+      }
+      break;
     default: break;
   }
   std::printf("%s", (a.json ? check_json(o, a) + "\n" : check_text(o, a)).c_str());
@@ -103,8 +121,9 @@ int check_many(const CliArgs& a) {
         break;
       case CheckVerdict::kMismatch:
         line = o.v3_cmp ? describe_v3_comparison(*o.v3_cmp)
-                        : py_float_repr(o.cmp->max_budget_used) + " of tolerance at " +
-                              describe_mismatch(*o.cmp);
+               : o.cmp  ? py_float_repr(o.cmp->max_budget_used) + " of tolerance at " +
+                             describe_mismatch(*o.cmp)
+                        : o.detail;  // the literal v3 schedule stopped: nothing compared
         break;
       default: line = o.detail;
     }

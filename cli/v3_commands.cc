@@ -97,8 +97,26 @@ int64_t v3_rows(const Case& c) {
   return c.v3_inputs.cu_q_lens.int_at(c.v3_inputs.distribution.int_at(2));
 }
 
+V3ProgramOptions v3_program_options(const CliArgs& a) {
+  return V3ProgramOptions{.tpu_version = tpu_generation(a.validate.target)};
+}
+
 V3RunOutcome v3_run_case(const Case& c, const CliArgs& a) {
   V3RunOutcome r;
+  if (a.literal) {
+    if (auto f = v3_validate(c.dialect, c.v3_inputs, c.v3_params, a.validate.mode)) {
+      r.rejection = V3Rejection{.failure = std::move(*f), .mode = a.validate.mode};
+      return r;
+    }
+    try {
+      V3KernelResult k = v3_literal_attention(c.dialect, c.v3_inputs, c.v3_params, v3_program_options(a));
+      r.out = std::move(k.out);
+      r.kv_cache = std::move(k.kv_cache);
+    } catch (const V3ProgramError& e) {
+      r.kernel_stop = std::string(v3_program_error_kind_name(e.kind())) + ": " + e.what();
+    }
+    return r;
+  }
   r.rejection = v3_compute_rejection(c, a.validate.mode);
   if (r.rejection) return r;
   if (a.impl == "kernel") {
@@ -116,16 +134,24 @@ V3RunOutcome v3_run_case(const Case& c, const CliArgs& a) {
 
 int run_v3(Case c, const CliArgs& a) {
   const std::string dialect(dialect_name(c.dialect));
-  if (a.literal) {
-    std::fprintf(stderr, "rpa: %s\n", kV3NoLiteral);
-    return kExitUsage;
-  }
   V3RunOutcome run = v3_run_case(c, a);
   if (run.rejection) {
     report_v3_rejection(a, c.dialect, *run.rejection);
     return kExitRejected;
   }
-  const int64_t rows = v3_rows(c);
+  if (run.kernel_stop) {
+    if (a.json) {
+      JsonWriter j;
+      j.begin_object().key("valid").value(true).key("impl").value(a.impl);
+      j.key("dialect").value(dialect).key("schedule").value("literal");
+      j.key("kernel_stop").value(*run.kernel_stop);
+      std::printf("%s\n", j.end_object().str().c_str());
+    }
+    std::fprintf(stderr, "%s: the literal v3 schedule stops where the kernel does not return: %s\n",
+                 a.path.c_str(), run.kernel_stop->c_str());
+    return kExitMismatch;
+  }
+  const int64_t rows = a.literal ? c.v3_inputs.queries.dim(0) : v3_rows(c);
   const bool kernel = a.impl == "kernel";
   if (!a.output.empty()) {
     c.out = std::move(run.out);
@@ -141,7 +167,9 @@ int run_v3(Case c, const CliArgs& a) {
     j.begin_object().key("valid").value(true).key("impl").value(a.impl);
     j.key("dialect").value(dialect);
     j.key("rows").value(rows);
-    if (kernel) {
+    if (kernel && a.literal) {
+      j.key("schedule").value("literal").key("tpu_version").value(int64_t{v3_program_options(a).tpu_version});
+    } else if (kernel) {
       j.key("schedule").value("default");
       j.key("kv_pages_per_block").value(v3_kv_pages_per_block(c.dialect, c.v3_inputs, c.v3_params));
     } else {
@@ -150,8 +178,9 @@ int run_v3(Case c, const CliArgs& a) {
     if (!a.output.empty()) j.key("output").value(a.output);
     std::printf("%s\n", j.end_object().str().c_str());
   } else {
-    const std::string what =
-        kernel ? "the tiled kernel" : "the reference (" + semantics_label(semantics) + ")";
+    const std::string what = kernel && a.literal ? "the literal v3 schedule"
+                             : kernel ? "the tiled kernel"
+                                      : "the reference (" + semantics_label(semantics) + ")";
     std::printf("%s: computed %lld rows of %s with %s%s%s\n", a.path.c_str(),
                 static_cast<long long>(rows), dialect.c_str(), what.c_str(),
                 a.output.empty() ? "" : ", wrote ", a.output.c_str());

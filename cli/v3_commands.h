@@ -13,6 +13,7 @@
 #include "cli/cli_args.h"
 #include "cli/json_writer.h"
 #include "kernel/tensor.h"
+#include "kernel/v3_program.h"
 #include "kernel/v3_rule.h"
 
 namespace rpa {
@@ -39,19 +40,24 @@ std::optional<V3Rejection> v3_compute_rejection(const Case& c, Mode mode);
 std::string v3_rejection_line(const CliArgs& a, Dialect d, const V3Rejection& r);
 void report_v3_rejection(const CliArgs& a, Dialect d, const V3Rejection& r);
 
-// The one line rpa run --schedule literal and rpa check --schedule/--oracle literal give on a
-// v3 case (exit 64): kernel/v3_kernel.h builds only the default schedule.
-inline constexpr const char* kV3NoLiteral = "the literal v3 schedule does not exist yet";
-
 // rpa run's computation of a v3 case, as the command and the Python binding do it: the
 // strict gate (v3_compute_rejection in a.validate.mode, then strict), then a.impl: the v3
-// reference in a.reference_semantics(), or v3_tiled_attention with a.threads.
-// Precondition: run_options_error(a) is "" and a.literal is false (kV3NoLiteral).
+// reference in a.reference_semantics(), or v3_tiled_attention with a.threads; with
+// a.literal, the gate is a.validate.mode's alone and the literal v3 schedule runs
+// (kernel/v3_program.h, on a.validate.target's generation), which computes what the kernel
+// does on any input the mode accepts, or stops where the kernel does not return.
+// Precondition: run_options_error(a) is "".
 struct V3RunOutcome {
   std::optional<V3Rejection> rejection;  // set when validation rejected the case
   std::optional<Tensor> out;             // otherwise [T, Hq, D] in the queries' dtype
-  std::optional<Tensor> kv_cache;        // and the cache after the fused update
+  std::optional<Tensor> kv_cache;        // and the cache after the call
+  // The literal schedule: why the kernel does not return on this input, as "KIND: what"
+  // (KIND trace, run or hang; kernel/v3_program.h); out and kv_cache are then unset.
+  std::optional<std::string> kernel_stop;
 };
+
+// The literal v3 schedule's options for these arguments (the target's generation).
+V3ProgramOptions v3_program_options(const CliArgs& a);
 V3RunOutcome v3_run_case(const Case& c, const CliArgs& a);
 
 // The rows a strict-valid v3 case defines: cu_q_lens[distribution[2]].

@@ -6,7 +6,9 @@
 #include <stdexcept>
 
 #include "kernel/python_repr.h"
+#include "kernel/attention_math.h"
 #include "kernel/v3_cache_layout.h"
+#include "kernel/v3_program.h"
 #include "oracle/tolerance.h"
 
 namespace rpa {
@@ -29,6 +31,72 @@ int64_t compute_block(Dialect d, const V3Inputs& in, const V3Params& p, int64_t 
 bool same_special(double a, double b) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
   return std::isinf(a) && a == b;
+}
+
+
+// The cache bit for bit and rows [0, rows) of out against want within `allowed`.
+V3Comparison compare_arrays(Dialect d, const V3Inputs& in, const Tensor& want_out,
+                            const Tensor& want_cache, const std::vector<double>& allowed,
+                            int64_t rows, const Tensor& out, const Tensor& kv_cache_out) {
+  if (out.shape() != want_out.shape() || kv_cache_out.shape() != want_cache.shape() ||
+      kv_cache_out.dtype() != want_cache.dtype()) {
+    throw std::invalid_argument("v3_compare: out or kv_cache_out has the wrong shape or dtype");
+  }
+  V3Comparison c;
+  // The cache, bit for bit.
+  const DType kv_dtype = want_cache.dtype();
+  const auto size = static_cast<size_t>(dtype_size(kv_dtype));
+  const V3CacheLayout layout(d, kv_dtype, in.keys.dim(1), in.queries.dim(2));
+  const int64_t page_size = want_cache.dim(1), stride = layout.token_stride();
+  for (int64_t e = 0; e < want_cache.numel(); ++e) {
+    if (std::memcmp(kv_cache_out.data() + static_cast<size_t>(e) * size,
+                    want_cache.data() + static_cast<size_t>(e) * size, size) == 0) {
+      continue;
+    }
+    ++c.cache_differences;
+    if (c.cache_first) continue;
+    const int64_t token = e / stride, off = e % stride;
+    V3CacheMismatch m{e, token / page_size,        token % page_size,     0, false,
+                      0, kv_cache_out.float_at(e), want_cache.float_at(e)};
+    if (d == Dialect::kTpuInferenceV3Hd64) {
+      m.kv_head = off / 128;
+      m.value = off % 128 >= 64;
+      m.lane = off % 64;
+    } else {
+      const int64_t combined = off / layout.padded_head_dim();
+      m.kv_head = combined / 2;
+      m.value = combined % 2 == 1;
+      m.lane = off % layout.padded_head_dim();
+    }
+    c.cache_first = m;
+  }
+  c.cache_equal = c.cache_differences == 0;
+  // The rows.
+  const int64_t heads = in.queries.dim(1), dim = in.queries.dim(2);
+  for (int64_t row = 0; row < rows; ++row) {
+    for (int64_t h = 0; h < heads; ++h) {
+      for (int64_t col = 0; col < dim; ++col) {
+        const int64_t e = (row * heads + h) * dim + col;
+        const double a = out.float_at(e), b = want_out.float_at(e);
+        const double tol = allowed[static_cast<size_t>(e)];
+        ++c.compared;
+        c.max_allowed = std::max(c.max_allowed, tol);
+        if (same_special(a, b)) continue;
+        const double err = std::fabs(a - b);
+        if (std::isfinite(err)) {
+          if (err > c.max_abs_err || (err == c.max_abs_err && tol < c.tolerance_at_max)) {
+            c.max_abs_err = err;
+            c.tolerance_at_max = tol;
+          }
+          c.max_share = std::max(c.max_share, tol > 0.0 ? err / tol : (err > 0.0 ? INFINITY : 0.0));
+          if (err <= tol) continue;
+        }
+        ++c.mismatches;
+        if (!c.first) c.first = V3OutMismatch{row, h, col, a, b, tol};
+      }
+    }
+  }
+  return c;
 }
 
 }  // namespace
@@ -74,70 +142,91 @@ std::vector<double> v3_tolerance(Dialect d, const V3Inputs& in, const V3Params& 
   return allowed;
 }
 
+
 V3Comparison v3_compare(Dialect d, const V3Inputs& in, const V3Params& p,
                         const V3ReferenceResult& r, const Tensor& out, const Tensor& kv_cache_out,
                         const V3ToleranceOptions& o) {
-  if (out.shape() != r.out.shape() || kv_cache_out.shape() != r.kv_cache.shape() ||
-      kv_cache_out.dtype() != r.kv_cache.dtype()) {
-    throw std::invalid_argument("v3_compare: out or kv_cache_out has the wrong shape or dtype");
-  }
-  V3Comparison c;
-  // The cache, bit for bit.
-  const DType kv_dtype = r.kv_cache.dtype();
-  const auto size = static_cast<size_t>(dtype_size(kv_dtype));
-  const V3CacheLayout layout(d, kv_dtype, in.keys.dim(1), in.queries.dim(2));
-  const int64_t page_size = r.kv_cache.dim(1), stride = layout.token_stride();
-  for (int64_t e = 0; e < r.kv_cache.numel(); ++e) {
-    if (std::memcmp(kv_cache_out.data() + static_cast<size_t>(e) * size,
-                    r.kv_cache.data() + static_cast<size_t>(e) * size, size) == 0) {
-      continue;
+  return compare_arrays(d, in, r.out, r.kv_cache, v3_tolerance(d, in, p, r, o),
+                        in.cu_q_lens.int_at(in.distribution.int_at(2)), out, kv_cache_out);
+}
+
+std::vector<double> v3_schedule_tolerance(Dialect d, const V3Inputs& in, const V3Params& p,
+                                          const V3KernelResult& literal, int tpu_version) {
+  const bool hd64 = d == Dialect::kTpuInferenceV3Hd64;
+  const DType q_dtype = in.queries.dtype(), kv_dtype = in.kv_cache.dtype();
+  const int64_t T = in.queries.dim(0), Hq = in.queries.dim(1), D = in.queries.dim(2);
+  const V3CacheLayout layout(d, kv_dtype, in.keys.dim(1), D);
+  // M and max |K| over everything the call holds (NaN padding ignored).
+  double max_v = 0.0, max_k = 0.0;
+  const auto widen = [](double acc, double x) { return std::isnan(x) ? acc : std::max(acc, std::fabs(x)); };
+  for (const Tensor* t : {&in.kv_cache, &literal.kv_cache}) {
+    const int64_t stride = layout.token_stride(), lanes = layout.padded_head_dim();
+    for (int64_t e = 0; e < t->numel(); ++e) {
+      const int64_t off = e % stride;
+      const bool value = hd64 ? off % 128 >= 64 : (off / lanes) % 2 == 1;
+      (value ? max_v : max_k) = widen(value ? max_v : max_k, t->float_at(e));
     }
-    ++c.cache_differences;
-    if (c.cache_first) continue;
-    const int64_t token = e / stride, off = e % stride;
-    V3CacheMismatch m{e, token / page_size,        token % page_size,     0, false,
-                      0, kv_cache_out.float_at(e), r.kv_cache.float_at(e)};
-    if (d == Dialect::kTpuInferenceV3Hd64) {
-      m.kv_head = off / 128;
-      m.value = off % 128 >= 64;
-      m.lane = off % 64;
-    } else {
-      const int64_t combined = off / layout.padded_head_dim();
-      m.kv_head = combined / 2;
-      m.value = combined % 2 == 1;
-      m.lane = off % layout.padded_head_dim();
-    }
-    c.cache_first = m;
   }
-  c.cache_equal = c.cache_differences == 0;
-  // The defined rows.
-  const std::vector<double> allowed = v3_tolerance(d, in, p, r, o);
-  const int64_t heads = in.queries.dim(1), dim = in.queries.dim(2);
-  const int64_t rows = in.cu_q_lens.int_at(in.distribution.int_at(2));
-  for (int64_t row = 0; row < rows; ++row) {
-    for (int64_t h = 0; h < heads; ++h) {
-      for (int64_t col = 0; col < dim; ++col) {
-        const int64_t e = (row * heads + h) * dim + col;
-        const double a = out.float_at(e), b = r.out.float_at(e);
-        const double tol = allowed[static_cast<size_t>(e)];
-        ++c.compared;
-        c.max_allowed = std::max(c.max_allowed, tol);
-        if (same_special(a, b)) continue;
-        const double err = std::fabs(a - b);
-        if (std::isfinite(err)) {
-          if (err > c.max_abs_err || (err == c.max_abs_err && tol < c.tolerance_at_max)) {
-            c.max_abs_err = err;
-            c.tolerance_at_max = tol;
-          }
-          c.max_share = std::max(c.max_share, tol > 0.0 ? err / tol : (err > 0.0 ? INFINITY : 0.0));
-          if (err <= tol) continue;
-        }
-        ++c.mismatches;
-        if (!c.first) c.first = V3OutMismatch{row, h, col, a, b, tol};
+  for (int64_t e = 0; e < in.values.numel(); ++e) max_v = widen(max_v, in.values.float_at(e));
+  for (int64_t e = 0; e < in.keys.numel(); ++e) max_k = widen(max_k, in.keys.float_at(e));
+  const double M = max_v * std::fabs(p.v_scale.value_or(1.0));
+  const AttentionMath math = attention_math(d, p, q_dtype);
+  double max_q1 = 0.0;
+  for (int64_t row = 0; row < T * Hq; ++row) {
+    double sum = 0.0;
+    for (int64_t c = 0; c < D; ++c) {
+      double x = in.queries.float_at(row * D + c);
+      if (p.q_scale) x = std::min(std::fabs(x / *p.q_scale), dtype_is_float(kv_dtype) ? dtype_finite_max(kv_dtype) : INFINITY);
+      sum += std::fabs(x);
+    }
+    max_q1 = widen(max_q1, sum);
+  }
+  const double L = std::fabs(math.logit_scale) * max_q1 * std::max(max_k, hd64 ? max_v : 0.0) +
+                   std::fabs(p.soft_cap.value_or(0.0));
+  const double u_q = unit(q_dtype);  // one ulp of q's dtype is 2 u_q relative
+  const double base = (std::ldexp(1.0, -19) + std::ldexp(1.0, -21) * L) * M;
+  // kernel.py's accumulation dtype, and the steps of each row's sequence.
+  const DType acc = hd64 ? DType::kFloat32 : p.out_dtype.value_or(v3_default_out_dtype(q_dtype));
+  const double u_a = acc == DType::kFloat32 ? 0.0 : unit(acc);
+  std::vector<double> steps(static_cast<size_t>(T), 0.0);
+  if (u_a > 0.0) {
+    const int64_t n = in.distribution.int_at(2);
+    double most = 1.0;
+    std::vector<double> seq_steps(static_cast<size_t>(std::max<int64_t>(n, 0)), 1.0);
+    for (int64_t s = 0; s < n; ++s) {
+      const V3Pass pass = s < in.distribution.int_at(0)   ? V3Pass::kDecode
+                          : s < in.distribution.int_at(1) ? V3Pass::kPrefill
+                                                          : V3Pass::kMixed;
+      const int64_t bkv_csz = std::max<int64_t>(v3_pass_block_sizes(in, p, pass, tpu_version)[3], 1);
+      const int64_t kv = std::max<int64_t>(in.kv_lens.int_at(s), 0);
+      seq_steps[static_cast<size_t>(s)] = static_cast<double>((kv + bkv_csz - 1) / bkv_csz + 1);
+      most = std::max(most, seq_steps[static_cast<size_t>(s)]);
+    }
+    std::fill(steps.begin(), steps.end(), most);
+    for (int64_t s = 0; s < n; ++s) {
+      for (int64_t r = std::max<int64_t>(in.cu_q_lens.int_at(s), 0);
+           r < std::min<int64_t>(in.cu_q_lens.int_at(s + 1), T); ++r) {
+        steps[static_cast<size_t>(r)] = seq_steps[static_cast<size_t>(s)];
       }
     }
   }
-  return c;
+  std::vector<double> allowed(static_cast<size_t>(in.queries.numel()));
+  for (int64_t e = 0; e < in.queries.numel(); ++e) {
+    const double w = std::fabs(literal.out.float_at(e));
+    const double want = std::isfinite(w) ? w : 0.0;
+    const double n = steps[static_cast<size_t>(e / (Hq * D))];
+    allowed[static_cast<size_t>(e)] =
+        base + (std::ldexp(1.0, -19) + 2.0 * u_q) * want + n * u_a * 3.0 * (M + want);
+  }
+  return allowed;
+}
+
+V3Comparison v3_compare_literal(Dialect d, const V3Inputs& in, const V3Params& p,
+                                const V3KernelResult& literal, const Tensor& out,
+                                const Tensor& kv_cache_out, int tpu_version) {
+  return compare_arrays(d, in, literal.out, literal.kv_cache,
+                        v3_schedule_tolerance(d, in, p, literal, tpu_version), in.queries.dim(0), out,
+                        kv_cache_out);
 }
 
 std::string describe_v3_comparison(const V3Comparison& c) {

@@ -27,7 +27,7 @@
 //   float32 (kExpError per weight and per rescale) likewise 2 (N + 1) kExpError X.
 // - o = acc / l: (|dacc| + |o| |dl|) / (L - |dl|) with |o| <= X, then the division's own
 //   rounding and the reference's rounding to q's dtype: 2 u_q W (hd64 with bfloat16 q:
-//   acc * reciprocal(l, approx) is bf16(1 / bf16(l)) in interpret mode, 4 u_q W; a TPU's
+//   acc * reciprocal(l, approx) is acc / bf16(l) in interpret mode, 4 u_q W; a TPU's
 //   approximate reciprocal is not covered).
 // So allowed = S + X [(n + 2N) u_A + 3N u_A + 2N u_A + (n + 2) u_32 + 2 (N + 1) kExpError]
 // / (1 - eps_l) + 2 u_q W (4 u_q W) + min_subnormal(q) + (kv + 1) 2^-126 (flushed float32
@@ -71,6 +71,7 @@
 #include "kernel/dialect.h"
 #include "kernel/tensor.h"
 #include "kernel/v3_inputs.h"
+#include "kernel/v3_kernel.h"
 #include "kernel/v3_params.h"
 #include "reference/v3_reference.h"
 
@@ -134,6 +135,31 @@ std::vector<double> v3_tolerance(Dialect d, const V3Inputs& in, const V3Params& 
 V3Comparison v3_compare(Dialect d, const V3Inputs& in, const V3Params& p,
                         const V3ReferenceResult& r, const Tensor& out, const Tensor& kv_cache_out,
                         const V3ToleranceOptions& o = {});
+
+// The schedule tolerance of a v3 output against the literal v3 schedule's (kernel/v3_program.h;
+// DESIGN.md section 6): two runs of the same program, which differ only in the order of each
+// float32 dot (q.K over the head's lanes, p.V over a compute block's tokens) and in the last
+// bits of exp and tanh, and where that moves a rounding to the accumulation dtype A. Per
+// element of every row (rows no pass stores hold the queries on both sides):
+//   allowed = (2^-19 + 2^-21 L) M + (2^-19 + 2 u_q) W + N u_A (3 M + 3 W)   (the last: A < f32)
+// M = max |V| the call holds (the cache before and after it and the new values, times
+// |v_scale|), L = |sm_scale k_scale q_scale| max_row sum_d |q_d| max |K| + |soft_cap| (q as
+// the kernel quantizes it), W = |want|, 2 u_q one ulp of q's dtype (the final rounding may
+// land one ulp apart: measured once in 156 hd64 runs). kernel.py accumulates l, m and acc in out_dtype A: per
+// KV compute step acc is rounded to A three times and l twice, and the row sum of p runs in A;
+// where the float32 values before such a rounding differ, the two runs may land one ulp of A
+// apart, which moves o by at most u_A M (acc) or u_A W (l). N = the KV compute steps of the
+// row's sequence (ceil(kv_len / bkv_csz) of its pass, plus one), the most of any sequence on
+// rows past them. hd64 accumulates in float32 (no last term). Measured against tpu-inference's
+// kernels in interpret mode: v3_cross_check --pallas.
+std::vector<double> v3_schedule_tolerance(Dialect d, const V3Inputs& in, const V3Params& p,
+                                          const V3KernelResult& literal, int tpu_version);
+
+// out / kv_cache_out against the literal schedule's result under v3_schedule_tolerance, on
+// every row [0, T); the cache bit for bit. (`literal` is v3_literal_attention's on the call.)
+V3Comparison v3_compare_literal(Dialect d, const V3Inputs& in, const V3Params& p,
+                                const V3KernelResult& literal, const Tensor& out,
+                                const Tensor& kv_cache_out, int tpu_version);
 
 // One line, e.g. "cache: page 3, slot 1, kv head 0, V, lane 5: got 0.5, want 0.25 (2 elements
 // differ); out: row 4, head 1, column 0: got 1.5, want 1.25, allowed difference 0.01".

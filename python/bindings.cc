@@ -36,8 +36,10 @@
 #include "cli/v3_commands.h"
 #include "kernel/dialect.h"
 #include "kernel/rule.h"
+#include "kernel/target_profile.h"
 #include "kernel/v3_inputs.h"
 #include "kernel/v3_params.h"
+#include "kernel/v3_program.h"
 #include "kernel/v3_rule.h"
 #include "kernel/v3_validate.h"
 #include "kernel/validate.h"
@@ -427,10 +429,10 @@ nb::tuple run(const ArrayMap& arrays, const ParamMap& params, const std::vector<
 }
 
 // rpa run on a v3 case (cli/v3_commands.h's v3_run_case, as the command runs it): (None,
-// ((dtype, out), (dtype, kv_cache))) or (rejection, None).
+// ((dtype, out), (dtype, kv_cache)), None), (rejection, None, None), or with the literal
+// schedule (None, None, "KIND: why") where the kernel does not return.
 nb::tuple v3_run(const ArrayMap& arrays, const ParamMap& params, const std::vector<std::string>& flags) {
   const CliArgs a = run_args(flags);
-  if (a.literal) throw std::invalid_argument(kV3NoLiteral);
   const BorrowedCase b = to_case(arrays, params);
   const Case& c = b.c;
   V3RunOutcome r;
@@ -446,9 +448,11 @@ nb::tuple v3_run(const ArrayMap& arrays, const ParamMap& params, const std::vect
     d["rule"] = std::string(v3_rule_info(j.failure.rule).name);
     d["message"] = j.failure.message;
     d["mode"] = j.mode == Mode::kStrict ? "strict" : "native";
-    return nb::make_tuple(d, nb::none());
+    return nb::make_tuple(d, nb::none(), nb::none());
   }
-  return nb::make_tuple(nb::none(), nb::make_tuple(typed(std::move(*r.out)), typed(std::move(*r.kv_cache))));
+  if (r.kernel_stop) return nb::make_tuple(nb::none(), nb::none(), *r.kernel_stop);
+  return nb::make_tuple(nb::none(), nb::make_tuple(typed(std::move(*r.out)), typed(std::move(*r.kv_cache))),
+                        nb::none());
 }
 
 // The grid rpa run --impl kernel would use (its --json fields): (None, report) or
@@ -664,24 +668,48 @@ nb::list v3_validate_case(const ArrayMap& arrays, const ParamMap& params, const 
 }
 
 // The case's out and kv_cache_out against the v3 dense reference in `semantics`
-// (oracle/v3_compare.h; precondition: strict validation accepted the case): the comparison's
-// fields and its one-line description.
+// (oracle/v3_compare.h; precondition: strict validation accepted the case), or with oracle
+// "literal" against the literal v3 schedule on `target`'s generation under the schedule
+// tolerance (precondition: native validation accepted it): the comparison's fields and its
+// one-line description; "kernel_stop" ("KIND: why") where the literal schedule says the kernel
+// does not return (then nothing is compared).
 nb::dict v3_check_case(const ArrayMap& arrays, const ParamMap& params,
-                       const std::string& semantics) {
+                       const std::string& semantics, const std::string& oracle,
+                       const std::string& target) {
   const Semantics s = semantics_or_throw(semantics);
+  if (oracle != "reference" && oracle != "literal") {
+    throw std::invalid_argument("oracle must be \"reference\" or \"literal\", not \"" + oracle + "\"");
+  }
+  const std::optional<TargetProfile> profile = find_target_profile(target);
+  if (!profile) throw std::invalid_argument("unknown target \"" + target + "\"");
   const BorrowedCase b = to_case(arrays, params);
   const Case& c = b.c;
   if (!c.out || !c.kv_cache_out) throw std::invalid_argument("the case has no out and kv_cache_out");
   V3Comparison cmp;
   std::string line;
+  std::optional<std::string> stop;
   {
     nb::gil_scoped_release release;
-    const V3ReferenceResult r = v3_reference(c.dialect, c.v3_inputs, c.v3_params, s);
-    cmp = v3_compare(c.dialect, c.v3_inputs, c.v3_params, r, *c.out, *c.kv_cache_out);
-    line = describe_v3_comparison(cmp);
+    if (oracle == "literal") {
+      const int version = tpu_generation(*profile);
+      try {
+        const V3KernelResult lit = v3_literal_attention(c.dialect, c.v3_inputs, c.v3_params,
+                                                        V3ProgramOptions{.tpu_version = version});
+        cmp = v3_compare_literal(c.dialect, c.v3_inputs, c.v3_params, lit, *c.out, *c.kv_cache_out,
+                                 version);
+      } catch (const V3ProgramError& e) {
+        stop = std::string(v3_program_error_kind_name(e.kind())) + ": " + e.what();
+      }
+    } else {
+      const V3ReferenceResult r = v3_reference(c.dialect, c.v3_inputs, c.v3_params, s);
+      cmp = v3_compare(c.dialect, c.v3_inputs, c.v3_params, r, *c.out, *c.kv_cache_out);
+    }
+    line = stop ? "the literal v3 schedule stops where the kernel does not return (" + *stop + ")"
+                : describe_v3_comparison(cmp);
   }
   nb::dict d;
-  d["agree"] = cmp.agree();
+  d["kernel_stop"] = stop ? nb::cast(*stop) : nb::none();
+  d["agree"] = !stop && cmp.agree();
   d["cache_equal"] = cmp.cache_equal;
   d["cache_differences"] = cmp.cache_differences;
   d["compared"] = cmp.compared;
@@ -792,7 +820,7 @@ NB_MODULE(_rpa, m) {
   m.def("rules", &rules);
   m.def("v3_validate", &v3_validate_case, "arrays"_a, "params"_a, "mode"_a, "all"_a);
   m.def("v3_run", &v3_run, "arrays"_a, "params"_a, "flags"_a);
-  m.def("v3_check", &v3_check_case, "arrays"_a, "params"_a, "semantics"_a);
+  m.def("v3_check", &v3_check_case, "arrays"_a, "params"_a, "semantics"_a, "oracle"_a, "target"_a);
   m.def("v3_gen", &v3_gen, "seed"_a, "dialect"_a, "profile"_a, "size"_a, "head_dim"_a.none());
   m.def("v3_gen_spec", &v3_gen_spec, "hex"_a);
   m.def("v3_rules", &v3_rules, "dialect"_a);

@@ -167,9 +167,9 @@ def check_many_mixed(work):
           and j["v3_rejected.npz"].get("rule") == "decode_q_len_not_one"
           and j["v3_rejected.npz"].get("mode") == "strict", p.stdout[:600])
     p = rpa("check", os.path.join(d, "v3.npz"), os.path.join(d, "jax.npz"), "--oracle", "literal")
-    check("mixed: --oracle literal is not applicable to the v3 case only",
-          "v3.npz: not_applicable (the literal v3 schedule does not exist yet" in p.stdout
-          and p.returncode == 64, p.stdout)
+    check("mixed: --oracle literal is not applicable to the v3 case without an out only",
+          "v3.npz: not_applicable (--oracle literal needs a v3 case with `out` and "
+          "`kv_cache_out`" in p.stdout and p.returncode == 64, p.stdout)
 
 
 def replay(work):

@@ -480,9 +480,23 @@ def test_v3_run(tmp):
     p = rpa("run", path, "--impl", "kernel")
     check("v3 run kernel text", p.returncode == 0 and p.stdout ==
           f"{path}: computed 4 rows of tpu_inference_v3 with the tiled kernel\n", p.stdout)
-    p = rpa("run", path, "--impl", "kernel", "--schedule", "literal")
-    check("v3 run --schedule literal is one usage line", p.returncode == 64 and p.stderr ==
-          "rpa: the literal v3 schedule does not exist yet\n", p.stderr)
+    # The literal v3 schedule (kernel.py's program, TPU v6's code path): the same hand-derived
+    # rows and cache (every softmax here is a mean of exact values).
+    literal_out = os.path.join(tmp, "v3_literal_out.npz")
+    p = rpa("run", path, "--impl", "kernel", "--schedule", "literal", "-o", literal_out, "--json")
+    j = as_json(p)
+    check("v3 run --schedule literal", p.returncode == 0 and j.get("schedule") == "literal"
+          and j.get("tpu_version") == 6 and j.get("rows") == 4, p.stdout + p.stderr)
+    with np.load(literal_out) as f:
+        out, cache = f["out"], f["kv_cache_out"]
+    check("v3 run --schedule literal output", np.array_equal(out, np.broadcast_to(
+        np.array([3.0, 1.0, 1.5, 2.0], np.float32)[:, None, None], (4, 2, 128))), out[:, 0, 0])
+    check("v3 run --schedule literal cache", np.all(cache[1, 4, 1, 0] == 7.0)
+          and np.array_equal(cache[0, 0:3, 1, 0, 0], [1.0, 2.0, 3.0])
+          and np.isnan(cache[0, 3:]).all(), cache[0, 0:4, 1, 0, 0])
+    p = rpa("run", path, "--impl", "kernel", "--schedule", "literal", "--mode", "native")
+    check("v3 run --schedule literal text", p.returncode == 0 and p.stdout ==
+          f"{path}: computed 4 rows of tpu_inference_v3 with the literal v3 schedule\n", p.stdout)
     test_v3_check(tmp, path, kernel_out)
     bad = os.path.join(tmp, "v3_bad.npz")
     with np.load(path) as f:
@@ -576,11 +590,30 @@ def test_v3_check(tmp, path, kernel_out):
     check("v3 check wrong kv_cache_out shape", p.returncode == 3 and
           "member 'kv_cache_out.npy' is float32 (1, 16, 2, 1, 128), expected kv_cache's float32 "
           "(2, 16, 2, 1, 128)" in p.stderr, p.stderr)
-    for options in (["--oracle", "literal"], ["--schedule", "literal"]):
-        p = rpa("check", path, *options)
-        check(f"v3 check {' '.join(options)} is one usage line", p.returncode == 64 and
-              p.stderr == "rpa: the literal v3 schedule does not exist yet (tpu_inference_v3)\n",
-              p.stderr)
+    literal_out = os.path.join(tmp, "v3_literal_out.npz")  # test_v3_run's literal run
+    p = rpa("check", path, "--schedule", "literal")
+    check("v3 check --schedule literal: the literal schedule against the reference",
+          p.returncode == 0 and "the literal v3 schedule's out and kv_cache agree with the v3 "
+          "reference (kernel semantics)" in p.stdout, p.stdout + p.stderr)
+    p = rpa("check", path, "--oracle", "literal")
+    check("v3 check --oracle literal without an out is one usage line", p.returncode == 64 and
+          p.stderr == "rpa: --oracle literal needs a v3 case with `out` and `kv_cache_out` (the "
+          "kernel's results to check)\n", p.stderr)
+    p = rpa("check", literal_out, "--oracle", "literal", "--mode", "native", "--json")
+    j = as_json(p)
+    check("v3 check --oracle literal", p.returncode == 0 and j.get("oracle") == "literal"
+          and j.get("tpu_version") == 6 and j.get("verdict") == "agree"
+          and j.get("max_abs_err") == 0.0, p.stdout + p.stderr)
+    moved = dict(arrays)
+    with np.load(literal_out) as f:
+        moved["out"], moved["kv_cache_out"] = f["out"].copy(), f["kv_cache_out"]
+    moved["out"][2] += 0.25
+    moved_path = os.path.join(tmp, "v3_literal_moved.npz")
+    np.savez(moved_path, **moved)
+    p = rpa("check", moved_path, "--oracle", "literal")
+    check("v3 check --oracle literal catches a moved row", p.returncode == 1 and
+          "MISMATCH between out and kv_cache_out and the literal v3 schedule (TPU v6): cache "
+          "equal; out: row 2, head 0, column 0: got 1.75, want 1.5" in p.stdout, p.stdout)
     rejected = dict(arrays)
     rejected["kv_lens"] = np.array([5, 2], np.int32)
     rejected_path = os.path.join(tmp, "v3_check_rejected.npz")

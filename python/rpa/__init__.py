@@ -14,15 +14,17 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from rpa._api import (Bias, CheckFailed, CheckResult, Failure, Mismatch, Plan, Rejected,
-                      Verdict, check, gen, kernel, plan, reference, rules, validate, workload)
+from rpa._api import (Bias, CheckFailed, CheckResult, Failure, KernelDoesNotReturn, Mismatch,
+                      Plan, Rejected, Verdict, check, gen, kernel, plan, reference, rules,
+                      validate, workload)
 from rpa._case import Case
 
 __version__ = "0.21.0"
 
 __all__ = ["Case", "validate", "reference", "kernel", "plan", "check", "gen", "workload", "rules",
            "Plan",
-           "Verdict", "Failure", "CheckResult", "Mismatch", "Bias", "Rejected", "CheckFailed",
+           "Verdict", "Failure", "CheckResult", "Mismatch", "Bias", "Rejected",
+           "KernelDoesNotReturn", "CheckFailed",
            "strategies", "__version__"]
 
 

@@ -26,6 +26,17 @@ class Rejected(ValueError):
         self.why, self.rule, self.message, self.mode = why, rule, message, mode
 
 
+class KernelDoesNotReturn(RuntimeError):
+    """The literal v3 schedule (rpa.kernel(case, schedule="literal") on a v3 case) reached a
+    point where tpu-inference's kernel does not return: ``kind`` "trace" (it cannot trace),
+    "run" (interpret mode raises) or "hang" (a DMA wait nothing satisfies); ``why`` says
+    where."""
+
+    def __init__(self, stop: str):
+        super().__init__(stop)
+        self.kind, _, self.why = stop.partition(": ")
+
+
 class CheckFailed(AssertionError):
     """A check's verdict was mismatch or biased. The message is what ``rpa check`` prints,
     then the command that replays the saved case (``path``) with the CLI."""
@@ -139,9 +150,11 @@ def _not_v3(case: Case, what: str) -> None:
 def _run(case: Case, **options: Any) -> Any:
     arrays, params = case._native()
     if case.is_v3:  # what rpa run does with a v3 case: (out, kv_cache)
-        rejection, result = _call(_rpa.v3_run, arrays, params, _flags(**options))
+        rejection, result, stop = _call(_rpa.v3_run, arrays, params, _flags(**options))
         if rejection is not None:
             raise _rejected(rejection)
+        if stop is not None:
+            raise KernelDoesNotReturn(stop)
         return from_native(result[0]), from_native(result[1])
     rejection, out = _call(_rpa.run, arrays, params, _flags(**options))
     if rejection is not None:
@@ -183,7 +196,14 @@ def kernel(case: Case, schedule: str = "default", threads: Optional[int] = None,
     (the bits never depend on it). Raises Rejected when validation rejects the case.
 
     For a tpu-inference v3 case: (out, kv_cache), the output and the cache after the fused
-    update (kernel/v3_kernel.h; the default schedule only, strict-valid cases only)."""
+    update. The default schedule (kernel/v3_kernel.h) computes strict-valid cases; "literal"
+    runs tpu-inference's own program step by step (kernel/v3_program.h: its passes, DMAs,
+    double buffers, NaN scratch and out_dtype accumulators) on any call ``mode`` accepts
+    (mode="native": whatever tpu-inference's validators accept), on ``target``'s TPU
+    generation (default v6e; it picks kernel.py's default block sizes and int16 positions;
+    hd64 calls must name their block sizes), and returns every row as the kernel leaves it
+    (rows no pass stores hold the queries; hd64: zeros). Raises KernelDoesNotReturn where the kernel
+    cannot trace, raises or hangs."""
     return _run(case, impl="kernel", schedule=schedule, threads=threads, mode=mode,
                 target=target)
 
@@ -326,6 +346,9 @@ def check(case: Case, out: Optional[ArrayLike] = None, *, semantics: Optional[st
     tiled kernel's output with ``schedule``) against the dense reference in ``semantics``
     (default "kernel"), or with oracle="literal" against the literal schedule (the Pallas
     program) under the schedule tolerance. allow_bias: a biased output still agrees.
+    A tpu-inference v3 case checks out=(out, kv_cache) (else the case's out and kv_cache_out)
+    against the v3 reference, or with oracle="literal" against the literal v3 schedule on
+    any call mode accepts (mode="native"; target: the TPU generation).
     dot_passes: the bfloat16 passes a TPU makes of a float32 dot (6, 3 or 1). The result's
     text names the case ``label``. Raises ValueError for options that do not fit together."""
     if case.is_v3:
@@ -366,10 +389,18 @@ def _v3_check(case: Case, out: Any, *, semantics: Optional[str], oracle: str,
               allow_bias: bool, label: str) -> CheckResult:
     """rpa.check for a tpu-inference v3 case: ``out`` (else the case's) and the case's
     ``kv_cache_out`` against the v3 dense reference in ``semantics`` (oracle/v3_compare.h):
-    the cache bit for bit, the defined rows within the semantics' tolerance."""
-    if oracle != "reference" or schedule is not None or dot_passes != 6 or allow_bias:
-        raise ValueError(f"a {case.dialect} case is checked against the dense reference only "
-                         "(no oracle, schedule, dot_passes or allow_bias)")
+    the cache bit for bit, the defined rows within the semantics' tolerance; with
+    oracle="literal", against the literal v3 schedule (kernel/v3_program.h, on ``target``'s TPU
+    generation, default v6e) under the schedule tolerance, every row, on any call ``mode``
+    accepts (mode="native": any call tpu-inference's validators accept)."""
+    if oracle not in ("reference", "literal") or schedule is not None or dot_passes != 6 \
+            or allow_bias:
+        raise ValueError(f"a {case.dialect} case is checked against the dense reference or the "
+                         "literal v3 schedule (oracle), with no schedule, dot_passes or "
+                         "allow_bias")
+    if oracle == "literal" and semantics is not None:
+        raise ValueError("semantics chooses the dense reference's rounding points; "
+                         "oracle=\"literal\" compares with the literal v3 schedule instead")
     if out is not None:
         out_tuple = out if isinstance(out, tuple) else (out, None)
         changes = {"out": as_numpy("out", out_tuple[0])}
@@ -380,20 +411,30 @@ def _v3_check(case: Case, out: Any, *, semantics: Optional[str], oracle: str,
         raise ValueError("a v3 check needs out and kv_cache_out (pass out=(out, kv_cache) or "
                          "set both on the case)")
     semantics = semantics or "kernel"
-    flags = tuple(_flags(semantics=semantics))
+    flags = tuple(_flags(oracle="literal", mode=mode, target=target) if oracle == "literal"
+                  else _flags(semantics=semantics))
     try:
-        _v3_strict(case, mode, target)
+        if oracle == "literal":
+            verdict = validate(case, mode=mode)
+            if not verdict.valid:
+                why = verdict.failures[0].line if verdict.failures else "rejected"
+                raise _rejected({"why": f"rejected in {mode} mode by {why}",
+                                 "rule": verdict.rule, "message": verdict.message, "mode": mode})
+        else:
+            _v3_strict(case, mode, target)
     except Rejected as r:
         return CheckResult("rejected", case, flags, detail=r.why, rejection=r)
     arrays, params = case._native()
-    j = _call(_rpa.v3_check, arrays, params, semantics)
+    j = _call(_rpa.v3_check, arrays, params, semantics, oracle, target or "v6e")
     verdict = "agree" if j["agree"] else "mismatch"
     first = j["first"]
     mismatch = None
     if first is not None:
         row, head, col, got, want, allowed = first
         cu = np.asarray(case.cu_q_lens)
-        seq = int(np.searchsorted(cu[:int(case.distribution[2]) + 1], row, side="right")) - 1
+        n = int(case.distribution[2])
+        seq = int(np.searchsorted(cu[:n + 1], row, side="right")) - 1
+        seq = min(max(seq, 0), max(n - 1, 0))
         mismatch = Mismatch(seq, row - int(cu[seq]), row, head, col, got, want, allowed)
     text = f"{label}: {verdict} ({j['text']})"
     return CheckResult(verdict, case, flags, text=text, detail=j["text"],

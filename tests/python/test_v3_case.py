@@ -122,7 +122,10 @@ def test_kernel_returns_out_and_the_updated_cache(dialect):
     assert rpa.check(case, (out, cache)).ok
     again, _ = rpa.kernel(case, threads=2)
     assert again.tobytes() == out.tobytes()
-    with pytest.raises(ValueError, match="literal v3 schedule"):
-        rpa.kernel(case, schedule="literal")
+    # The literal v3 schedule: tpu-inference's program, its cache bit for bit the same.
+    lit_out, lit_cache = rpa.kernel(case, schedule="literal", target="v6e")
+    assert lit_cache.tobytes() == cache.tobytes()
+    assert rpa.check(case, (lit_out, lit_cache)).ok
+    assert rpa.check(case, (lit_out, lit_cache), oracle="literal", target="v6e").ok
     with pytest.raises(rpa.Rejected):
         rpa.kernel(case.replace(soft_cap=0.0))
