@@ -242,6 +242,25 @@ Seeds validate_seeds() {
       }
     }
   }
+  // The kernel-schedule rules (findings 23, 24) need calls the four above need not be: the
+  // first generated kernel.py call each of their mutations applies to.
+  for (props::V3MutationKind k : {props::V3MutationKind::masked_block_overflows,
+                                  props::V3MutationKind::window_skips_cache_write}) {
+    props::V3BuildOptions o3 = fuzz::v3_validate_options();
+    o3.dialect = Dialect::kTpuInferenceV3;
+    o3.min_seqs = 1;
+    for (uint64_t s = 1; s < 4000; ++s) {
+      props::RandomSource source(s, 60);
+      const props::V3CaseSpec spec = props::build_v3_case(source, o3);
+      if (!props::v3_mutation_applies(k, spec)) continue;
+      const std::string name = "v3-" + std::string(props::v3_mutation_name(k)) + "-0";
+      const fuzz::V3ValidateInput v{spec, {{k, 0}}};
+      seeds[name] = fuzz::encode_v3_validate(v);
+      const fuzz::V3ValidateInput back = fuzz::decode_v3_validate(*fuzz::v3_payload(seeds[name]));
+      if (back.spec != v.spec || back.mutations != v.mutations) round_trip_failed(name);
+      break;
+    }
+  }
   return seeds;
 }
 

@@ -120,6 +120,12 @@ namespace rpa {
     "skip_kv_mask needs every kv_len a multiple of bkv_csz, unknown without block sizes")          \
   X(skip_kv_mask_kv_len, false, false, true, false,                                                \
     "without the kv_len mask a partial kv compute block reads slots past kv_len")                  \
+  X(masked_block_overflows, false, false, true, false,                                             \
+    "kernel.py rounds a block's row max to bfloat16: a mask_value that rounds away from zero "    \
+    "makes exp(mask_value - max) inf in a fully masked first block, and the row NaN")              \
+  X(window_skips_cache_write, false, false, true, false,                                          \
+    "kernel.py writes new tokens from the KV blocks of a sequence's last query block, which a "   \
+    "sliding window starts late: new tokens in earlier blocks never reach the cache")              \
   X(update_page_shared, false, false, true, false,                                                 \
     "tpu-inference updates and attends sequence by sequence: a page one sequence's update "        \
     "writes and another reads makes the answer depend on the order")                               \

@@ -4,14 +4,17 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "kernel/float32_scalar.h"
 #include "kernel/params.h"
 #include "kernel/python_repr.h"
 #include "kernel/v3_cache_layout.h"
+#include "kernel/v3_program.h"
 
 namespace rpa {
 namespace {
@@ -675,7 +678,107 @@ class Walk {
                                                   " must be a multiple of bkv_csz=" + I(csz) + "."))
         return false;
     }
+    if (!hd64_ && p_.sliding_window && p_.mask_value) {
+      if (std::optional<std::string> why = masked_block_overflow(i, q_len, kv_len)) {
+        if (stop(V3RuleId::masked_block_overflows, *why)) return false;
+      }
+    }
+    if (!hd64_ && p_.sliding_window && p_.update_kv_cache) {
+      if (std::optional<std::string> why = window_skips_cache_write(i, q_len, kv_len)) {
+        if (stop(V3RuleId::window_skips_cache_write, *why)) return false;
+      }
+    }
     return true;
+  }
+
+  // Sequence i's pass in kernel.py: its static q_len (decode 1, prefill chunk_prefill_size)
+  // and the block tuples it may run with: its own, else each TPU generation's defaults, with
+  // the words that say which.
+  struct PassBlocks {
+    std::optional<int64_t> static_q_len;
+    std::vector<std::pair<V3BlockSizes, std::string>> candidates;
+  };
+  PassBlocks pass_blocks_of(int64_t i) const {
+    const V3Pass pass = i < d0_ ? V3Pass::kDecode : (i < d1_ ? V3Pass::kPrefill : V3Pass::kMixed);
+    PassBlocks b;
+    b.static_q_len = pass == V3Pass::kDecode ? std::optional<int64_t>(1)
+                                             : (pass == V3Pass::kPrefill ? p_.chunk_prefill_size
+                                                                         : std::nullopt);
+    const char* letter = pass == V3Pass::kDecode ? "d" : (pass == V3Pass::kPrefill ? "p" : "m");
+    if (const std::optional<V3BlockSizes>& given = pass_blocks(i)) {
+      b.candidates.emplace_back(*given, "");
+    } else {
+      for (int v : {5, 6, 7}) {
+        b.candidates.emplace_back(v3_pass_block_sizes(in_, p_, pass, v),
+                                  " (TPU v" + I(v) + "'s default " + letter + "_block_sizes)");
+      }
+    }
+    return b;
+  }
+
+  // Finding 24 (measured in TPU interpret mode: corpus/findings/v3_window_skips_cache_write.npz).
+  // kernel.py writes a sequence's new tokens to the cache from the KV blocks its last query
+  // block reads (`bq_idx == num_bq - 1`), and with a sliding window those start at that query
+  // block's window, floored to bkv_sz: new tokens in earlier KV blocks are never written.
+  std::optional<std::string> window_skips_cache_write(int64_t i, int64_t q_len, int64_t kv_len) const {
+    const PassBlocks b = pass_blocks_of(i);
+    const int64_t w = *p_.sliding_window, gap = kv_len - q_len;
+    for (const auto& [blocks, tag] : b.candidates) {
+      const int64_t bq_sz = blocks[0], bkv_sz = blocks[1];
+      const int64_t actual = b.static_q_len ? std::min(bq_sz, *b.static_q_len) : bq_sz;
+      if (actual <= 0 || bkv_sz <= 0) continue;
+      const int64_t rows = b.static_q_len ? *b.static_q_len : q_len;
+      const int64_t last = gap + (rows + actual - 1) / actual * actual - actual;
+      const int64_t start = std::max<int64_t>(last - w, 0) / bkv_sz * bkv_sz;
+      if (gap / bkv_sz * bkv_sz < start) {
+        return "sliding_window=" + I(w) + ": kernel.py writes sequence " + I(i) +
+               "'s new tokens to the cache only from the KV blocks its last query block reads, "
+               "which start at position " + I(start) + ", so its new tokens at positions " +
+               I(gap) + ".." + I(std::min(start, kv_len) - 1) + " are never written (bkv_sz=" +
+               I(bkv_sz) + ")" + tag + ".";
+      }
+    }
+    return std::nullopt;
+  }
+
+  // Finding 23 (kernel/v3_program.h runs it; tpu-inference's kernel in interpret mode gives
+  // the same NaN). kernel.py starts each query block with m = -inf and rounds each KV compute
+  // block's row max to out_dtype, bfloat16 for bfloat16 q. Where a row sees no key in its
+  // query block's first compute block (a sliding window starting past it), that max is
+  // mask_value rounded; if the rounding moved it away from zero, exp(mask_value - max)
+  // overflows to inf, and the next block's rescale makes the row 0 * inf = NaN. Exactly those
+  // rows: the first KV block of a query block starts at the window's start for its first
+  // row, floored to bkv_sz; a row r sees keys from max(position - W + 1, 0). Without block
+  // sizes, any TPU generation's defaults that hit it.
+  std::optional<std::string> masked_block_overflow(int64_t i, int64_t q_len, int64_t kv_len) const {
+    if (dt(in_.queries) != DType::kBFloat16 ||
+        (p_.out_dtype && *p_.out_dtype != DType::kBFloat16)) {
+      return std::nullopt;
+    }
+    const auto mask = static_cast<float>(*p_.mask_value);
+    const float rounded = round_to(DType::kBFloat16, mask);
+    if (!std::isinf(std::exp(mask - rounded))) return std::nullopt;
+    const PassBlocks b = pass_blocks_of(i);
+    const int64_t w = *p_.sliding_window, gap = kv_len - q_len;
+    for (const auto& [blocks, tag] : b.candidates) {
+      const auto [bq_sz, bkv_sz, bq_csz, bkv_csz] = blocks;
+      const int64_t actual = b.static_q_len ? std::min(bq_sz, *b.static_q_len) : bq_sz;
+      if (actual <= 0 || bkv_sz <= 0 || bkv_csz <= 0) continue;
+      for (int64_t row = 0; row < q_len; ++row) {
+        const int64_t processed = gap + row / actual * actual;  // its query block's first row
+        const int64_t k0 = std::max<int64_t>(processed - w, 0) / bkv_sz * bkv_sz;
+        const int64_t position = gap + row;
+        if (std::max<int64_t>(position - w + 1, 0) >= k0 + bkv_csz) {
+          return "mask_value=" + F(*p_.mask_value) + " rounds away from zero in bfloat16 (to " +
+                 F(rounded) + "), the out_dtype kernel.py rounds each KV compute block's row " +
+                 "max to: row " + I(row) + " of sequence " + I(i) + " (position " + I(position) +
+                 ") sees no key in its first KV compute block [" + I(k0) + ", " +
+                 I(k0 + bkv_csz) + ") under sliding_window=" + I(w) + tag +
+                 ", so exp(mask_value - max) overflows and the row is NaN.";
+        }
+      }
+    }
+    return std::nullopt;
   }
 
   // Where the validators accept but the kernel raises when tracing (native: crash rules).

@@ -277,6 +277,30 @@ void visit_v3_case(Io& io, V3CaseSpec& s, const V3BuildOptions& options) {
   });
   maybe(io, p.soft_cap, [&](double& c) { among(io, c, std::span<const double>(kV3SoftCaps)); });
   maybe(io, p.mask_value, [&](double& m) { among(io, m, std::span<const double>(kV3MaskValues)); });
+  // Finding 24 (strict window_skips_cache_write): kernel.py writes a sequence's new tokens
+  // from the KV blocks its last query block reads, and a sliding window can start those past
+  // the first new token. Such calls drop the window (the same bytes).
+  if (!hd64 && p.sliding_window && p.update_kv_cache) {
+    for (int64_t k = 0; k < n; ++k) {
+      const V3SeqSpec& q = s.seqs[static_cast<size_t>(k)];
+      const bool decode = k < s.num_decode, prefill = !decode && k < s.num_decode + s.num_prefill;
+      const V3BlockSizes& b = decode ? *p.d_block_sizes : prefill ? *p.p_block_sizes : *p.m_block_sizes;
+      const int64_t rows = decode ? 1 : q.q_len, step = std::min(b[0], rows);
+      const int64_t gap = q.kv_len - q.q_len, last = gap + (rows - 1) / step * step;
+      if (gap / b[1] < std::max<int64_t>(last - *p.sliding_window, 0) / b[1]) {
+        p.sliding_window.reset();
+        break;
+      }
+    }
+  }
+  // Finding 23 (strict masked_block_overflows): kernel.py with bfloat16 q rounds each KV
+  // compute block's row max to bfloat16, where -1e30 rounds away from zero; under a sliding
+  // window a fully masked first block then makes a row NaN. Such calls draw -1e38 instead (the
+  // same bytes), so generated calls stay valid; the named mutation makes the others.
+  if (!hd64 && s.q_dtype == DType::kBFloat16 && p.sliding_window && p.mask_value &&
+      *p.mask_value == kV3MaskValues[0]) {
+    p.mask_value = kV3MaskValues[1];
+  }
   for (std::optional<double>* scale : {&p.q_scale, &p.k_scale, &p.v_scale}) {
     maybe(io, *scale, [&](double& v) { among(io, v, std::span<const double>(kV3Scales)); });
   }

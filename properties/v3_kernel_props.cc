@@ -11,10 +11,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "kernel/v3_kernel.h"
+#include "kernel/v3_program.h"
+#include "kernel/v3_validate.h"
 #include "oracle/v3_compare.h"
 #include "properties/v3_kernel_check.h"
 #include "properties/v3_materialize.h"
@@ -66,6 +69,49 @@ RC_GTEST_PROP(V3Kernel, IsDeterministic, ()) {
         v3_tiled_attention(spec.dialect, m.inputs, m.params, {.threads = threads});
     RC_ASSERT(same_bits(again.out, one.out));
     RC_ASSERT(same_bits(again.kv_cache, one.kv_cache));
+  }
+}
+
+// The literal v3 schedule (kernel/v3_program.h: tpu-inference's program step by step, with
+// its out_dtype accumulators) on strict-valid calls of either dialect, on a drawn TPU
+// generation (hd64 calls without block sizes get drawn ones; the program needs them): the
+// cache bit for bit and the output within the v3 kernel's tolerance of the definition, and
+// every row past the sequences as the aliased q array leaves it: the queries (kernel.py), 0
+// (hd64, whose output is the upper 64 lanes of q padded to 128).
+RC_GTEST_PROP(V3Literal, MatchesReference, ()) {
+  const V3CaseSpec spec = *gen_v3_case();
+  classify(spec);
+  const V3Materialized m = materialize_v3(spec);
+  const Dialect d = spec.dialect;
+  assert_v3_strict_valid(d, m.inputs, m.params);
+  V3Params p = m.params;
+  if (d == Dialect::kTpuInferenceV3Hd64) {
+    const int64_t pps = m.inputs.page_indices.dim(0) / std::max<int64_t>(m.inputs.kv_lens.dim(0), 1);
+    if (!p.num_kv_pages_per_block) {
+      p.num_kv_pages_per_block = *rc::gen::inRange<int64_t>(1, std::max<int64_t>(pps, 1) + 1).as("bkv_p");
+    }
+    if (!p.num_queries_per_block) p.num_queries_per_block = *rc::gen::inRange<int64_t>(1, 17).as("bq");
+    if (v3_validate(d, m.inputs, p, Mode::kStrict)) RC_DISCARD("the drawn hd64 blocks are invalid");
+  }
+  const int version = *rc::gen::inRange(5, 8).as("tpu_version");
+  const V3KernelResult got = v3_literal_attention(d, m.inputs, p, {.tpu_version = version});
+  const V3ReferenceResult ref = v3_reference(d, m.inputs, p, Semantics::kKernel);
+  const V3Comparison c = v3_compare(d, m.inputs, p, ref, got.out, got.kv_cache);
+  if (!c.agree()) RC_LOG() << describe_v3_comparison(c) << "\n";
+  RC_ASSERT(c.agree());
+  v3_share_tally().add(std::string("literal ") + std::string(dialect_name(d)) +
+                           (spec.q_dtype == DType::kBFloat16 ? " bf16" : " f32"),
+                       c.max_share);
+  const int64_t rows = m.inputs.cu_q_lens.int_at(m.inputs.distribution.int_at(2));
+  const int64_t width = m.inputs.queries.dim(1) * m.inputs.queries.dim(2);
+  const size_t bytes = static_cast<size_t>(dtype_size(m.inputs.queries.dtype()));
+  const size_t from = static_cast<size_t>(rows * width) * bytes;
+  const size_t rest = static_cast<size_t>(got.out.numel()) * bytes - from;
+  if (d == Dialect::kTpuInferenceV3Hd64) {
+    const std::vector<std::byte> zeros(rest, std::byte{0});
+    RC_ASSERT(rest == 0 || std::memcmp(got.out.data() + from, zeros.data(), rest) == 0);
+  } else {
+    RC_ASSERT(std::memcmp(got.out.data() + from, m.inputs.queries.data() + from, rest) == 0);
   }
 }
 

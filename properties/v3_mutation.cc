@@ -6,11 +6,13 @@
 #include <limits>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "kernel/float32_scalar.h"
 #include "kernel/python_repr.h"
 #include "kernel/tensor.h"
 #include "kernel/v3_cache_layout.h"
+#include "kernel/v3_program.h"
 
 namespace rpa::props {
 namespace {
@@ -74,14 +76,88 @@ class Mutator {
         out_(out),
         hd64_(s.dialect == Dialect::kTpuInferenceV3Hd64) {}
 
-  // The mutation, then what the kernel rules make of its sinks (declare_sink_group).
+  // The mutation, then what the kernel rules make of its sinks (declare_sink_group) and of its
+  // sliding window (declare_window_rules).
   void run(V3MutationKind kind) {
     apply(kind);
     declare_sink_group();
+    declare_window_rules();
   }
 
  private:
   void apply(V3MutationKind kind);
+
+  // masked_block_overflows and window_skips_cache_write (findings 23 and 24), strict mode:
+  // the first sequence whose rows or new tokens kernel.py's schedule leaves wrong. Any mutation
+  // that sets a window (sliding_window_nonpositive's valid side), mask_value -1e30
+  // (mask_value_too_large's) or other block sizes can make them on a call the generator keeps
+  // clear of both. Modelled on the kernel's loops: query blocks of bq_sz rows (decode: 1;
+  // prefill: chunk_prefill_size rows), each reading KV blocks from its first row's window,
+  // floored to bkv_sz; without a block tuple, each TPU generation's defaults in turn.
+  void declare_window_rules() {
+    if (hd64_ || !p_.sliding_window || *p_.sliding_window < 1) return;
+    for (const Tensor* t : {&in_.distribution, &in_.kv_lens, &in_.cu_q_lens}) {
+      if (t->dtype() != DType::kInt32 || t->rank() != 1) return;  // an earlier rule fails
+    }
+    if (in_.distribution.numel() != 3 || in_.queries.rank() != 3 || in_.keys.rank() != 3) return;
+    const int64_t w = *p_.sliding_window, n = in_.distribution.int_at(2);
+    if (n < 0 || n > in_.kv_lens.numel() || n + 1 > in_.cu_q_lens.numel()) return;
+    float rounded = 0.0f;
+    bool overflows = false;
+    if (p_.mask_value && in_.queries.dtype() == DType::kBFloat16 &&
+        (!p_.out_dtype || *p_.out_dtype == DType::kBFloat16)) {
+      const auto mask = static_cast<float>(*p_.mask_value);
+      rounded = round_to(DType::kBFloat16, mask);
+      overflows = std::isinf(std::exp(mask - rounded));
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t len = kv(i), rows_q = q_len(i), gap = len - rows_q;
+      if (rows_q < 1 || rows_q > len) return;
+      const bool decode = i < d0(), prefill = !decode && i < d1();
+      const V3Pass pass = decode ? V3Pass::kDecode : prefill ? V3Pass::kPrefill : V3Pass::kMixed;
+      const int64_t rows = decode ? 1 : prefill ? p_.chunk_prefill_size.value_or(rows_q) : rows_q;
+      std::vector<std::pair<V3BlockSizes, std::string>> tuples;
+      if (pass_blocks(i)) {
+        tuples.emplace_back(*pass_blocks(i), "");
+      } else {
+        for (int v : {5, 6, 7}) {
+          tuples.emplace_back(v3_pass_block_sizes(in_, p_, pass, v),
+                              " (TPU v" + I(v) + "'s default " + pass_letter(i) + "_block_sizes)");
+        }
+      }
+      for (bool cache_write : {false, true}) {
+        if (cache_write ? !p_.update_kv_cache : !overflows) continue;
+        for (const auto& [b, tag] : tuples) {
+          const int64_t bq = decode || prefill ? std::min(b[0], rows) : b[0];
+          if (bq <= 0 || b[1] <= 0 || b[3] <= 0) continue;
+          for (int64_t first = 0; first < rows_q; first += bq) {  // each query block
+            const int64_t from = std::max<int64_t>(gap + first - w, 0) / b[1] * b[1];
+            if (cache_write) {
+              if (first + bq < rows_q || gap / b[1] * b[1] >= from) continue;  // not the last
+              strict(V3RuleId::window_skips_cache_write,
+                     "sliding_window=" + I(w) + ": kernel.py writes sequence " + I(i) +
+                         "'s new tokens to the cache only from the KV blocks its last query "
+                         "block reads, which start at position " + I(from) + ", so its new "
+                         "tokens at positions " + I(gap) + ".." + I(std::min(from, len) - 1) +
+                         " are never written (bkv_sz=" + I(b[1]) + ")" + tag + ".");
+              return;
+            }
+            for (int64_t r = first; r < std::min(first + bq, rows_q); ++r) {
+              if (std::max<int64_t>(gap + r - w + 1, 0) < from + b[3]) continue;
+              strict(V3RuleId::masked_block_overflows,
+                     "mask_value=" + F(*p_.mask_value) + " rounds away from zero in bfloat16 (to " +
+                         F(rounded) + "), the out_dtype kernel.py rounds each KV compute block's "
+                         "row max to: row " + I(r) + " of sequence " + I(i) + " (position " +
+                         I(gap + r) + ") sees no key in its first KV compute block [" + I(from) +
+                         ", " + I(from + b[3]) + ") under sliding_window=" + I(w) + tag +
+                         ", so exp(mask_value - max) overflows and the row is NaN.");
+              return;
+            }
+          }
+        }
+      }
+    }
+  }
 
   // sink_group_unpacked, in each mode where the mutated call reaches it: an hd64 call with
   // a well-formed float32 sink whose q heads per kv head are not a multiple of q's packing
@@ -986,6 +1062,33 @@ void Mutator::apply(V3MutationKind kind) {
       }
       return;
     }
+    case V3MutationKind::masked_block_overflows:
+      // Finding 23: sequence 0's pass in query blocks of one row, KV blocks covering its
+      // kv_len, compute blocks of one page, a window of 1 and mask_value -1e30 (bfloat16
+      // -202 x 2^92, away from zero): each row from position page_size on sees only its own
+      // key, past the first compute block [0, page_size). declare_window_rules declares it.
+      p_.mask_value = -1e30;
+      p_.sliding_window = 1;
+      pass_blocks(0) = V3BlockSizes{1, (kv(0) + ps() - 1) / ps() * ps(), 1, ps()};
+      return;
+    case V3MutationKind::window_skips_cache_write:
+      // Finding 24: the pass of the first sequence past the decode range whose new tokens
+      // start a page before its last row's in query blocks of one row and KV blocks of one
+      // page, with a window of 1 and the fused update on (skip_kv_mask off, which is always
+      // valid): its last row reads from the page before its own token, later than the page
+      // of its first new token (v3_mutation_applies).
+      // declare_window_rules declares it.
+      p_.mask_value.reset();
+      p_.sliding_window = 1;
+      p_.update_kv_cache = true;
+      p_.skip_kv_mask = false;
+      for (int64_t i = d0(); i < k(); ++i) {
+        if ((kv(i) - q_len(i)) / ps() < (kv(i) - 2) / ps()) {
+          pass_blocks(i) = V3BlockSizes{1, ps(), 1, ps()};
+          break;
+        }
+      }
+      return;
     case V3MutationKind::q_dtype_unsupported: {
       static const DType dtypes[] = {DType::kFloat8E4M3FN, DType::kInt32, DType::kFloat16,
                                      DType::kFloat64, DType::kFloat8E5M2};
@@ -1114,6 +1217,17 @@ bool v3_mutation_applies(V3MutationKind kind, const V3CaseSpec& s) {
     case V3MutationKind::skip_kv_mask_block_unknown:
     case V3MutationKind::skip_kv_mask_kv_len:
       return k > 0;
+    case V3MutationKind::masked_block_overflows:
+      return s.dialect == Dialect::kTpuInferenceV3 && s.q_dtype == DType::kBFloat16 &&
+             !s.params.skip_kv_mask &&
+             (!s.params.out_dtype || *s.params.out_dtype == DType::kBFloat16) && k > 0 &&
+             s.seqs[0].kv_len > s.page_size;
+    case V3MutationKind::window_skips_cache_write: {
+      if (s.dialect != Dialect::kTpuInferenceV3 || s.num_decode >= k) return false;
+      return std::any_of(s.seqs.begin() + s.num_decode, s.seqs.end(), [&](const V3SeqSpec& q) {
+        return q.kv_len >= 2 && (q.kv_len - q.q_len) / s.page_size < (q.kv_len - 2) / s.page_size;
+      });
+    }
     case V3MutationKind::decode_q_len_not_one:
       return pick(
           s,

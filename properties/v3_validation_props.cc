@@ -149,6 +149,11 @@ const Unreachable kStrictUnreachable[] = {
      "hd64 takes no skip_kv_mask: keyword_not_in_dialect"},
     {V3RuleId::skip_kv_mask_kv_len, kHd64, "hd64 takes no skip_kv_mask: keyword_not_in_dialect"},
     {V3RuleId::out_dtype_not_default, kHd64, "hd64 takes no out_dtype: keyword_not_in_dialect"},
+    {V3RuleId::masked_block_overflows, kHd64,
+     "hd64 holds m in float32: no block's row max is rounded"},
+    {V3RuleId::window_skips_cache_write, kHd64,
+     "kernel_hd64.py writes new tokens from a sequence's first query block, whose KV blocks start "
+     "at its first row's window"},
 };
 
 bool unreachable(V3RuleId rule, Dialect d, Mode mode) {

@@ -157,6 +157,8 @@ TEST(V3RuleTable, OrderFollowsTheSources) {
                                               "kv_len_overflows_int32",
                                               "skip_kv_mask_block_unknown",
                                               "skip_kv_mask_kv_len",
+                                              "masked_block_overflows",
+                                              "window_skips_cache_write",
                                               "update_page_shared",
                                               "q_dtype_unsupported",
                                               "out_dtype_not_default",
@@ -380,6 +382,99 @@ TEST(V3Validate, SinkGroupUnpacked) {
   c.in.queries = Tensor(DType::kFloat16, c.in.queries.shape());
   EXPECT_EQ(rule_of(c, kNative), "sink_group_unpacked");
   EXPECT_EQ(rule_of(c, kStrict), "q_dtype_unsupported");
+}
+
+// Finding 23: kernel.py rounds each KV compute block's row max to bfloat16 (the out_dtype of
+// bfloat16 q). -1e30 = -201.95 x 2^92 rounds to -202 x 2^92 = -1.0002555517425873e30, away
+// from zero, so a row that sees no key in its query block's first compute block gets
+// exp(mask_value - max) = exp(2.6e26) = inf, then 0 * inf = NaN (measured in TPU interpret
+// mode: v3_cross_check, corpus/findings/v3_window_masked_block_nan.npz). Sequence 0 (decode,
+// kv 5: position 4) with sliding_window 1 sees key 4 only; its first compute block is [0,
+// bkv_csz): 4 tokens miss it, 8 do not. -1e38 rounds toward zero; -2^100 is a bfloat16; a
+// window of 2 sees key 3 too; float32 q accumulates in float32: none of them overflows.
+TEST(V3Validate, MaskedBlockOverflows) {
+  const auto with = [](DType q, double mask, int64_t window, int64_t decode_csz) {
+    Case c = make(Spec{.q = q, .kv = q});
+    c.p.mask_value = mask;
+    c.p.sliding_window = window;
+    c.p.d_block_sizes = V3BlockSizes{1, 8, 1, decode_csz};
+    c.p.m_block_sizes = V3BlockSizes{4, 4, 4, 4};
+    return c;
+  };
+  const Case hit = with(DType::kBFloat16, -1e30, 1, 4);
+  EXPECT_EQ(rule_of(hit, kNative), "OK");
+  EXPECT_EQ(verdict(hit, kStrict),
+            "masked_block_overflows: mask_value=-1e+30 rounds away from zero in bfloat16 (to "
+            "-1.0002555517425873e+30), the out_dtype kernel.py rounds each KV compute block's row "
+            "max to: row 0 of sequence 0 (position 4) sees no key in its first KV compute block "
+            "[0, 4) under sliding_window=1, so exp(mask_value - max) overflows and the row is "
+            "NaN.");
+  EXPECT_EQ(rule_of(with(DType::kBFloat16, -1e30, 1, 8), kStrict), "OK");
+  EXPECT_EQ(rule_of(with(DType::kBFloat16, -1e30, 2, 4), kStrict), "OK");
+  EXPECT_EQ(rule_of(with(DType::kBFloat16, -1e38, 1, 4), kStrict), "OK");
+  EXPECT_EQ(rule_of(with(DType::kBFloat16, -std::ldexp(1.0, 100), 1, 4), kStrict), "OK");
+  EXPECT_EQ(rule_of(with(DType::kFloat32, -1e30, 1, 4), kStrict), "OK");
+  // Without d_block_sizes, TPU v5's (and v6's, v7's) decode blocks are the whole 12-token page
+  // table: key 4 is in the first block.
+  Case defaults = with(DType::kBFloat16, -1e30, 1, 4);
+  defaults.p.d_block_sizes.reset();
+  EXPECT_EQ(rule_of(defaults, kStrict), "OK");
+  // A mixed sequence at positions 6..8 (q 3, kv 9), one query block of 4 rows: its first KV
+  // block starts at the window of its first row (floor(5 / 8) = block 0), so with compute
+  // blocks of 4 tokens row 0 (position 6) misses [0, 4), and with 8 tokens row 2 (position
+  // 8) still misses [0, 8); a window of 2 reaches key 7.
+  const auto mixed = [](int64_t window, int64_t csz) {
+    Case c = make(Spec{.kv_lens = {5, 9}});
+    c.p.mask_value = -1e30;
+    c.p.sliding_window = window;
+    c.p.d_block_sizes = V3BlockSizes{1, 8, 1, 8};
+    c.p.m_block_sizes = V3BlockSizes{4, 8, 4, csz};
+    return c;
+  };
+  const std::string head = "masked_block_overflows: mask_value=-1e+30 rounds away from zero in "
+                           "bfloat16 (to -1.0002555517425873e+30), the out_dtype kernel.py rounds "
+                           "each KV compute block's row max to: ";
+  EXPECT_EQ(verdict(mixed(1, 4), kStrict),
+            head + "row 0 of sequence 1 (position 6) sees no key in its first KV compute block "
+                   "[0, 4) under sliding_window=1, so exp(mask_value - max) overflows and the row "
+                   "is NaN.");
+  EXPECT_EQ(verdict(mixed(1, 8), kStrict),
+            head + "row 2 of sequence 1 (position 8) sees no key in its first KV compute block "
+                   "[0, 8) under sliding_window=1, so exp(mask_value - max) overflows and the row "
+                   "is NaN.");
+  EXPECT_EQ(rule_of(mixed(2, 8), kStrict), "OK");
+  EXPECT_EQ(rule_of(mixed(1, 8), kNative), "OK");
+}
+
+// Finding 24: kernel.py writes a sequence's new tokens to the cache only from the KV blocks
+// its last query block reads; a sliding window starts those at the window of that block's
+// first row, floored to bkv_sz (measured in TPU interpret mode: the kernel leaves those slots
+// as they were; corpus/findings/v3_window_skips_cache_write.npz). Sequence 1 here: q 4, kv 9,
+// new tokens at positions 5..8, pages of 2 tokens. In query blocks of one row the last one
+// (position 8) reads from position 6 with a window of 2 (positions 7, 8), from 4 with a window
+// of 3; in one query block of 4 rows it reads from position 4 (= 5 - 1, floored) either way.
+// update_kv_cache=False writes nothing anyway, and a decode row's block holds its own token.
+TEST(V3Validate, WindowSkipsCacheWrite) {
+  const auto with = [](int64_t window, int64_t bq, bool update) {
+    Case c = make(Spec{.pages = 12, .ps = 2, .pps = 5, .kv_lens = {5, 9}, .cu = {0, 1, 5}});
+    c.p.sliding_window = window;
+    c.p.update_kv_cache = update;
+    c.p.d_block_sizes = V3BlockSizes{1, 2, 1, 2};
+    c.p.m_block_sizes = V3BlockSizes{bq, 2, bq, 2};
+    return c;
+  };
+  EXPECT_EQ(rule_of(with(2, 1, true), kNative), "OK");
+  EXPECT_EQ(verdict(with(2, 1, true), kStrict),
+            "window_skips_cache_write: sliding_window=2: kernel.py writes sequence 1's new tokens "
+            "to the cache only from the KV blocks its last query block reads, which start at "
+            "position 6, so its new tokens at positions 5..5 are never written (bkv_sz=2).");
+  EXPECT_EQ(rule_of(with(3, 1, true), kStrict), "OK");
+  EXPECT_EQ(rule_of(with(2, 4, true), kStrict), "OK");
+  EXPECT_EQ(rule_of(with(2, 1, false), kStrict), "OK");
+  // Without m_block_sizes every generation's defaults cover the 10-token page table at once.
+  Case defaults = with(2, 1, true);
+  defaults.p.m_block_sizes.reset();
+  EXPECT_EQ(rule_of(defaults, kStrict), "OK");
 }
 
 TEST(V3Validate, CacheRankAndShapeKernelPy) {
