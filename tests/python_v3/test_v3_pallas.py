@@ -106,3 +106,33 @@ def test_a_compute_block_past_the_kv_buffer_reads_nothing_it_uses():
     assert np.isfinite(out[:8]).all()
     result = rpa.check(case.replace(out=out, kv_cache_out=cache_out))
     assert result.verdict == "agree", result.detail
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_the_literal_schedule_checks_a_kernel_run_and_catches_a_changed_one(dialect):
+    case = v3_pallas.with_block_sizes(small_case(dialect, seed=9), 7)
+    if dialect == "tpu_inference_v3_hd64":  # the tuned table's blocks, now named in the case
+        assert case.num_kv_pages_per_block and case.num_queries_per_block
+    out, cache = v3_pallas.run_v3_pallas(case, tpu_version=7)
+    ran = case.replace(out=out, kv_cache_out=cache)
+    result = rpa.check(ran, oracle="literal", mode="native", target="7x")
+    assert result.verdict == "agree", result.detail
+    # The literal schedule's own run is the kernel's, row for row (every row: past the
+    # sequences both hold what the aliased q array holds).
+    lit_out, lit_cache = rpa.kernel(case, schedule="literal", mode="native", target="7x")
+    assert lit_cache.tobytes() == cache.tobytes()
+    assert np.allclose(lit_out.astype(np.float32), out.astype(np.float32), rtol=0.02, atol=1e-3,
+                       equal_nan=True)
+    # A slip the schedule tolerance must see: row 0 negated and moved by 1 (with bfloat16
+    # accumulators it allows ~0.012 (M + |o|) per KV compute step: oracle/v3_compare.h).
+    bad = out.copy()
+    bad[0] = (-out[0].astype(np.float32) - 1.0).astype(out.dtype)
+    assert rpa.check(case.replace(out=bad, kv_cache_out=cache), oracle="literal",
+                     mode="native", target="7x").verdict == "mismatch"
+
+
+def test_the_literal_schedule_says_where_the_kernel_cannot_trace():
+    case = small_case("tpu_inference_v3").replace(d_block_sizes=None)
+    with pytest.raises(rpa.KernelDoesNotReturn) as e:
+        rpa.kernel(case, schedule="literal", mode="native", target="v4")
+    assert e.value.kind == "trace" and "Unsupported tpu_version=4" in e.value.why

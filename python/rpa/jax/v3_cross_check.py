@@ -324,6 +324,65 @@ class PallasTally:
     # outcome -> count: "agree", "raised at <stage>: <error>", ...
     outcomes: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     versions: collections.Counter = dataclasses.field(default_factory=collections.Counter)
+    # the literal v3 schedule against every run: (dialect, q dtype, kv dtype) -> [cases, max
+    # |diff|, max share of the schedule tolerance, strict-rejected ones]; where it raised
+    literal_pairs: dict = dataclasses.field(default_factory=dict)
+    literal_outcomes: collections.Counter = dataclasses.field(
+        default_factory=collections.Counter)
+
+
+TARGETS = {5: "v5e", 6: "v6e", 7: "7x"}
+
+
+def check_literal(case, out, cache, label: str, tally: Tally, pallas: PallasTally,
+                  tpu_version: int, strict_rule: Optional[str]) -> None:
+    """The literal v3 schedule against a kernel run, whatever strict says of the call: out
+    (every row) within the schedule tolerance, the cache bit for bit (rpa.check,
+    oracle="literal", native mode, that generation's code path)."""
+    import rpa  # pylint: disable=import-outside-toplevel
+    from rpa.jax import v3_pallas  # pylint: disable=import-outside-toplevel
+    named = v3_pallas.with_block_sizes(case, tpu_version).replace(out=out, kv_cache_out=cache)
+    result = rpa.check(named, oracle="literal", mode="native", target=TARGETS[tpu_version])
+    if result.verdict != "agree":
+        pallas.literal_outcomes[f"ran, literal {result.verdict}"] += 1
+        fail(tally, label, named, f"the v3 kernel vs the literal v3 schedule: {result.verdict}: "
+             f"{result.detail}")
+        return
+    tally.passed += 1
+    pallas.literal_outcomes["ran, literal agrees"] += 1
+    key = (case.dialect, case.queries.dtype.name, case.kv_cache.dtype.name)
+    row = pallas.literal_pairs.setdefault(key, [0, 0.0, 0.0, 0])
+    row[0] += 1
+    row[1] = max(row[1], result.max_abs_err or 0.0)
+    row[2] = max(row[2], result.share_of_tolerance or 0.0)
+    row[3] += strict_rule is not None
+
+
+def check_literal_stops(case, label: str, tally: Tally, pallas: PallasTally, tpu_version: int,
+                        stage: str) -> None:
+    """Where the kernel raised (stage trace, run or timeout), the literal v3 schedule must
+    say it does not return (KernelDoesNotReturn) or native validation must name a crash rule."""
+    import rpa  # pylint: disable=import-outside-toplevel
+    from rpa.jax import v3_pallas  # pylint: disable=import-outside-toplevel
+    native = rpa.validate(case, mode="native")
+    if not native.valid:
+        pallas.literal_outcomes[f"raised ({stage}), native crash rule {native.rule}"] += 1
+        if native.jax_crash:
+            tally.passed += 1
+        else:
+            fail(tally, label, case, f"the kernel raised ({stage}) where native rejects "
+                 f"with {native.rule}, which is not a crash rule")
+        return
+    try:
+        rpa.kernel(v3_pallas.with_block_sizes(case, tpu_version), schedule="literal",
+                   mode="native", target=TARGETS[tpu_version])
+    except rpa.KernelDoesNotReturn as e:
+        pallas.literal_outcomes[f"raised ({stage}), literal stops ({e.kind})"] += 1
+        tally.passed += 1
+        return
+    pallas.literal_outcomes[f"raised ({stage}), literal returns"] += 1
+    fail(tally, label, case, f"the kernel raised ({stage}) where the literal v3 schedule "
+         "returns")
 
 
 def check_pallas(case, label: str, tally: Tally, pallas: PallasTally, tpu_version: int,
@@ -347,11 +406,15 @@ def check_pallas(case, label: str, tally: Tally, pallas: PallasTally, tpu_versio
                         f"{e}"[:160]] += 1
         if strict.valid:
             fail(tally, label, case, f"the v3 kernel fails on a strict-valid case: {e}")
+        if e.stage != "input":
+            check_literal_stops(case, label, tally, pallas, tpu_version, e.stage)
         return
     finally:
         pallas.seconds += time.perf_counter() - start
     pallas.ran += 1
     pallas.versions[(case.dialect, tpu_version)] += 1
+    check_literal(case, out, cache, label, tally, pallas, tpu_version,
+                  None if strict.valid else strict.rule)
     if not strict.valid:
         pallas.outcomes[f"ran, strict rejects: {strict.rule}"] += 1
         return
@@ -400,6 +463,14 @@ def print_pallas(pallas: PallasTally) -> None:
     for (dialect, version), n in sorted(pallas.versions.items()):
         print(f"  ran on TPU v{version}'s path: {dialect} {n}")
     for why, n in sorted(pallas.outcomes.items()):
+        print(f"  {why}: {n}")
+    print("literal: the literal v3 schedule (rpa.check oracle=\"literal\", native mode) against "
+          "every run, schedule tolerance")
+    print(f"  {'dialect':24s} {'q':9s} {'kv':14s} {'cases':>5s} {'strict-rej':>10s} "
+          f"{'max |diff|':>11s} {'of tolerance':>12s}")
+    for (dialect, q, kv), (n, diff, share, rej) in sorted(pallas.literal_pairs.items()):
+        print(f"  {dialect:24s} {q:9s} {kv:14s} {n:5d} {rej:10d} {diff:11.4g} {share:12.3g}")
+    for why, n in sorted(pallas.literal_outcomes.items()):
         print(f"  {why}: {n}")
 
 

@@ -193,6 +193,26 @@ def _tuned_lookup(tpu_version: int) -> Any:
     return on_generation
 
 
+def with_block_sizes(case: Any, tpu_version: Optional[int]) -> Any:
+    """The case with the hd64 block sizes the kernel runs it with named (num_kv_pages_per_block,
+    num_queries_per_block: the case's, else that generation's tuned table or its fallback),
+    for the literal v3 schedule, which has no tuned tables; a kernel.py case as it is (rpa
+    computes get_default_block_sizes itself)."""
+    if case.dialect != "tpu_inference_v3_hd64" or (
+            case.num_kv_pages_per_block is not None and case.num_queries_per_block is not None):
+        return case
+    if tpu_version is None:
+        return case
+    patched_module(case.dialect, tpu_version)
+    q, k = np.asarray(case.queries), np.asarray(case.keys)
+    cache = np.asarray(case.kv_cache)
+    pps = np.asarray(case.page_indices).size // np.asarray(case.kv_lens).size
+    bkv_p, bq = _tuned_lookup(tpu_version)(q.dtype, cache.dtype, q.shape[1], k.shape[1],
+                                           q.shape[2], cache.shape[1], q.shape[0], pps,
+                                           case.sliding_window)
+    return case.replace(num_kv_pages_per_block=int(bkv_p), num_queries_per_block=int(bq))
+
+
 def used_page_indices_in_range(case: Any) -> Optional[str]:
     """None, or why a page slot a sequence uses holds an index outside [0, total pages)."""
     kv_lens = np.asarray(case.kv_lens).reshape(-1).astype(np.int64)
