@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <stdexcept>
 #include <utility>
 
 #include "cli/exit_codes.h"
@@ -100,6 +101,8 @@ CheckOutcome check_v3(const Case& c, const CliArgs& a) {
   if (a.literal || literal_oracle) {
     try {
       literal = v3_literal_attention(c.dialect, in, c.v3_params, v3_program_options(a));
+    } catch (const std::invalid_argument& e) {  // what the literal schedule cannot take
+      return usage(e.what());
     } catch (const V3ProgramError& e) {
       o.verdict = CheckVerdict::kMismatch;
       o.detail = std::string("the literal v3 schedule stops where the kernel does not return (") +

@@ -1,6 +1,7 @@
 #include "cli/v3_commands.h"
 
 #include <cstdio>
+#include <stdexcept>
 #include <utility>
 #include <vector>
 
@@ -114,6 +115,8 @@ V3RunOutcome v3_run_case(const Case& c, const CliArgs& a) {
       r.kv_cache = std::move(k.kv_cache);
     } catch (const V3ProgramError& e) {
       r.kernel_stop = std::string(v3_program_error_kind_name(e.kind())) + ": " + e.what();
+    } catch (const std::invalid_argument& e) {  // what the literal schedule cannot take
+      r.not_applicable = e.what();
     }
     return r;
   }
@@ -138,6 +141,10 @@ int run_v3(Case c, const CliArgs& a) {
   if (run.rejection) {
     report_v3_rejection(a, c.dialect, *run.rejection);
     return kExitRejected;
+  }
+  if (run.not_applicable) {
+    std::fprintf(stderr, "rpa: %s: %s\n", a.path.c_str(), run.not_applicable->c_str());
+    return kExitUsage;
   }
   if (run.kernel_stop) {
     if (a.json) {

@@ -54,6 +54,8 @@ struct V3RunOutcome {
   // The literal schedule: why the kernel does not return on this input, as "KIND: what"
   // (KIND trace, run or hang; kernel/v3_program.h); out and kv_cache are then unset.
   std::optional<std::string> kernel_stop;
+  // The literal schedule: why it cannot run this call (an hd64 call without its block sizes).
+  std::optional<std::string> not_applicable;
 };
 
 // The literal v3 schedule's options for these arguments (the target's generation).

@@ -450,6 +450,7 @@ nb::tuple v3_run(const ArrayMap& arrays, const ParamMap& params, const std::vect
     d["mode"] = j.mode == Mode::kStrict ? "strict" : "native";
     return nb::make_tuple(d, nb::none(), nb::none());
   }
+  if (r.not_applicable) throw std::invalid_argument(*r.not_applicable);
   if (r.kernel_stop) return nb::make_tuple(nb::none(), nb::none(), *r.kernel_stop);
   return nb::make_tuple(nb::none(), nb::make_tuple(typed(std::move(*r.out)), typed(std::move(*r.kv_cache))),
                         nb::none());

@@ -595,6 +595,20 @@ def test_v3_check(tmp, path, kernel_out):
     check("v3 check --schedule literal: the literal schedule against the reference",
           p.returncode == 0 and "the literal v3 schedule's out and kv_cache agree with the v3 "
           "reference (kernel semantics)" in p.stdout, p.stdout + p.stderr)
+    # An hd64 call without its block sizes: the literal schedule has no tuned tables.
+    hd64 = os.path.join(tmp, "v3_hd64_no_blocks.npz")
+    p = rpa("gen", "--dialect", "tpu_inference_v3_hd64", "--seed", "3", "-o", hd64)
+    with np.load(hd64) as f:
+        members = {k: f[k] for k in f.files if k not in ("num_kv_pages_per_block",
+                                                         "num_queries_per_block")}
+    np.savez(hd64, **members)
+    for command in (["run", hd64, "--impl", "kernel", "--schedule", "literal"],
+                    ["check", hd64, "--schedule", "literal"]):
+        p = rpa(*command)
+        check(f"v3 {command[0]} --schedule literal on hd64 without block sizes", p.returncode == 64
+              and p.stderr.endswith("the literal hd64 schedule needs num_kv_pages_per_block and "
+                                    "num_queries_per_block (kernel_hd64's tuned tables are not in "
+                                    "rpa)\n") and p.stderr.count("\n") == 1, p.stderr)
     p = rpa("check", path, "--oracle", "literal")
     check("v3 check --oracle literal without an out is one usage line", p.returncode == 64 and
           p.stderr == "rpa: --oracle literal needs a v3 case with `out` and `kv_cache_out` (the "
