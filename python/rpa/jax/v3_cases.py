@@ -71,7 +71,7 @@ def random_case(rng: np.random.Generator, dialect: str, *, reference: bool = Fal
     reference always does)."""
     q_dtype, kv_dtype = dtypes or _pick(rng, list(DTYPE_PAIRS))
     p = packing(kv_dtype)
-    head_dim = 64 if dialect == HD64 else int(_pick(rng, [8, 32, 64, 80, 128, 136]))
+    head_dim = 64 if dialect == HD64 else int(_pick(rng, [8, 32, 64, 80, 128, 136, 256]))
     kv_heads = int(rng.integers(1, 4))
     q_heads = kv_heads * int(_pick(rng, [1, 2, 3, 4]))
     page_size = p * int(_pick(rng, [1, 2, 4])) if rng.random() < 0.8 else 16

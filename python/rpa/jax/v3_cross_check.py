@@ -327,11 +327,59 @@ class PallasTally:
     # the literal v3 schedule against every run: (dialect, q dtype, kv dtype) -> [cases, max
     # |diff|, max share of the schedule tolerance, strict-rejected ones]; where it raised
     literal_pairs: dict = dataclasses.field(default_factory=dict)
+    # what the calls the kernels ran exercise (features()) -> count
+    coverage: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     literal_outcomes: collections.Counter = dataclasses.field(
         default_factory=collections.Counter)
 
 
 TARGETS = {5: "v5e", 6: "v6e", 7: "7x"}
+
+
+def features(case) -> list[str]:
+    """What a call exercises, for the coverage count of the kernel runs: its batch layout, mask
+    options, scales, dtype pair, head_dim, sinks and block tuples at their bounds."""
+    d0, d1, d2 = (int(x) for x in np.asarray(case.distribution).reshape(-1)[:3])
+    cu = np.asarray(case.cu_q_lens).reshape(-1).astype(np.int64)
+    kv = np.asarray(case.kv_lens).reshape(-1).astype(np.int64)
+    q_lens = np.diff(cu[:d2 + 1]) if d2 > 0 else np.zeros(0, np.int64)
+    out = [f"head_dim {np.asarray(case.queries).shape[2]}",
+           f"q {case.queries.dtype.name}, kv {case.kv_cache.dtype.name}"]
+    if d0 == d2 and d2 > 0:
+        out.append("decode only")
+    elif d0 == 0 and d1 == d2 and d2 > 0:
+        out.append("prefill only" + (" with chunk_prefill_size" if case.chunk_prefill_size
+                                     else " without chunk_prefill_size"))
+    elif d2 > d1:
+        out.append("mixed range")
+    for lo, hi, name in ((0, d0, "decode"), (d0, d1, "prefill"), (d1, d2, "mixed")):
+        if hi <= lo:
+            out.append(f"empty {name} range")
+    if d2 == 0:
+        out.append("no sequence")
+    if len(q_lens) and (q_lens == kv[:d2]).any():
+        out.append("q_len == kv_len")
+    if len(q_lens) and (kv[:d2] == 1).any():
+        out.append("kv_len 1")
+    if case.dialect == "tpu_inference_v3":
+        out.append("causal" if case.use_causal_mask is not False else "not causal")
+        if case.skip_kv_mask:
+            out.append("skip_kv_mask")
+        if case.update_kv_cache is False:
+            out.append("update_kv_cache off")
+        for which in ("d_block_sizes", "p_block_sizes", "m_block_sizes"):
+            b = getattr(case, which)
+            if b is not None and (b[0] == b[2] or b[1] == b[3]):
+                out.append("block tuple with bq_sz == bq_csz or bkv_sz == bkv_csz")
+                break
+    elif case.attention_sink is not None:
+        out.append("attention sinks")
+    if case.sliding_window is not None:
+        out.append("sliding window")
+    for name in ("q_scale", "k_scale", "v_scale", "soft_cap"):
+        if getattr(case, name) is not None:
+            out.append(name)
+    return out
 
 
 def check_literal(case, out, cache, label: str, tally: Tally, pallas: PallasTally,
@@ -413,6 +461,8 @@ def check_pallas(case, label: str, tally: Tally, pallas: PallasTally, tpu_versio
         pallas.seconds += time.perf_counter() - start
     pallas.ran += 1
     pallas.versions[(case.dialect, tpu_version)] += 1
+    for f in features(case):
+        pallas.coverage[f] += 1
     check_literal(case, out, cache, label, tally, pallas, tpu_version,
                   None if strict.valid else strict.rule)
     if not strict.valid:
@@ -460,6 +510,8 @@ def print_pallas(pallas: PallasTally) -> None:
     print(f"pallas: tpu-inference's v3 kernels in TPU interpret mode ran {pallas.ran} cases "
           f"({pallas.seconds:.1f} s); rpa.check of each strict-valid run, kernel semantics")
     print_pairs(pallas.pairs)
+    print("  the calls that ran exercise: " + "; ".join(
+        f"{f} {n}" for f, n in sorted(pallas.coverage.items())))
     for (dialect, version), n in sorted(pallas.versions.items()):
         print(f"  ran on TPU v{version}'s path: {dialect} {n}")
     for why, n in sorted(pallas.outcomes.items()):
