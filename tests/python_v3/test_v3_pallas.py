@@ -136,3 +136,16 @@ def test_the_literal_schedule_says_where_the_kernel_cannot_trace():
     with pytest.raises(rpa.KernelDoesNotReturn) as e:
         rpa.kernel(case, schedule="literal", mode="native", target="v4")
     assert e.value.kind == "trace" and "Unsupported tpu_version=4" in e.value.why
+
+
+def test_the_test_judge_sees_what_the_package_tests_cannot_fail_on():
+    from rpa.jax import v3_test_judge  # pylint: disable=import-outside-toplevel
+    built = dict(v3_cases.scenarios("tpu_inference_v3", quick=True))
+    # soft_cap 50 over U[0, 1) data: the logits stay far below the cap, so dropping it (or
+    # doubling them) passes atol = rtol = 0.15; zeros and uniform weights do not.
+    passed, caught, _ = v3_test_judge.judge(built["logit_soft_capping[50.0]"]())
+    assert "no soft cap" in passed + caught and "logits x2" in passed
+    assert "zeros" in caught and "uniform weights" in caught
+    # a window of 128 over sequences whose rows see fewer keys: no effect to show
+    passed, caught, no_effect = v3_test_judge.judge(built["sliding_window[128]"]())
+    assert "no window" in passed + no_effect and "zeros" in caught
