@@ -480,6 +480,21 @@ def check_pallas(case, label: str, tally: Tally, pallas: PallasTally, tpu_versio
     add_pair(pallas.pairs, case, result, scenario)
 
 
+def run_layouts(count: int, seed: int, tally: Tally, pallas: PallasTally) -> None:
+    """count calls of each batch layout rpa's generator makes (its decode, prefill and mixed
+    profiles: a prefill range with chunk_prefill_size, which random_case rarely draws) and
+    dialect through the kernels."""
+    import rpa  # pylint: disable=import-outside-toplevel
+    from rpa.jax import v3_cases, v3_pallas  # pylint: disable=import-outside-toplevel
+    for i in range(count):
+        for dialect in v3_cases.DIALECTS:
+            for profile in ("decode", "prefill", "mixed"):
+                version = v3_pallas.TPU_VERSIONS[i % 3]
+                case = rpa.gen(seed=seed * 1000 + i, dialect=dialect, profile=profile, size=30)
+                check_pallas(case, f"layout {profile} #{i} ({dialect}, v{version})", tally,
+                             pallas, version)
+
+
 def run_pallas(count: int, seed: int, scenarios: str, tally: Tally, pallas: PallasTally) -> None:
     """count cases through the kernels: v3_cases.reference_case (a few fixed shapes, so most
     runs reuse a compilation) and random_case (every option, new shapes) in turn, both
@@ -556,6 +571,10 @@ def main(argv: Optional[list[str]] = None) -> int:
                         "interpret mode (default 0)")
     parser.add_argument("--pallas-scenarios", choices=("all", "quick", "none"), default="none",
                         help="the package's test scenarios through its v3 kernels")
+    parser.add_argument("--pallas-layouts", type=int, default=0, metavar="K",
+                        help="K strict-valid calls of each batch layout (decode only, prefill "
+                        "only with chunk_prefill_size, mixed) and dialect from rpa.gen through "
+                        "the kernels, on TPU v5, v6, v7 in turn (default 0)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--replay", nargs="+", metavar="CASE.npz",
                         help="check saved cases instead")
@@ -576,10 +595,11 @@ def main(argv: Optional[list[str]] = None) -> int:
             run_validation(args.cases, args.seed, tally)
             print_validation(tally)
             print(f"validation: {time.perf_counter() - start:.1f} s", flush=True)
-        if args.pallas or args.pallas_scenarios != "none":
+        if args.pallas or args.pallas_scenarios != "none" or args.pallas_layouts:
             t = time.perf_counter()
             pallas = PallasTally()
             run_pallas(args.pallas, args.seed, args.pallas_scenarios, tally, pallas)
+            run_layouts(args.pallas_layouts, args.seed, tally, pallas)
             print_pallas(pallas)
             print(f"pallas: {time.perf_counter() - t:.1f} s", flush=True)
         if args.reference or args.scenarios != "none":

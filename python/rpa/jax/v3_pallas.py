@@ -63,9 +63,12 @@ TPU_VERSIONS = (5, 6, 7)
 PATCHES = (
     ("both", "fetch DMA: a copy from the cache reshaped to [pages * page_size, ...] (the "
      "interpreter cannot apply the reshape); index the page, then the slots: a copy never "
-     "crosses a page (sz <= page_size)",
+     "crosses a page (sz <= page_size). A copy of nothing indexes page 0: the kernel starts "
+     "one per page slot of the KV block, also past the sequence's pages, where page_indices "
+     "may hold anything (rpa.gen's padding: 2^31 - 1), and interpret mode indexes the page "
+     "even for an empty slice (IndexError) where a TPU's DMA copies nothing",
      "cache_hbm_ref.at[pl.ds( page_indices_ref[page_idx] * page_size, sz)]",
-     "kv_cache_hbm_ref.at[page_indices_ref[page_idx], pl.ds(0, sz)]"),
+     "kv_cache_hbm_ref.at[jnp.where(sz > 0, page_indices_ref[page_idx], 0), pl.ds(0, sz)]"),
     ("both", "cache-update DMA: the same for the write of the new tokens",
      "cache_hbm_ref.at[pl.ds( page_indices_ref[page_indices_offset + i] * page_size + "
      "ignore, sz, )]",
