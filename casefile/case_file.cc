@@ -760,18 +760,9 @@ std::vector<std::byte> write_case_bytes(const Case& c) {
     const std::optional<int64_t>& v = c.params.*p.field;
     if (v.has_value()) add(p.name, scalar_npy(DType::kInt64, *v));
   }
-  for (const auto& [stem, t] : {std::pair{kOut, &c.out}, std::pair{kExpected, &c.expected}}) {
-    if (!t->has_value()) continue;
-    const DType d = (*t)->dtype();
-    // The reader gives out/expected q's logical dtype whenever q has a dtype member, so
-    // they must have it too to read back as written.
-    if (needs_dtype_member(q_dtype) && d != q_dtype) {
-      throw std::invalid_argument("write_case_bytes: " + std::string(stem) + " has dtype " +
-                                  std::string(dtype_name(d)) + " but q has " +
-                                  std::string(dtype_name(q_dtype)));
-    }
-    add(stem, array_npy(stem, **t, needs_dtype_member(q_dtype)));
-  }
+  // The reader gives out/expected q's logical dtype whenever q has a dtype member.
+  if (c.out) add_named(entries, kOut, *c.out, q_dtype, kQDtype);
+  if (c.expected) add_named(entries, kExpected, *c.expected, q_dtype, kQDtype);
   return write_zip(entries);
 }
 

@@ -74,7 +74,6 @@ void ZipReader::Closer::operator()(::zip* archive) const {
 }
 
 ZipReader::ZipReader(ZipReader&&) noexcept = default;
-ZipReader& ZipReader::operator=(ZipReader&&) noexcept = default;
 ZipReader::~ZipReader() = default;
 
 std::optional<ZipReader> ZipReader::open(std::span<const std::byte> bytes, std::string* error) {
@@ -145,7 +144,8 @@ bool ZipReader::list_members(std::string* error) {
       *error = "not a zip archive: member " + std::to_string(i) + " has no name or size";
       return false;
     }
-    members_.push_back(ZipMember{.name = st.name, .size = st.size});
+    const bool stored = (st.valid & ZIP_STAT_COMP_METHOD) == 0 || st.comp_method == ZIP_CM_STORE;
+    members_.push_back(ZipMember{.name = st.name, .size = st.size, .stored = stored});
   }
   return true;
 }

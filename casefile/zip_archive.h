@@ -18,6 +18,7 @@ namespace rpa {
 struct ZipMember {
   std::string name;
   uint64_t size = 0;  // the uncompressed size the archive declares (central directory)
+  bool stored = true;  // compression method 0 (store); else deflate or another method
 };
 
 class ZipReader {
@@ -32,7 +33,6 @@ class ZipReader {
   static std::optional<ZipReader> open_file(const std::string& path, std::string* error);
 
   ZipReader(ZipReader&&) noexcept;
-  ZipReader& operator=(ZipReader&&) noexcept;
   ~ZipReader();
 
   // In archive order, as listed when the archive was opened. Names may repeat (libzip's

@@ -34,8 +34,8 @@ die() {
   exit 1
 }
 
-# Every target is one rpa_add_fuzzer(name [EXTRA_CORPUS dir...]) line, as the header of
-# fuzz/CMakeLists.txt asks; the EXTRA_CORPUS directories are relative to corpus/.
+# Every target is one rpa_add_fuzzer(name [MUTATOR source] [EXTRA_CORPUS dir...]) line, as
+# the header of fuzz/CMakeLists.txt asks; the EXTRA_CORPUS directories are relative to corpus/.
 targets() {
   sed -nE 's/^rpa_add_fuzzer\(([A-Za-z0-9_-]+).*/\1/p' "$repo/fuzz/CMakeLists.txt"
 }

@@ -15,6 +15,7 @@ int fuzz_validate(const uint8_t* data, size_t size);
 int fuzz_raw_inputs(const uint8_t* data, size_t size);
 int fuzz_differential(const uint8_t* data, size_t size);
 int fuzz_case_file(const uint8_t* data, size_t size);
+int fuzz_npy(const uint8_t* data, size_t size);
 
 struct Target {
   std::string_view name;
@@ -27,6 +28,7 @@ inline constexpr Target kTargets[] = {
     {"fuzz_raw_inputs", fuzz_raw_inputs},
     {"fuzz_differential", fuzz_differential},
     {"fuzz_case_file", fuzz_case_file},
+    {"fuzz_npy", fuzz_npy},
 };
 
 }  // namespace rpa::fuzz

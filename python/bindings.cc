@@ -30,6 +30,7 @@
 
 #include "bench/workloads.h"
 #include "casefile/case_file.h"
+#include "casefile/npy.h"
 #include "cli/check_case.h"
 #include "cli/cli_args.h"
 #include "cli/run_case.h"
@@ -521,6 +522,15 @@ nb::tuple read_case_from_bytes(const nb::bytes& data, int64_t max_bytes) {
   return from_case(std::move(*r.value));
 }
 
+// The .npy parser alone (tools/make_case_file_seeds.py checks fuzz_npy's seeds with it):
+// what the array is ("float32 of shape (3,)"), or ValueError with the parser's line.
+std::string parse_npy_bytes(const nb::bytes& data) {
+  const auto* p = static_cast<const std::byte*>(data.data());
+  const NpyParseResult r = parse_npy(std::span(p, data.size()));
+  if (!r.value) throw std::invalid_argument(r.error);
+  return r.value->describe();
+}
+
 nb::bytes write_case_to_bytes(const ArrayMap& arrays, const ParamMap& params) {
   const BorrowedCase b = to_case(arrays, params);
   const Case& c = b.c;
@@ -811,6 +821,7 @@ NB_MODULE(_rpa, m) {
   m.def("check", &check, "arrays"_a, "params"_a, "flags"_a, "label"_a);
   m.def("read_case", &read_case, "path"_a, "max_bytes"_a);
   m.def("read_case_bytes", &read_case_from_bytes, "data"_a, "max_bytes"_a);
+  m.def("parse_npy", &parse_npy_bytes, "data"_a);
   m.def("write_case", &write_case, "path"_a, "arrays"_a, "params"_a);
   m.def("write_case_bytes", &write_case_to_bytes, "arrays"_a, "params"_a);
   m.def("gen", &gen, "seed"_a, "profile"_a, "size"_a, "head_dim"_a.none());

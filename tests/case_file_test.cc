@@ -415,7 +415,7 @@ TEST(CaseFileWrite, RefusesCasesAReaderWouldReadDifferently) {
   EXPECT_THROW(write_case_bytes(c), std::invalid_argument);
   std::string error;
   EXPECT_FALSE(write_case_file(::testing::TempDir() + "refused.npz", c, &error));
-  EXPECT_NE(error.find("out has dtype float32 but q has bfloat16"), std::string::npos) << error;
+  EXPECT_NE(error.find("out has dtype float32 but q_dtype is bfloat16"), std::string::npos) << error;
 
   Case d = small_case(DType::kFloat32, DType::kFloat32);
   d.inputs.kv_lens = Tensor(DType::kBFloat16, {2});  // no kv_lens_dtype member to name it
@@ -683,6 +683,124 @@ TEST(Npy, RefusesMalformedFiles) {
     EXPECT_NE(p.error.find(k.error), std::string::npos) << p.error;
     EXPECT_EQ(p.error.find('\n'), std::string::npos) << p.error;
   }
+}
+
+// ---------------------------------------------------------------------------------------
+// The parser's arithmetic at its boundaries: it reads only inside the bytes it is given
+
+// An .npy file whose header-length field declares `declared`, whatever the text's length.
+Bytes npy_declaring(uint64_t declared, std::string_view text, std::span<const std::byte> data,
+                    int major) {
+  Bytes out = npy(text, data, major);
+  const size_t width = major == 1 ? 2 : 4;
+  for (size_t k = 0; k < width; ++k) out[8 + k] = static_cast<std::byte>(declared >> (8 * k));
+  return out;
+}
+
+// The parser's verdict on `file`, which both entry points and the .npz reader (the file as
+// member q.npy of a valid case) must give alike: "" when it is accepted, else its line.
+std::string npy_verdict(const Bytes& file) {
+  const NpyParseResult viewed = parse_npy(file);
+  const NpyParseResult moved = parse_npy(Bytes(file));
+  EXPECT_EQ(viewed.error, moved.error);
+  EXPECT_EQ(viewed.value.has_value(), moved.value.has_value());
+  EXPECT_EQ(viewed.error.find('\n'), std::string::npos) << viewed.error;
+  if (viewed.value) {
+    EXPECT_EQ(viewed.value->data, moved.value->data);
+    EXPECT_EQ(viewed.value->shape, moved.value->shape);
+  } else {
+    const Case c = small_case(DType::kFloat32, DType::kFloat32);
+    EXPECT_EQ(refusal(with_member(c, "q.npy", file)), "member 'q.npy': " + viewed.error);
+  }
+  return viewed.error;
+}
+
+TEST(NpyBounds, HeaderLengthAtEachBoundaryInEveryVersion) {
+  // The text of an array with no elements: a file that ends with its header is whole.
+  const std::string text = header("<f4", "(0,)");
+  const uint64_t n = text.size();
+  for (int major : {1, 2, 3}) {
+    SCOPED_TRACE("version " + std::to_string(major));
+    const uint64_t width = major == 1 ? 2 : 4;
+    const auto declaring = [&](uint64_t declared) {
+      return npy_verdict(npy_declaring(declared, text, {}, major));
+    };
+    const std::string follow = " bytes, " + std::to_string(n) + " follow";
+    EXPECT_EQ(declaring(n), "");  // exactly to the end
+    EXPECT_EQ(declaring(n - 1), "trailing bytes: header says 0 bytes of data, member has 1");
+    EXPECT_EQ(declaring(n + 1), "truncated .npy header: declares " + std::to_string(n + 1) + follow);
+    EXPECT_EQ(declaring(n + 8 + width),  // past the end by the prefix's length
+              "truncated .npy header: declares " + std::to_string(n + 8 + width) + follow);
+    const uint64_t widest = major == 1 ? 0xFFFF : 0xFFFFFFFF;
+    EXPECT_EQ(declaring(widest), "truncated .npy header: declares " + std::to_string(widest) + follow);
+    EXPECT_EQ(declaring(0), "malformed .npy header: expected '{' at the end");
+  }
+}
+
+TEST(NpyBounds, ReadsNothingPastTheBytesItIsGiven) {
+  const Bytes data(12, std::byte{0x3F});
+  for (int major : {1, 2, 3}) {
+    const Bytes whole = npy(header("<f4", "(3,)"), data, major);
+    ASSERT_EQ(npy_verdict(whole), "");
+    for (size_t keep = 0; keep < whole.size(); ++keep) {
+      SCOPED_TRACE("version " + std::to_string(major) + ", first " + std::to_string(keep) +
+                   " bytes");
+      // A prefix of a whole file (the rest still in memory behind it), and the same prefix
+      // alone on the heap, where ASan reports a read past its end.
+      const NpyParseResult in_place = parse_npy(std::span(whole).first(keep));
+      const Bytes alone(whole.begin(), whole.begin() + static_cast<ptrdiff_t>(keep));
+      EXPECT_FALSE(in_place.value.has_value());
+      EXPECT_EQ(in_place.error, npy_verdict(alone));
+    }
+  }
+}
+
+TEST(NpyBounds, ShapeByteCountAgainstTheData) {
+  const Bytes f32x3(12);
+  const auto verdict = [&](std::string_view descr, std::string_view shape,
+                           std::span<const std::byte> data) {
+    return npy_verdict(npy(header(descr, shape), data));
+  };
+  EXPECT_EQ(verdict("<f4", "(3,)", f32x3), "");
+  EXPECT_EQ(verdict("<f4", "(4,)", f32x3), "truncated data: header says 16 bytes, member has 12");
+  EXPECT_EQ(verdict("<f4", "(2,)", f32x3),
+            "trailing bytes: header says 8 bytes of data, member has 12");
+  EXPECT_EQ(verdict("<f8", "(1099511627776, 0)", {}), "");
+  EXPECT_EQ(verdict("<f8", "(0, 1099511627776)", f32x3),
+            "trailing bytes: header says 0 bytes of data, member has 12");
+  // Byte counts that just fit in int64 are compared with the data, never allocated.
+  EXPECT_EQ(verdict("|u1", "(9223372036854775807,)", f32x3),
+            "truncated data: header says 9223372036854775807 bytes, member has 12");
+  EXPECT_EQ(verdict("<f4", "(2305843009213693951,)", {}),
+            "truncated data: header says 9223372036854775804 bytes, member has 0");
+  EXPECT_EQ(verdict("<U2305843009213693951", "()", {}),
+            "truncated data: header says 9223372036854775804 bytes, member has 0");
+  // One element more overflows, whatever the dimensions multiply to modulo 2^64.
+  EXPECT_EQ(verdict("<f4", "(2305843009213693952,)", {}),
+            "shape (2305843009213693952,) of 4-byte elements overflows int64 bytes");
+  EXPECT_EQ(verdict("|u1", "(4611686018427387904, 2)", {}),
+            "shape (4611686018427387904, 2) of 1-byte elements overflows int64 bytes");
+  EXPECT_EQ(verdict("|u1", "(4294967296, 4294967296)", {}),
+            "shape (4294967296, 4294967296) of 1-byte elements overflows int64 bytes");
+  EXPECT_EQ(verdict("<f4", "(0, 4611686018427387904, 4611686018427387904)", {}),
+            "shape (0, 4611686018427387904, 4611686018427387904) of 4-byte elements overflows "
+            "int64 bytes");
+  EXPECT_EQ(verdict("<U2305843009213693952", "()", {}),
+            "unsupported descr '<U2305843009213693952'");
+}
+
+TEST(NpyBounds, AMemberIsParsedAloneNotWithTheArchiveAroundIt) {
+  // q.npy declares its header one byte longer than the member, and the stored member after
+  // it starts right there in the archive: the reader must see the end of q.npy.
+  const Case c = small_case(DType::kFloat32, DType::kFloat32);
+  const std::string text = header("<f4", "(0,)");
+  const Bytes q = npy_declaring(text.size() + 1, text, {}, 1);
+  std::vector<ZipEntry> entries = entries_of(write_case_bytes(c));
+  ASSERT_EQ(entries.front().name, "q.npy");
+  entries.front().data = q;
+  EXPECT_EQ(refusal(write_zip(entries)),
+            "member 'q.npy': truncated .npy header: declares " + std::to_string(text.size() + 1) +
+                " bytes, " + std::to_string(text.size()) + " follow");
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,15 +1,19 @@
 #!/usr/bin/env python3
-"""Writes corpus/fuzz/fuzz_case_file/: the seed corpus of the fuzz_case_file target.
+"""Writes corpus/fuzz/fuzz_case_file/ and corpus/fuzz/fuzz_npy/: the seed corpora of the
+two case-file fuzz targets.
 
 fuzz_case_file hands its bytes to rpa::read_case_bytes, which must either refuse them with
 one line or load a case whose written form reads back to the same case (DESIGN.md sections
-7 and 10). The seeds are small archives that reach each part of that reader: valid cases
-in every dtype and layout numpy writes, broken zips, broken .npy members and well-formed
-members that break the case file's own rules. Each seed records whether the reader must
-load it or refuse it (and with which words); --check runs the C++ reader on every seed (in
-process, through the rpa package: rpa.Case.load, then writes what it loaded and reads that
-back) and prints seed -> verdict, failing on any seed that does not get the verdict
-recorded here.
+7 and 10). Its seeds are small archives that reach each part of that reader: valid cases
+of both dialects in every dtype and layout numpy writes, broken zips, broken .npy members
+and well-formed members that break the case file's own rules. fuzz_npy hands its bytes to
+rpa::parse_npy, the parser the reader runs on every member; its seeds are bare .npy files:
+every dtype, every version, the header-length field at each boundary, the file cut in
+every field, shapes against their data. Each seed records whether it must be loaded or
+refused (and with which words); --check runs the C++ code on every seed (in process,
+through the rpa package: rpa.Case.load, then writes what it loaded and reads that back;
+rpa._rpa.parse_npy for the bare files) and prints seed -> verdict, failing on any seed
+that does not get the verdict recorded here.
 
 The bytes are deterministic: zip member times are fixed (2000-01-01 00:00), so running the
 script twice writes identical files (deflated members depend on zlib's output, which is
@@ -31,9 +35,10 @@ import ml_dtypes
 import numpy as np
 
 import rpa
+from rpa import _rpa
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-OUT = os.path.join(ROOT, "corpus", "fuzz", "fuzz_case_file")
+OUT = os.path.join(ROOT, "corpus", "fuzz")
 
 # A fixed member time (what numpy would write at 2000-01-01 00:00 local time) keeps the
 # bytes reproducible; as a DOS date/time pair it is date 0x2821, time 0.
@@ -587,6 +592,10 @@ def npy_seeds():
     yield "npy_data_short", q_raw(qh, qd[:-1]), "truncated data"
     yield "npy_data_long", q_raw(qh, qd + b"\x00"), "trailing bytes"
     yield "npy_data_missing", q_raw(qh, b""), "truncated data"
+    yield ("npy_descr_long_quoted_cut_short", q_raw(header("<f4" + "4" * 60, (2, 1, 2))),
+           "unsupported descr '<f4" + "4" * 37 + "...'")
+    yield ("npy_header_value_without_comma", q_raw(qh.replace("'<f4', ", "'<f4' ")),
+           "expected ',' or '}' at offset")
 
 
 def case_seeds():
@@ -653,12 +662,258 @@ def case_seeds():
            "does not fit in int64")
 
 
+def v3_members(dialect="tpu_inference_v3"):
+    """[(member name, bytes)] of a tiny v3 case: two tokens of one sequence, one KV head of
+    head_dim 2, float32 in a packed cache of one page of 4 tokens. The reader checks names,
+    dtypes and kinds, not shapes (validation judges those), so nothing larger is needed."""
+    f32 = np.float32
+    arrays = dict(dialect=np.array(dialect),
+                  queries=np.arange(4, dtype=f32).reshape(2, 1, 2),
+                  keys=np.full((2, 1, 2), 0.5, f32), values=np.full((2, 1, 2), -1.0, f32),
+                  kv_cache=np.zeros((1, 4, 2, 1, 2), f32), kv_lens=np.array([2], np.int32),
+                  page_indices=np.array([0], np.int32), cu_q_lens=np.array([0, 2], np.int32),
+                  distribution=np.array([0, 0, 1], np.int32))
+    return [(name + ".npy", npy(a)) for name, a in arrays.items()]
+
+
+def v3_seeds():
+    v3 = v3_members()
+    hd64 = v3_members("tpu_inference_v3_hd64")
+    out = npy(np.zeros((2, 1, 2), np.float32))
+    cache = npy(np.zeros((1, 4, 2, 1, 2), np.float32))
+    text = npy(np.array("oops"))
+    yield ("v3_valid_every_option",
+           savez(v3 + [("out.npy", out), ("expected.npy", out), ("kv_cache_out.npy", cache),
+                       ("expected_kv_cache.npy", cache), ("sm_scale.npy", npy(0.5)),
+                       ("soft_cap.npy", npy(30.0)), ("mask_value.npy", npy(-1e30)),
+                       ("q_scale.npy", npy(np.float32(1.0))), ("k_scale.npy", npy(0.5)),
+                       ("v_scale.npy", npy(2.0)), ("sliding_window.npy", npy(np.int64(8))),
+                       ("chunk_prefill_size.npy", npy(np.int64(16))),
+                       ("vmem_limit_bytes.npy", npy(np.int64(64 * MiB))),
+                       ("use_causal_mask.npy", npy(np.int64(1))),
+                       ("update_kv_cache.npy", npy(np.int64(0))),
+                       ("skip_kv_mask.npy", npy(np.uint8(1))),
+                       ("d_block_sizes.npy", npy(np.array([1, 2, 1, 2], np.int64))),
+                       ("p_block_sizes.npy", npy(np.array([1, 2, 1, 2], np.int32))),
+                       ("m_block_sizes.npy", npy(np.array([1, 2, 1, 2], np.uint64))),
+                       ("out_dtype.npy", npy(np.array("bfloat16")))]), LOAD)
+    yield ("v3_hd64_valid_sink_and_blocks",
+           savez(hd64 + [("attention_sink.npy", npy(np.zeros(1, np.float32))),
+                         ("num_kv_pages_per_block.npy", npy(np.int64(1))),
+                         ("num_queries_per_block.npy", npy(np.int64(2)))],
+                 zipfile.ZIP_DEFLATED), LOAD)
+    yield ("v3_missing_required_distribution", savez(drop(v3, "distribution")),
+           "missing required member 'distribution.npy' (dialect tpu_inference_v3)")
+    yield "v3_dialect_not_unicode", savez(replace(v3, "dialect", npy(np.int64(3)))), \
+        "must be a 0-d unicode string (np.array('tpu_inference_v3'))"
+    yield ("v3_dialect_unknown", savez(replace(v3, "dialect", npy(np.array("tpu_inference_v4")))),
+           "unknown dialect 'tpu_inference_v4'")
+    yield ("v3_member_of_hd64_only", savez(v3 + [("attention_sink.npy",
+                                                  npy(np.zeros(1, np.float32)))]),
+           "member 'attention_sink.npy' is the tpu_inference_v3_hd64 dialect's, not the "
+           "tpu_inference_v3 dialect's")
+    yield ("v3_member_of_jax_and_hd64", savez(v3 + [("num_kv_pages_per_block.npy",
+                                                     npy(np.int64(1)))]),
+           "is the jax and tpu_inference_v3_hd64 dialects', not the tpu_inference_v3")
+    yield ("v3_jax_member_q", savez(v3 + [("q.npy", out)]),
+           "member 'q.npy' is the jax dialect's, not the tpu_inference_v3 dialect's")
+    yield ("v3_queries_unicode", savez(replace(v3, "queries", text)),
+           "member 'queries.npy': must hold numbers")
+    yield ("v3_attention_sink_unicode", savez(hd64 + [("attention_sink.npy", text)]),
+           "member 'attention_sink.npy': must hold numbers")
+    for stem in ("out", "expected", "kv_cache_out", "expected_kv_cache"):
+        yield (f"v3_{stem}_unicode", savez(v3 + [(stem + ".npy", text)]),
+               f"member '{stem}.npy': must hold numbers")
+    yield ("v3_use_causal_mask_2", savez(v3 + [("use_causal_mask.npy", npy(np.int64(2)))]),
+           "use_causal_mask must be 0 or 1, holds 2")
+    yield ("v3_out_dtype_not_unicode", savez(v3 + [("out_dtype.npy", npy(np.int64(1)))]),
+           "must be a 0-d unicode string (np.array('float32'))")
+    yield ("v3_out_dtype_unknown", savez(v3 + [("out_dtype.npy", npy(np.array("float99")))]),
+           "member 'out_dtype.npy': unknown dtype 'float99'")
+    yield ("v3_block_sizes_shape_3",
+           savez(v3 + [("d_block_sizes.npy", npy(np.array([1, 2, 1], np.int64)))]),
+           "d_block_sizes must be an integer array of shape (4,)")
+    yield ("v3_block_sizes_uint64_past_int64",
+           savez(v3 + [("m_block_sizes.npy", npy(np.array([1, 2, 2**63, 2], np.uint64)))]),
+           "member 'm_block_sizes.npy': 9223372036854775808 does not fit in int64")
+
+
+def rendering_seeds():
+    """Names and strings that a message must render as Python's ascii() does."""
+    f32 = case()
+    bf = case("bfloat16", "bfloat16")
+    yield ("render_member_name_backslash", savez(f32 + [("a\\b.npy", npy(1.0))]),
+           "unknown member 'a\\\\b.npy'")
+    yield ("render_dtype_bmp_code_point",
+           savez(replace(bf, "q_dtype", npy(np.array("bfloat16\u20ac")))),
+           "unknown dtype 'bfloat16\\u20ac'")
+    yield ("render_dtype_astral_code_point",
+           savez(replace(bf, "q_dtype", npy(np.array("bfloat16\U0001f600")))),
+           "unknown dtype 'bfloat16\\U0001f600'")
+
+
+# ---------------------------------------------------------------------------------------
+# fuzz_npy's seeds: bare .npy files, straight into the parser (rpa::parse_npy)
+
+
+def bare_npy_seeds():
+    """Every dtype numpy writes, versions 1.0 / 2.0 / 3.0, the header-length field at each
+    boundary (the header running exactly to the end, one byte short of it, one byte past
+    it, past it by the prefix's length; the widest lengths each version can declare), the
+    file cut inside every field, and shapes whose byte count equals, exceeds or overflows
+    the data."""
+    f4 = np.array([1.5, -2.0, 0.25], np.float32)
+    for t in ("f2", "f4", "f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "b1"):
+        a = np.arange(6).astype(t).reshape(2, 3)
+        yield f"dtype_{t}_2x3", npy(a), LOAD
+    yield "dtype_f8_0d", npy(np.float64(-0.0)), LOAD
+    yield "dtype_i8_0d_min", npy(np.int64(-2**63)), LOAD
+    yield "dtype_u8_0d_max", npy(np.uint64(2**64 - 1)), LOAD
+    yield "dtype_unicode_0d", npy(np.array("float8_e4m3fn")), LOAD
+    yield "dtype_unicode_0d_astral", npy(np.array("\U0001f600x")), LOAD
+    yield "dtype_unicode_1d", npy(np.array(["bfloat16", "f"])), LOAD
+    yield "dtype_bool_big_endian_descr", npy_raw(header(">b1", (2,)), b"\x01\x00"), LOAD
+    yield "dtype_f4_native_order", npy_raw(header("=f4", (3,)), f4.tobytes()), LOAD
+    yield "dtype_f4_no_order_sign", npy_raw(header("f4", (3,)), f4.tobytes()), "unsupported descr"
+    yield "dtype_f4_big_endian", npy_raw(header(">f4", (3,)), f4.tobytes()), "big-endian"
+    yield "dtype_unicode_big_endian", npy_raw(header(">U2", ()), bytes(8)), "big-endian"
+    yield "dtype_complex", npy(np.array([1j], np.complex64)), "unsupported descr '<c8'"
+    yield "dtype_bytes", npy(np.array([b"ab"])), "unsupported descr '|S2'"
+    yield "dtype_void_bfloat16", npy(np.zeros(3, ml_dtypes.bfloat16)), "x.view(np.uint16)"
+    yield "dtype_float8_e4m3fn", npy(np.zeros(3, ml_dtypes.float8_e4m3fn)), "x.view(np.uint8)"
+    yield "dtype_float8_e5m2", npy(np.zeros(3, ml_dtypes.float8_e5m2)), "x.view(np.uint8)"
+    yield "dtype_void_4", npy_raw(header("|V4", (1,)), bytes(4)), "opaque void type, which"
+    yield ("dtype_structured", npy(np.zeros(1, [("a", "<f4")])),
+           "structured dtypes are not supported")
+    yield "dtype_object_pickle_refused", npy_raw(header("|O", (1,)), bytes(8)), "unsupported descr"
+    yield "dtype_fortran_order", npy(np.asfortranarray(np.zeros((2, 3), np.float32))), \
+        "fortran_order True"
+
+    for major in (1, 2, 3):
+        yield f"version_{major}_0_f4", npy(f4, version=(major, 0)), LOAD
+    yield "version_3_0_unicode", npy(np.array("bfloat16"), version=(3, 0)), LOAD
+    yield "version_0_0", npy_raw(header("<f4", (3,)), f4.tobytes(), version=(0, 0)), \
+        "unsupported .npy format version 0.0"
+    yield "version_1_1", npy_raw(header("<f4", (3,)), f4.tobytes(), version=(1, 1)), \
+        "unsupported .npy format version 1.1"
+    yield "version_4_0", npy_raw(header("<f4", (3,)), f4.tobytes(), version=(4, 0)), \
+        "unsupported .npy format version 4.0"
+
+    # The header-length field at its boundaries; text is the padded header of an array with
+    # no elements, so a file holding nothing past its header is whole.
+    for major, width in ((1, 2), (2, 4)):
+        v = f"v{major}"
+        text = npy_raw(header("<f4", (0,)), version=(major, 0))[8 + width:]
+        n = len(text)
+
+        def raw(length, body=text, data=b""):
+            return NPY_MAGIC + bytes((major, 0)) + length.to_bytes(width, "little") + body + data
+
+        yield f"header_len_{v}_exactly_to_the_end", raw(n), LOAD
+        yield (f"header_len_{v}_exactly_to_the_end_data_wanted",
+               npy_raw(header("<f4", (3,)), version=(major, 0)),
+               "truncated data: header says 12 bytes, member has 0")
+        yield (f"header_len_{v}_one_byte_past_the_end", raw(n + 1),
+               f"truncated .npy header: declares {n + 1} bytes, {n} follow")
+        yield (f"header_len_{v}_past_by_the_prefix", raw(n + 8 + width),
+               f"truncated .npy header: declares {n + 8 + width} bytes, {n} follow")
+        yield (f"header_len_{v}_one_byte_short", raw(n - 1),
+               "trailing bytes: header says 0 bytes of data, member has 1")
+        yield f"header_len_{v}_zero", raw(0), "expected '{' at the end"
+        yield f"header_len_{v}_zero_nothing_after", raw(0, b""), "expected '{' at the end"
+        yield (f"header_len_{v}_cuts_the_dict", raw(20),
+               "malformed .npy header")
+        most = 2 ** (8 * width) - 1
+        yield (f"header_len_{v}_widest", raw(most, b"{"),
+               f"truncated .npy header: declares {most} bytes, 1 follow")
+    # numpy writes version 2.0 only once a header outgrows version 1.0's 65535 bytes: the
+    # largest version 1.0 header and the smallest version 2.0 one that needs the width.
+    for major, hlen in ((1, 0xFFFF), (2, 0x10000)):
+        body = header("<f4", (1,)).encode()
+        body += b" " * (hlen - len(body) - 1) + b"\n"
+        width = 2 if major == 1 else 4
+        yield (f"header_len_v{major}_{hlen}_whole",
+               NPY_MAGIC + bytes((major, 0)) + hlen.to_bytes(width, "little") + body +
+               f4[:1].tobytes(), LOAD)
+    yield ("header_len_v3_past_int32", NPY_MAGIC + b"\x03\x00\x00\x00\x00\x80{",
+           "truncated .npy header: declares 2147483648 bytes, 1 follow")
+
+    # The file cut inside each field.
+    whole = npy(f4)
+    for name, keep in (("empty", 0), ("in_magic", 3), ("after_magic", 6),
+                       ("in_version", 7), ("after_version", 8), ("in_length", 9),
+                       ("after_length", 10), ("in_header", 40),
+                       ("before_newline", 127), ("after_header", 128), ("in_data", 133)):
+        want = {0: "bad magic", 3: "bad magic", 6: "truncated .npy header",
+                7: "truncated .npy header", 8: "truncated .npy header",
+                9: "truncated .npy header",
+                10: "truncated .npy header: declares 118 bytes, 0 follow",
+                40: "truncated .npy header: declares 118 bytes, 30 follow",
+                127: "truncated .npy header: declares 118 bytes, 117 follow",
+                128: "truncated data: header says 12 bytes, member has 0",
+                133: "truncated data: header says 12 bytes, member has 5"}[keep]
+        yield f"cut_{name}_{keep}", whole[:keep], want
+    yield ("cut_v2_in_length", npy(f4, version=(2, 0))[:11], "truncated .npy header")
+
+    # Shapes against the data: the byte count equals, exceeds or overflows it.
+    def shaped(descr, shape, data=b""):
+        return npy_raw(header(descr, shape), data)
+
+    yield "shape_bytes_equal_data", shaped("<f4", (3,), f4.tobytes()), LOAD
+    yield "shape_bytes_one_more_than_data", shaped("<f4", (4,), f4.tobytes()), \
+        "truncated data: header says 16 bytes, member has 12"
+    yield "shape_bytes_one_less_than_data", shaped("<f4", (2,), f4.tobytes()), \
+        "trailing bytes: header says 8 bytes of data, member has 12"
+    yield "shape_zero_dim_no_data", shaped("<f8", (0, 2**40)), LOAD
+    yield "shape_zero_dim_with_data", shaped("<f8", (2**40, 0), bytes(8)), \
+        "trailing bytes: header says 0 bytes of data, member has 8"
+    yield "shape_bytes_int64_max", shaped("|u1", (2**63 - 1,)), \
+        "truncated data: header says 9223372036854775807 bytes, member has 0"
+    yield "shape_bytes_2_pow_63", shaped("|u1", (2**62, 2)), "overflows int64 bytes"
+    yield "shape_f4_bytes_just_fit", shaped("<f4", (2**61 - 1,)), \
+        "truncated data: header says 9223372036854775804 bytes"
+    yield "shape_f4_bytes_overflow", shaped("<f4", (2**61,)), "overflows int64 bytes"
+    yield "shape_overflow_behind_zero", shaped("<f4", (0, 2**62, 2**62)), "overflows int64 bytes"
+    yield "shape_product_wraps_to_zero", shaped("|u1", (2**32, 2**32)), "overflows int64 bytes"
+    yield "shape_unicode_width_just_fits", shaped("<U2305843009213693951", ()), \
+        "truncated data: header says 9223372036854775804 bytes"
+    yield "shape_unicode_width_overflows", shaped("<U2305843009213693952", ()), "unsupported descr"
+    yield "shape_rank_64", shaped("|u1", (1,) * 64, b"\x07"), LOAD
+    yield "shape_rank_65", shaped("|u1", (1,) * 65, b"\x07"), "more than 64 dimensions"
+    yield "shape_dim_int64_max_text", shaped("|u1", (2**63 - 1, 0)), LOAD
+    yield "shape_dim_past_int64", shaped("|u1", (2**63,)), "not a non-negative int in int64 range"
+    yield "shape_negative_zero", npy_raw(header("<f4", (0,)).replace("(0,)", "(-0,)")), LOAD
+    yield "shape_negative", npy_raw(header("<f4", (1,)).replace("(1,)", "(-1,)")), "negative dimension"
+    yield "shape_int_not_tuple", npy_raw(header("<f4", (3,)).replace("(3,)", "(3)"), f4.tobytes()), \
+        "is an int, not a tuple"
+
+    # Header syntax.
+    h = header("<f4", (3,))
+    d = f4.tobytes()
+    yield "syntax_double_quotes_any_order", npy_raw(
+        '{"shape": (3,), "fortran_order": False, "descr": "<f4"}', d), LOAD
+    yield "syntax_python_whitespace", npy_raw(
+        "{\n\t'descr':'<f4',\r\n'fortran_order':False,\f'shape':( 3 , ),}", d), LOAD
+    yield "syntax_unpadded", npy_raw(h, d, pad=False), LOAD
+    yield "syntax_empty_dict", npy_raw("{}", d), "missing key 'descr'"
+    yield "syntax_extra_key", npy_raw(h[:-1] + "'align': False}", d), "unexpected key 'align'"
+    yield "syntax_duplicate_key", npy_raw(h[:-1] + "'descr': '<f4'}", d), "duplicate key 'descr'"
+    yield "syntax_text_after_dict", npy_raw(h + "}", d), "unexpected text after the dict"
+    yield "syntax_unterminated_string", npy_raw("{'descr': '<f4", d, pad=False), "unterminated string"
+    yield "syntax_escape", npy_raw(h.replace("<f4", "<f\\x34"), d), "backslash"
+    yield "syntax_non_ascii_v3", npy_raw(h.replace("<f4", "<f4\u00e9"), d, version=(3, 0)), \
+        "non-printable"
+    yield "syntax_long_descr", npy_raw(header("<" + "x" * 80, (3,)), d), "...'"
+    yield "syntax_missing_comma", npy_raw(h.replace("'<f4', ", "'<f4' "), d), \
+        "expected ',' or '}' at offset"
+    yield "syntax_bool_lower_case", npy_raw(h.replace("False", "false"), d), \
+        "fortran_order must be True or False"
+
+
 def seeds():
     out = []
-    for group in (valid_seeds, zip_seeds, npy_seeds, case_seeds):
+    for group in (valid_seeds, zip_seeds, npy_seeds, case_seeds, v3_seeds, rendering_seeds):
         out.extend(group())
-    names = [n for n, _, _ in out]
-    assert len(set(names)) == len(names), "seed names repeat"
     return out
 
 
@@ -713,47 +968,81 @@ def check(paths_and_expectations):
     return problems
 
 
+def check_npy(paths_and_expectations):
+    """fuzz_npy's seeds through the C++ parser alone (rpa._rpa.parse_npy): seed -> the
+    array it describes, or the parser's line."""
+    problems = 0
+    rows = []
+    for name, path, want in paths_and_expectations:
+        with open(path, "rb") as f:
+            data = f.read()
+        try:
+            verdict, detail = "loaded", _rpa.parse_npy(data)
+        except ValueError as e:
+            verdict, detail = "error", str(e)
+            if "\n" in detail:
+                verdict = "MULTILINE"
+        ok = (verdict == "loaded") if want == LOAD else (verdict == "error" and want in detail)
+        problems += not ok
+        rows.append((name, verdict, detail, "" if ok else f"  <-- expected {want!r}"))
+    width = max(len(r[0]) for r in rows)
+    for name, verdict, detail, flag in rows:
+        print(f"{name:<{width}}  {verdict:<7} {detail}{flag}")
+    return problems
+
+
+# Each target's seeds: (target, file suffix, the seeds, their check).
+TARGETS = (("fuzz_case_file", ".npz", seeds, check),
+           ("fuzz_npy", ".npy", lambda: list(bare_npy_seeds()), check_npy))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--check", action="store_true",
                     help="run the C++ reader on every seed and print seed -> verdict (with "
-                    "the strict validation verdict of each seed it loads)")
-    ap.add_argument("--out", default=OUT)
+                    "the strict validation verdict of each case it loads)")
+    ap.add_argument("--out", default=OUT,
+                    help="where TARGET/ folders are written (default corpus/fuzz)")
     ap.add_argument("--committed", default=None,
                     help="with --out elsewhere: every seed written must equal the file of the "
-                         "same name here (the committed corpus is current)")
+                         "same name under this folder's TARGET/ (the committed corpus is "
+                         "current)")
     args = ap.parse_args()
     start = time.monotonic()
-    all_seeds = seeds()
-    os.makedirs(args.out, exist_ok=True)
-    written = []
-    for name, data, want in all_seeds:
-        path = os.path.join(args.out, name + ".npz")
-        with open(path, "wb") as f:
-            f.write(data)
-        written.append((name, path, want))
-    sizes = sorted(len(d) for _, d, _ in all_seeds)
-    stale = sorted(set(os.listdir(args.out)) - {n + ".npz" for n, _, _ in all_seeds})
-    print(f"wrote {len(all_seeds)} seeds to {os.path.relpath(args.out)} in "
-          f"{time.monotonic() - start:.1f} s (largest {sizes[-1]} bytes, median "
-          f"{sizes[len(sizes) // 2]})")
-    if stale:
-        print("not written by this script (left alone): " + ", ".join(stale))
     problems = 0
-    if args.committed:
-        for name, path, _ in written:
-            other = os.path.join(args.committed, name + ".npz")
-            with open(path, "rb") as f:
-                mine = f.read()
-            if not os.path.exists(other) or open(other, "rb").read() != mine:
-                problems += 1
-                print(f"FAIL {name}: missing or stale in {args.committed}; run "
-                      "tools/make_case_file_seeds.py")
-    if not args.check:
-        return 1 if problems else 0
-    problems += check(written)
-    print(f"{len(written) - problems} of {len(written)} seeds got the expected verdict "
-          f"({time.monotonic() - start:.1f} s in all)")
+    for target, suffix, make, check_target in TARGETS:
+        all_seeds = make()
+        names = [n for n, _, _ in all_seeds]
+        assert len(set(names)) == len(names), f"{target}: seed names repeat"
+        out = os.path.join(args.out, target)
+        os.makedirs(out, exist_ok=True)
+        written = []
+        for name, data, want in all_seeds:
+            path = os.path.join(out, name + suffix)
+            with open(path, "wb") as f:
+                f.write(data)
+            written.append((name, path, want))
+        sizes = sorted(len(d) for _, d, _ in all_seeds)
+        stale = sorted(set(os.listdir(out)) - {n + suffix for n, _, _ in all_seeds})
+        print(f"{target}: wrote {len(all_seeds)} seeds to {os.path.relpath(out)} in "
+              f"{time.monotonic() - start:.1f} s (largest {sizes[-1]} bytes, median "
+              f"{sizes[len(sizes) // 2]})")
+        if stale:
+            print(f"{target}: not written by this script (left alone): " + ", ".join(stale))
+        if args.committed:
+            for name, path, _ in written:
+                other = os.path.join(args.committed, target, name + suffix)
+                with open(path, "rb") as f:
+                    mine = f.read()
+                if not os.path.exists(other) or open(other, "rb").read() != mine:
+                    problems += 1
+                    print(f"FAIL {target}/{name}: missing or stale in {args.committed}; run "
+                          "tools/make_case_file_seeds.py")
+        if args.check:
+            failed = check_target(written)
+            problems += failed
+            print(f"{target}: {len(written) - failed} of {len(written)} seeds got the expected "
+                  f"verdict ({time.monotonic() - start:.1f} s in all)")
     return 1 if problems else 0
 
 
