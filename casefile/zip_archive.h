@@ -17,7 +17,7 @@ namespace rpa {
 
 struct ZipMember {
   std::string name;
-  uint64_t size = 0;  // the uncompressed size the archive declares (central directory)
+  uint64_t size = 0;   // the uncompressed size the archive declares (central directory)
   bool stored = true;  // compression method 0 (store); else deflate or another method
 };
 

@@ -118,13 +118,24 @@ void mutate_npy(std::vector<uint8_t>& m, const NpyLayout& l, Rng& rng,
     case 2:  // the data, the header unchanged
       mutate_vector(data, kGrowth, mutate_bytes);
       break;
-    case 3: {  // the length field at a boundary: the header running to the end, one byte
-               // short or past it, past it by the prefix, nothing, the widest
+    case 3: {  // the length field at a boundary of the parser's arithmetic, measured from
+               // the member's end (half the time with the data gone first): the header
+               // running exactly to the end, one byte short of it, past it by one, two, the
+               // field's width or the whole prefix; one byte either side of the header text's
+               // end; nothing; the widest value
+      if (pick(rng, 2) == 0) data.clear();
       const uint64_t to_end = text.size() + data.size();
-      const std::array<uint64_t, 8> lengths = {
-          to_end,          to_end + 1,        text.size() - (text.empty() ? 0 : 1),
-          text.size() + 1, to_end + 8 + l.width, 0,
-          widest,          text.size() + 64};
+      const uint64_t text_end = text.size();
+      const std::array<uint64_t, 10> lengths = {to_end,
+                                                to_end - (to_end > 0 ? 1 : 0),
+                                                to_end + 1,
+                                                to_end + 2,
+                                                to_end + l.width,
+                                                to_end + 8 + l.width,
+                                                text_end - (text_end > 0 ? 1 : 0),
+                                                text_end + 1,
+                                                0,
+                                                widest};
       set_length_field(prefix, l, lengths[pick(rng, lengths.size())]);
       break;
     }
@@ -159,7 +170,8 @@ bool mutate_members(Members& ms, size_t max_size, Rng& rng, const ByteMutator& m
       }
       [[fallthrough]];
     case 3:  // the member's bytes, whole
-      mutate_vector(m.data, m.data.size() < max_size ? std::min(kGrowth, max_size - m.data.size()) : 0,
+      mutate_vector(m.data,
+                    m.data.size() < max_size ? std::min(kGrowth, max_size - m.data.size()) : 0,
                     mutate_bytes);
       return true;
     case 4:  // drop it
@@ -228,8 +240,8 @@ std::optional<std::vector<ArchiveMember>> unzip_members(std::span<const uint8_t>
     const ZipMember& z = reader->members()[i];
     if (!reader->read(i, max_member_bytes, &data, &error)) return std::nullopt;
     const auto* p = reinterpret_cast<const uint8_t*>(data.data());
-    out.push_back(ArchiveMember{.name = z.name, .data = {p, p + data.size()},
-                                .deflated = !z.stored});
+    out.push_back(
+        ArchiveMember{.name = z.name, .data = {p, p + data.size()}, .deflated = !z.stored});
   }
   return out;
 }
@@ -238,8 +250,8 @@ std::vector<uint8_t> zip_members(std::span<const ArchiveMember> members) {
   std::vector<uint8_t> out;
   std::vector<uint8_t> central;
   for (const ArchiveMember& m : members) {
-    const auto crc = static_cast<uint32_t>(
-        crc32(0, m.data.data(), static_cast<uInt>(m.data.size())));
+    const auto crc =
+        static_cast<uint32_t>(crc32(0, m.data.data(), static_cast<uInt>(m.data.size())));
     std::vector<uint8_t> packed = m.deflated ? raw_deflate(m.data) : m.data;
     const bool deflated = m.deflated && (!packed.empty() || m.data.empty());
     if (!deflated) packed = m.data;

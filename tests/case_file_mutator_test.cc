@@ -79,11 +79,12 @@ std::string read_error(const Bytes& bytes) {
 // The kind of refusal, for errors the .npy parser gave (a member's error, past the zip
 // layer); "" for anything else.
 std::string npy_error_kind(const std::string& error) {
-  constexpr std::string_view kKinds[] = {
-      "not an .npy array",     "unsupported .npy format version", "truncated .npy header",
-      "malformed .npy header", "unsupported descr",               "big-endian",
-      "fortran_order",         "overflows int64 bytes",           "truncated data",
-      "trailing bytes",        "opaque void type",                "names no numpy type"};
+  constexpr std::string_view kKinds[] = {"not an .npy array",     "unsupported .npy format version",
+                                         "truncated .npy header", "malformed .npy header",
+                                         "unsupported descr",     "big-endian",
+                                         "fortran_order",         "overflows int64 bytes",
+                                         "truncated data",        "trailing bytes",
+                                         "opaque void type",      "names no numpy type"};
   if (!error.starts_with("member '")) return "";
   for (std::string_view k : kKinds) {
     if (error.find(k) != std::string::npos) return std::string(k);
@@ -165,8 +166,9 @@ TEST(CaseFileMutator, MakesEveryKindOfChange) {
       bool renamed = false;
       bool reordered = false;
       for (size_t i = 0; i < after->size(); ++i) {
-        const bool known = std::any_of(before->begin(), before->end(),
-                                       [&](const ArchiveMember& m) { return m.name == (*after)[i].name; });
+        const bool known = std::any_of(before->begin(), before->end(), [&](const ArchiveMember& m) {
+          return m.name == (*after)[i].name;
+        });
         renamed = renamed || !known;
         reordered = reordered || (known && (*after)[i].name != (*before)[i].name);
       }
@@ -205,6 +207,7 @@ TEST(CaseFileMutator, ReachesTheNpyParserWhereRawByteMutationsDoNot) {
   }
   RecordProperty("structured", structured);
   RecordProperty("raw", raw);
+  RecordProperty("kinds", static_cast<int>(kinds.size()));
   EXPECT_GE(structured, static_cast<int>(kSeeds / 10)) << "raw: " << raw;
   EXPECT_GE(structured, 10 * std::max(raw, 1)) << "raw: " << raw;
   EXPECT_GE(kinds.size(), 5u);
@@ -212,9 +215,9 @@ TEST(CaseFileMutator, ReachesTheNpyParserWhereRawByteMutationsDoNot) {
 
 TEST(CaseFileMutator, CrossOverPutsAMemberOfTheSecondIntoTheFirst) {
   const Bytes first = valid_case_file();
-  const Bytes second = zip_members(std::vector<ArchiveMember>{
-      {.name = "sm_scale.npy", .data = Bytes(130, 1), .deflated = true},
-      {.name = "q.npy", .data = Bytes(5, 2), .deflated = false}});
+  const Bytes second = zip_members(
+      std::vector<ArchiveMember>{{.name = "sm_scale.npy", .data = Bytes(130, 1), .deflated = true},
+                                 {.name = "q.npy", .data = Bytes(5, 2), .deflated = false}});
   const size_t first_members = unzip_members(first, 1 << 20)->size();
   int added = 0;
   int replaced = 0;

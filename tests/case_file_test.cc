@@ -415,7 +415,8 @@ TEST(CaseFileWrite, RefusesCasesAReaderWouldReadDifferently) {
   EXPECT_THROW(write_case_bytes(c), std::invalid_argument);
   std::string error;
   EXPECT_FALSE(write_case_file(::testing::TempDir() + "refused.npz", c, &error));
-  EXPECT_NE(error.find("out has dtype float32 but q_dtype is bfloat16"), std::string::npos) << error;
+  EXPECT_NE(error.find("out has dtype float32 but q_dtype is bfloat16"), std::string::npos)
+      << error;
 
   Case d = small_case(DType::kFloat32, DType::kFloat32);
   d.inputs.kv_lens = Tensor(DType::kBFloat16, {2});  // no kv_lens_dtype member to name it
@@ -728,11 +729,13 @@ TEST(NpyBounds, HeaderLengthAtEachBoundaryInEveryVersion) {
     const std::string follow = " bytes, " + std::to_string(n) + " follow";
     EXPECT_EQ(declaring(n), "");  // exactly to the end
     EXPECT_EQ(declaring(n - 1), "trailing bytes: header says 0 bytes of data, member has 1");
-    EXPECT_EQ(declaring(n + 1), "truncated .npy header: declares " + std::to_string(n + 1) + follow);
+    EXPECT_EQ(declaring(n + 1),
+              "truncated .npy header: declares " + std::to_string(n + 1) + follow);
     EXPECT_EQ(declaring(n + 8 + width),  // past the end by the prefix's length
               "truncated .npy header: declares " + std::to_string(n + 8 + width) + follow);
     const uint64_t widest = major == 1 ? 0xFFFF : 0xFFFFFFFF;
-    EXPECT_EQ(declaring(widest), "truncated .npy header: declares " + std::to_string(widest) + follow);
+    EXPECT_EQ(declaring(widest),
+              "truncated .npy header: declares " + std::to_string(widest) + follow);
     EXPECT_EQ(declaring(0), "malformed .npy header: expected '{' at the end");
   }
 }
@@ -798,9 +801,9 @@ TEST(NpyBounds, AMemberIsParsedAloneNotWithTheArchiveAroundIt) {
   std::vector<ZipEntry> entries = entries_of(write_case_bytes(c));
   ASSERT_EQ(entries.front().name, "q.npy");
   entries.front().data = q;
-  EXPECT_EQ(refusal(write_zip(entries)),
-            "member 'q.npy': truncated .npy header: declares " + std::to_string(text.size() + 1) +
-                " bytes, " + std::to_string(text.size()) + " follow");
+  EXPECT_EQ(refusal(write_zip(entries)), "member 'q.npy': truncated .npy header: declares " +
+                                             std::to_string(text.size() + 1) + " bytes, " +
+                                             std::to_string(text.size()) + " follow");
 }
 
 // ---------------------------------------------------------------------------------------
