@@ -184,7 +184,8 @@ def replay(work):
     check("junit: modes, findings, regressions and every fuzz target",
           {"rpa.replay.modes", "rpa.replay.findings", "rpa.replay.regressions",
            "rpa.replay.fuzz/fuzz_validate", "rpa.replay.fuzz/fuzz_raw_inputs",
-           "rpa.replay.fuzz/fuzz_differential", "rpa.replay.fuzz/fuzz_case_file"} <= classes,
+           "rpa.replay.fuzz/fuzz_differential", "rpa.replay.fuzz/fuzz_case_file",
+           "rpa.replay.fuzz/fuzz_npy"} <= classes,
           str(classes))
     check("junit: as many cases as lines", int(suite.get("tests")) == p.stdout.count("\n") - 1,
           suite.attrib)
