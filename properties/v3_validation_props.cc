@@ -162,6 +162,35 @@ bool unreachable(V3RuleId rule, Dialect d, Mode mode) {
                      [&](const Unreachable& u) { return u.rule == rule && u.dialect == d; });
 }
 
+// Regression (V3Validation.BothModesMatchSpecModel, 2026-12-02 CI, RapidCheck seed
+// 7040657998121265318): window_skips_cache_write set a window of 1, then
+// sliding_window_too_large(5) set INT32_MAX, which writes every new token; the model kept the
+// first mutation's declaration and expected window_skips_cache_write where strict mode rightly
+// says valid. The kernel rules' declarations now follow the call as the last mutation leaves
+// it.
+TEST(V3Mutations, ALaterWindowTakesBackWindowSkipsCacheWrite) {
+  const std::optional<V3CaseSpec> spec = v3_spec_from_hex(
+      "v3:000201014f020003010011000100000700070007000700070000000000010100000000000000000000"
+      "000000000000");
+  ASSERT_TRUE(spec.has_value());
+  const V3Mutation first{V3MutationKind::window_skips_cache_write, 0};
+  const std::vector<V3Mutation> alone = {first};
+  const std::vector<V3Mutation> both = {first, {V3MutationKind::sliding_window_too_large, 5}};
+  ASSERT_TRUE(v3_mutations_compose(*spec, both));
+  // The first alone makes the finding; the window after it takes it back.
+  const V3MutatedCase one = mutate_v3(*spec, alone);
+  const std::optional<V3Failure> skipped =
+      v3_validate(spec->dialect, one.call.inputs, one.call.params, Mode::kStrict);
+  ASSERT_TRUE(skipped.has_value());
+  EXPECT_EQ(skipped->rule, V3RuleId::window_skips_cache_write);
+  const V3MutatedCase two = mutate_v3(*spec, both);
+  EXPECT_EQ(two.call.params.sliding_window, int64_t{2147483647});
+  EXPECT_EQ(expected_v3_failure(two.declared, Mode::kStrict), std::nullopt);
+  std::string why;
+  EXPECT_TRUE(check_v3_validation(*spec, alone, &why)) << why;
+  EXPECT_TRUE(check_v3_validation(*spec, both, &why)) << why;
+}
+
 // Every rule of the v3 table is expected by the model and reported by the validator for
 // some mutation of some base case, in each dialect and mode that enforce it (less the
 // strict-mode pairs above); every mutation makes its named rule be reported in some mode;
