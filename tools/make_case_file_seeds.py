@@ -947,6 +947,13 @@ def read_back(path):
             ("" if same else "written form changes on reread"), case)
 
 
+def print_rows(rows):
+    """seed -> verdict, one line each, the names in one column."""
+    width = max(len(r[0]) for r in rows)
+    for name, verdict, detail, flag in rows:
+        print(f"{name:<{width}}  {verdict:<7} {detail}{flag}")
+
+
 def check(paths_and_expectations):
     problems = 0
     rows = []
@@ -962,9 +969,7 @@ def check(paths_and_expectations):
             ok = verdict == "error" and want in detail
         problems += not ok
         rows.append((name, verdict, detail, "" if ok else f"  <-- expected {want!r}"))
-    width = max(len(r[0]) for r in rows)
-    for name, verdict, detail, flag in rows:
-        print(f"{name:<{width}}  {verdict:<7} {detail}{flag}")
+    print_rows(rows)
     return problems
 
 
@@ -985,9 +990,7 @@ def check_npy(paths_and_expectations):
         ok = (verdict == "loaded") if want == LOAD else (verdict == "error" and want in detail)
         problems += not ok
         rows.append((name, verdict, detail, "" if ok else f"  <-- expected {want!r}"))
-    width = max(len(r[0]) for r in rows)
-    for name, verdict, detail, flag in rows:
-        print(f"{name:<{width}}  {verdict:<7} {detail}{flag}")
+    print_rows(rows)
     return problems
 
 
