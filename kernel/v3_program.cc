@@ -34,11 +34,6 @@ int64_t floordiv(int64_t a, int64_t b) {
   return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 int64_t cdiv(int64_t a, int64_t b) { return floordiv(a + b - 1, b); }
-int64_t next_pow2(int64_t x) {
-  int64_t p = 1;
-  while (p < x) p *= 2;
-  return p;
-}
 
 // x rounded to the accumulation dtype (float32: as is).
 float rnd(DType a, float x) { return a == DType::kFloat32 ? x : round_to(a, x); }
@@ -802,46 +797,13 @@ const char* v3_program_error_kind_name(V3ProgramError::Kind k) {
 }
 
 V3BlockSizes v3_pass_block_sizes(const V3Inputs& in, const V3Params& p, V3Pass pass, int tpu_version) {
-  const std::optional<V3BlockSizes>& given =
-      pass == V3Pass::kDecode ? p.d_block_sizes : pass == V3Pass::kPrefill ? p.p_block_sizes : p.m_block_sizes;
-  if (given) return *given;
-  if (tpu_version < 5 || tpu_version > 8) {
-    throw V3ProgramError(Kind::kTrace, "no block sizes for the " +
-                                           std::string(pass == V3Pass::kDecode    ? "decode"
-                                                       : pass == V3Pass::kPrefill ? "prefill"
-                                                                                  : "mixed") +
-                                           " pass and no TPU generation (Unsupported tpu_version=" +
-                                           I(tpu_version) + ".)");
-  }
-  // get_default_block_sizes (kernel.py).
-  const DType kv = in.kv_cache.dtype();
-  const int64_t packing = v3_kv_packing(kv);
-  const int64_t hkv = in.keys.dim(1), hq = in.queries.dim(1);
-  const int64_t heads_x2 = next_pow2(v3_align(hkv * 2, packing));
-  const int64_t head_dim = v3_align(in.queries.dim(2), 128);
-  const int64_t qph = next_pow2(hq / hkv);
-  const int64_t max_q = next_pow2(in.queries.dim(0));
-  const int64_t page_size = in.kv_cache.dim(1);
-  const int64_t pps = in.page_indices.dim(0) / in.kv_lens.dim(0);
-  const int64_t max_kv = pps * page_size;
-  const int64_t peak = 16 * 1024 * 1024 * packing / 4 / head_dim / heads_x2;
-  int64_t bq, bkv, bq_c, bkv_c;
-  if (pass == V3Pass::kDecode) {
-    bq = bq_c = 1;
-    bkv = bkv_c = std::min(peak, max_kv);
-  } else if (tpu_version <= 6) {
-    bq = std::min(1024 / qph, max_q / 2);
-    bkv = std::min<int64_t>(1024, max_kv);
-    bq_c = std::min(512 / qph, max_q);
-    bkv_c = std::min<int64_t>(512, v3_align(max_kv / 2, page_size));
-  } else {
-    bq = std::min(2048 / qph, max_q / 2);
-    bkv = std::min<int64_t>(2048, max_kv / 2);
-    bq_c = std::min(1024 / qph, max_q / 2);
-    bkv_c = std::min<int64_t>(512, v3_align(max_kv / 2, page_size));
-  }
-  return {std::max<int64_t>(1, bq), v3_align(bkv, page_size), std::max<int64_t>(1, bq_c),
-          v3_align(bkv_c, page_size)};
+  if (const std::optional<V3BlockSizes> b = v3_block_sizes(in, p, pass, tpu_version)) return *b;
+  throw V3ProgramError(Kind::kTrace, "no block sizes for the " +
+                                         std::string(pass == V3Pass::kDecode    ? "decode"
+                                                     : pass == V3Pass::kPrefill ? "prefill"
+                                                                                : "mixed") +
+                                         " pass and no TPU generation (Unsupported tpu_version=" +
+                                         I(tpu_version) + ".)");
 }
 
 V3KernelResult v3_literal_attention(Dialect d, const V3Inputs& in, const V3Params& p,

@@ -33,6 +33,7 @@
 #include <string>
 
 #include "kernel/dialect.h"
+#include "kernel/v3_block_sizes.h"
 #include "kernel/v3_inputs.h"
 #include "kernel/v3_kernel.h"
 #include "kernel/v3_params.h"
@@ -62,9 +63,6 @@ class V3ProgramError : public std::runtime_error {
 
 // "trace", "run" or "hang".
 const char* v3_program_error_kind_name(V3ProgramError::Kind k);
-
-// kernel.py's passes.
-enum class V3Pass { kDecode, kPrefill, kMixed };
 
 // The (bq_sz, bkv_sz, bq_csz, bkv_csz) a kernel.py pass runs with: the call's tuple, else
 // get_default_block_sizes on that generation (V3ProgramError kTrace off 5..8).

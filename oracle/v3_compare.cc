@@ -9,24 +9,13 @@
 #include "kernel/attention_math.h"
 #include "kernel/v3_cache_layout.h"
 #include "kernel/v3_program.h"
+#include "oracle/compare.h"
 #include "oracle/tolerance.h"
 
 namespace rpa {
 namespace {
 
 double unit(DType t) { return std::ldexp(1.0, -precision_bits(t)); }
-
-// The KV compute block (tokens) of sequence i, 0 when the call leaves it to the TPU.
-int64_t compute_block(Dialect d, const V3Inputs& in, const V3Params& p, int64_t i) {
-  const int64_t page_size = in.kv_cache.dim(1);
-  if (d == Dialect::kTpuInferenceV3Hd64) {
-    return p.num_kv_pages_per_block ? *p.num_kv_pages_per_block * page_size : 0;
-  }
-  const auto& sizes = i < in.distribution.int_at(0)   ? p.d_block_sizes
-                      : i < in.distribution.int_at(1) ? p.p_block_sizes
-                                                      : p.m_block_sizes;
-  return sizes ? (*sizes)[3] : 0;
-}
 
 bool same_special(double a, double b) {
   if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b);
@@ -101,7 +90,7 @@ V3Comparison compare_arrays(Dialect d, const V3Inputs& in, const Tensor& want_ou
 
 }  // namespace
 
-std::vector<double> v3_tolerance(Dialect d, const V3Inputs& in, const V3Params& p,
+std::vector<double> v3_tolerance(Dialect d, const V3Inputs& in, const V3Params& /*p*/,
                                  const V3ReferenceResult& r, const V3ToleranceOptions& o) {
   const bool hd64 = d == Dialect::kTpuInferenceV3Hd64;
   const DType q_dtype = in.queries.dtype();
@@ -114,16 +103,21 @@ std::vector<double> v3_tolerance(Dialect d, const V3Inputs& in, const V3Params& 
     const auto kv = static_cast<double>(r.row_kv_len[ri]);
     const double limit = 2.0 * r.row_max_v[ri];
     double rel = 0.0, wrel = 0.0, floor = dtype_min_subnormal(q_dtype);
-    if (r.semantics == Semantics::kKernel) {
-      const double ua = hd64 || o.float32_accumulators ? u32 : unit(r.out_dtype);
-      const int64_t bkv = o.float32_accumulators ? 0 : compute_block(d, in, p, seq);
-      const double steps = std::ceil(kv / static_cast<double>(bkv > 0 ? bkv : page_size));
-      const double n = bkv > 0 ? std::min(static_cast<double>(bkv), kv) : kv;
-      const double eps_l = (n + 2.0 * steps) * ua;
-      rel = ((n + 7.0 * steps) * ua + (n + 2.0) * u32 + 2.0 * (steps + 1.0) * kExpError) /
+    // The program's accumulation, bounded in the reference pass (v3_accumulation_bound.h).
+    const bool program = r.semantics == Semantics::kKernel && !o.float32_accumulators &&
+                         !r.program_bound.empty();
+    if (r.semantics == Semantics::kKernel && !program) {
+      // float32 accumulators in any schedule of whole pages (rpa's tiled kernel; hd64
+      // without its block sizes): n = kv tokens summed in one run, N = ceil(kv / page_size)
+      // steps.
+      const double steps = std::ceil(kv / static_cast<double>(page_size));
+      const double eps_l = (kv + 2.0 * steps) * u32;
+      rel = ((kv + 7.0 * steps) * u32 + (kv + 2.0) * u32 + 2.0 * (steps + 1.0) * kExpError) /
             (1.0 - eps_l);
       if (!(eps_l < 1.0)) rel = INFINITY;
-      wrel = (hd64 && q_dtype != DType::kFloat32 ? 4.0 : 2.0) * uq;
+    }
+    if (r.semantics == Semantics::kKernel) {
+      wrel = o.final_rounding * (hd64 && q_dtype != DType::kFloat32 ? 4.0 : 2.0) * uq;
     }
     // Both semantics: float32 products and partial sums below 2^-126 that a CPU (XLA's
     // einsum, rpa's kernel under FTZ) or a TPU flushes to 0, one per key and one for the sum.
@@ -132,9 +126,10 @@ std::vector<double> v3_tolerance(Dialect d, const V3Inputs& in, const V3Params& 
     for (int64_t c = 0; c < dim; ++c) {
       const auto e = ri * static_cast<size_t>(dim) + static_cast<size_t>(c);
       const double want = std::fabs(r.out.float_at(static_cast<int64_t>(e)));
-      const double bound = r.semantics == Semantics::kKernel
-                               ? r.logit_spread[e] + r.abs_weighted[e] * rel +
-                                     (std::isfinite(want) ? want : 0.0) * wrel + floor
+      const double final_rounding = (std::isfinite(want) ? want : 0.0) * wrel;
+      const double bound = program ? r.program_bound[e] + final_rounding + floor
+                           : r.semantics == Semantics::kKernel
+                               ? r.logit_spread[e] + r.abs_weighted[e] * rel + final_rounding + floor
                                : r.reference_bound[e] + floor;
       allowed[e] = std::isfinite(bound) ? std::min(bound, limit + floor) : limit + floor;
     }
@@ -146,8 +141,30 @@ std::vector<double> v3_tolerance(Dialect d, const V3Inputs& in, const V3Params& 
 V3Comparison v3_compare(Dialect d, const V3Inputs& in, const V3Params& p,
                         const V3ReferenceResult& r, const Tensor& out, const Tensor& kv_cache_out,
                         const V3ToleranceOptions& o) {
-  return compare_arrays(d, in, r.out, r.kv_cache, v3_tolerance(d, in, p, r, o),
-                        in.cu_q_lens.int_at(in.distribution.int_at(2)), out, kv_cache_out);
+  const std::vector<double> allowed = v3_tolerance(d, in, p, r, o);
+  V3Comparison c = compare_arrays(d, in, r.out, r.kv_cache, allowed,
+                                  in.cu_q_lens.int_at(in.distribution.int_at(2)), out, kv_cache_out);
+  // The power, over the elements of rows a sequence defines.
+  const int64_t dim = in.queries.dim(2);
+  double least = INFINITY, most = -1.0;
+  for (size_t ri = 0; ri < r.row_seq.size(); ++ri) {
+    if (r.row_seq[ri] < 0) continue;
+    for (int64_t col = 0; col < dim; ++col) {
+      const auto e = ri * static_cast<size_t>(dim) + static_cast<size_t>(col);
+      const double want = r.out.float_at(static_cast<int64_t>(e));
+      if (!std::isfinite(want)) continue;
+      if (allowed[e] < std::fabs(want)) c.rejects_zero = true;
+      if (!(r.row_max_v[ri] > 0.0)) continue;
+      const double w = detectable_key_weight(allowed[e], want, r.row_max_v[ri], in.queries.dtype());
+      least = std::min(least, w);
+      most = std::max(most, w);
+    }
+  }
+  if (most >= 0.0) {
+    c.min_detectable_key_weight = least;
+    c.key_weight_every_row = most;
+  }
+  return c;
 }
 
 std::vector<double> v3_schedule_tolerance(Dialect d, const V3Inputs& in, const V3Params& p,

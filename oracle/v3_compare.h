@@ -63,6 +63,7 @@
 // float32 differences cannot reach, which is most of them with bfloat16 scores.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -109,6 +110,14 @@ struct V3Comparison {
   double max_share = 0.0;              // max |got - want| / allowed (> 1: a mismatch)
   double max_allowed = 0.0;            // the largest allowance used
   std::optional<V3OutMismatch> first;  // row-major
+  // The check's power (v3_compare only; as Comparison states it for the jax dialect, with
+  // detectable_key_weight per element and the row's max |v| as the value scale): the least
+  // weight of a dropped key sure to be rejected in the element the check watches closest, and
+  // in every element; infinite when nothing is guaranteed. rejects_zero: some compared element
+  // has an allowance below |want|, so an all-zero output fails.
+  double min_detectable_key_weight = INFINITY;
+  double key_weight_every_row = INFINITY;
+  bool rejects_zero = false;
   bool agree() const { return cache_equal && mismatches == 0; }
 };
 
@@ -123,6 +132,9 @@ struct V3ToleranceOptions {
   // queries this is ~2^16 times tighter than the v3 kernel's bfloat16 accumulators allow.
   // Reference semantics: no effect.
   bool float32_accumulators = false;
+  // A multiplier on the output's final roundings (2 u_q |want|; hd64 with bfloat16 q 4): 1 in
+  // use; the tests that show the term is needed shrink it.
+  double final_rounding = 1.0;
 };
 
 // The allowed |got - want| per output element (q's layout; 0 on rows no sequence defines),

@@ -9,6 +9,7 @@
 #include "kernel/attention_math.h"
 #include "kernel/float32_scalar.h"
 #include "kernel/params.h"
+#include "kernel/v3_block_sizes.h"
 #include "kernel/v3_cache_layout.h"
 
 namespace rpa {
@@ -100,6 +101,38 @@ void apply_update(const V3Inputs& in, const Sizes& z, const V3CacheLayout& layou
   }
 }
 
+// The KV blockings sequence i may run with (kernel semantics' program bound): hd64's one,
+// kernel.py's pass tuple or each generation's defaults. Empty: unknown (hd64 without
+// num_kv_pages_per_block).
+std::vector<V3Blocking> blockings_of(Dialect d, const V3Inputs& in, const V3Params& p, int64_t seq,
+                                     int tpu_version) {
+  std::vector<V3Blocking> out;
+  const auto add = [&out](int64_t fetch, int64_t compute) {
+    const V3Blocking b{fetch, compute};
+    for (const V3Blocking& x : out) {
+      if (x.fetch == b.fetch && x.compute == b.compute) return;
+    }
+    out.push_back(b);
+  };
+  if (d == Dialect::kTpuInferenceV3Hd64) {
+    if (p.num_kv_pages_per_block) {
+      const int64_t n = *p.num_kv_pages_per_block * in.kv_cache.dim(1);
+      add(n, n);
+    }
+    return out;
+  }
+  const V3Pass pass = v3_pass_of(in, seq);
+  if (const auto given = v3_block_sizes(in, p, pass, tpu_version)) {
+    add((*given)[1], (*given)[3]);
+    return out;
+  }
+  for (int v : {5, 6, 7}) {
+    const auto b = v3_block_sizes(in, p, pass, v);
+    add((*b)[1], (*b)[3]);
+  }
+  return out;
+}
+
 }  // namespace
 
 double v3_logit_error(Dialect d, const V3Params& p, DType out_dtype, Semantics s, double dot_abs,
@@ -116,7 +149,8 @@ double v3_logit_error(Dialect d, const V3Params& p, DType out_dtype, Semantics s
   return e + roundings * ulp * std::fabs(score) + ulp * std::fabs(shifted);
 }
 
-V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p, Semantics s) {
+V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p, Semantics s,
+                               const V3ReferenceOptions& opt) {
   const bool hd64 = d == Dialect::kTpuInferenceV3Hd64;
   const bool kernel = s == Semantics::kKernel;
   const Sizes z = sizes_of(in);
@@ -139,6 +173,10 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
   result.row_max_v.assign(rows, 0.0);
   result.row_kv_len.assign(rows, 0);
   result.row_seq.assign(rows, -1);
+  // The program bound: kernel semantics, on calls whose blocking is known.
+  const DType acc_dtype = hd64 ? DType::kFloat32 : out_dtype;
+  const bool bounded = kernel && (!hd64 || p.num_kv_pages_per_block.has_value());
+  if (bounded) result.program_bound.assign(numel, 0.0);
 
   const AttentionMath math = attention_math(d, p, q_dtype);
   // The kernel masks the window outside its causal branch; the reference inside it.
@@ -153,12 +191,14 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
   const int64_t group = z.hq / z.hkv;
   const int64_t num_seqs = in.distribution.int_at(2);
 
-  std::vector<double> k, v, q, logit, dot_scale, a, w;
+  std::vector<double> k, v, q, logit, dot_scale, a, w, exact;
   for (int64_t i = 0; i < num_seqs; ++i) {
     const int64_t q0 = in.cu_q_lens.int_at(i), q_len = in.cu_q_lens.int_at(i + 1) - q0;
     const int64_t kv_len = in.kv_lens.int_at(i);
     result.max_kv_len = std::max(result.max_kv_len, kv_len);
     const auto len = static_cast<size_t>(kv_len);
+    const std::vector<V3Blocking> blockings =
+        bounded ? blockings_of(d, in, p, i, opt.tpu_version) : std::vector<V3Blocking>{};
     for (int64_t kh = 0; kh < z.hkv; ++kh) {
       // K and V of this kv head, read in place from the updated cache.
       k.assign(len * static_cast<size_t>(z.d), 0.0);
@@ -241,7 +281,7 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
           // Softmax over t < kv_len (and the sink), and a[t]: how far (in log-weight) a
           // correct implementation's weight t may be from this one's before any cast to the
           // KV dtype; row_rel: a relative error common to the row's weights.
-          double m = sink;
+          double m = sink, sink_weight = 0.0;
           for (double x : logit) m = std::max(m, x);
           w.assign(len, 0.0);
           a.assign(len, 0.0);
@@ -286,6 +326,7 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
             double sum = std::isfinite(sink) ? std::exp(sink - m) : 0.0;
             for (size_t t = 0; t < len; ++t) sum += (w[t] = std::exp(logit[t] - m));
             for (size_t t = 0; t < len; ++t) w[t] /= sum;
+            sink_weight = std::isfinite(sink) ? std::exp(sink - m) / sum : 0.0;
             for (size_t t = 0; t < len; ++t) {
               a[t] = masked[t] && kernel
                          ? 0.0
@@ -314,6 +355,7 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
               w[t] = narrow(kv_dtype, w[t]);
             }
           }
+          exact.assign(static_cast<size_t>(z.d), 0.0);
           for (int64_t c = 0; c < z.d; ++c) {
             const auto cc = static_cast<size_t>(c);
             double o = 0.0, xs = 0.0, e_ref = 0.0;
@@ -366,6 +408,7 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
             store_float(q_dtype, result.out.data(), qbase + c, static_cast<float>(y));
             // Kernel semantics: the sums the kernel tolerance needs (v3_compare.h).
             const double ov = o * v_scale;
+            exact[cc] = ov;
             double spread = 0.0;
             for (size_t t = 0; t < len; ++t) {
               const double vt = v[t * static_cast<size_t>(z.d) + cc] * v_scale;
@@ -375,6 +418,14 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
             result.abs_weighted[e] = xs * std::fabs(v_scale);
             result.logit_spread[e] = kernel ? spread : 0.0;
             result.reference_bound[e] = kernel ? 0.0 : e_ref;
+          }
+          if (!blockings.empty()) {
+            const V3AccumulationRow acc_row{&logit, &masked, &w, &a, v.data(), z.d, v_scale,
+                                            sink, sink_weight, exact.data()};
+            double* bound = &result.program_bound[static_cast<size_t>(qbase)];
+            for (const V3Blocking& b : blockings) {
+              v3_accumulation_bound(acc_row, b, acc_dtype, opt.terms, bound);
+            }
           }
         }
       }

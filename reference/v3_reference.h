@@ -20,6 +20,7 @@
 #include "kernel/v3_inputs.h"
 #include "kernel/v3_params.h"
 #include "reference/semantics.h"
+#include "reference/v3_accumulation_bound.h"
 
 namespace rpa {
 
@@ -51,11 +52,25 @@ struct V3ReferenceResult {
   std::vector<double> abs_weighted;
   std::vector<double> logit_spread;
   std::vector<double> reference_bound;
+  //   program_bound[e]   = kernel semantics: how far the v3 program's output (before its
+  //                        final roundings) may lie from the exact one, accumulated as the
+  //                        program accumulates (reference/v3_accumulation_bound.h), the
+  //                        largest over the blockings the call may run with
+  //                        (V3ReferenceOptions); empty where the call names none (hd64
+  //                        without num_kv_pages_per_block) and in the reference semantics.
+  std::vector<double> program_bound;
   std::vector<double> row_max_v;
   std::vector<int64_t> row_kv_len;
   std::vector<int64_t> row_seq;
   double max_abs_v = 0.0;  // max of row_max_v
   int64_t max_kv_len = 0;
+};
+
+struct V3ReferenceOptions {
+  // The TPU generation whose default block sizes a kernel.py pass without its own tuple runs
+  // with (v3_block_sizes); -1: each of generations 5, 6 and 7 (the bound is the largest).
+  int tpu_version = -1;
+  V3BoundTerms terms;  // the program bound's terms (tests shrink or inflate them)
 };
 
 // Precondition: strict validation accepted (d, in, p): q float32 | bfloat16, KV float32 |
@@ -66,7 +81,8 @@ struct V3ReferenceResult {
 // sliding window only with use_causal_mask, the kernel always (its mask is
 // `q_span < k_span + sliding_window` outside the causal branch).
 V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
-                               Semantics s = Semantics::kKernel);
+                               Semantics s = Semantics::kKernel,
+                               const V3ReferenceOptions& o = {});
 
 // The bound a_t that logit_spread uses for one logit, in each semantics, exposed for the
 // tolerance's documentation and tests: dot_abs = |scale| sum_d |q_d K_d| (scale = sm_scale *

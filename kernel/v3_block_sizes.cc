@@ -1,0 +1,61 @@
+#include "kernel/v3_block_sizes.h"
+
+#include <algorithm>
+
+#include "kernel/v3_cache_layout.h"
+
+namespace rpa {
+namespace {
+
+int64_t next_pow2(int64_t x) {
+  int64_t p = 1;
+  while (p < x) p *= 2;
+  return p;
+}
+
+}  // namespace
+
+V3Pass v3_pass_of(const V3Inputs& in, int64_t seq) {
+  return seq < in.distribution.int_at(0)   ? V3Pass::kDecode
+         : seq < in.distribution.int_at(1) ? V3Pass::kPrefill
+                                           : V3Pass::kMixed;
+}
+
+std::optional<V3BlockSizes> v3_block_sizes(const V3Inputs& in, const V3Params& p, V3Pass pass,
+                                           int tpu_version) {
+  const std::optional<V3BlockSizes>& given =
+      pass == V3Pass::kDecode ? p.d_block_sizes : pass == V3Pass::kPrefill ? p.p_block_sizes : p.m_block_sizes;
+  if (given) return given;
+  if (tpu_version < 5 || tpu_version > 8) return std::nullopt;
+  // get_default_block_sizes (kernel.py).
+  const DType kv = in.kv_cache.dtype();
+  const int64_t packing = v3_kv_packing(kv);
+  const int64_t hkv = in.keys.dim(1), hq = in.queries.dim(1);
+  const int64_t heads_x2 = next_pow2(v3_align(hkv * 2, packing));
+  const int64_t head_dim = v3_align(in.queries.dim(2), 128);
+  const int64_t qph = next_pow2(hq / hkv);
+  const int64_t max_q = next_pow2(in.queries.dim(0));
+  const int64_t page_size = in.kv_cache.dim(1);
+  const int64_t pps = in.page_indices.dim(0) / in.kv_lens.dim(0);
+  const int64_t max_kv = pps * page_size;
+  const int64_t peak = 16 * 1024 * 1024 * packing / 4 / head_dim / heads_x2;
+  int64_t bq, bkv, bq_c, bkv_c;
+  if (pass == V3Pass::kDecode) {
+    bq = bq_c = 1;
+    bkv = bkv_c = std::min(peak, max_kv);
+  } else if (tpu_version <= 6) {
+    bq = std::min(1024 / qph, max_q / 2);
+    bkv = std::min<int64_t>(1024, max_kv);
+    bq_c = std::min(512 / qph, max_q);
+    bkv_c = std::min<int64_t>(512, v3_align(max_kv / 2, page_size));
+  } else {
+    bq = std::min(2048 / qph, max_q / 2);
+    bkv = std::min<int64_t>(2048, max_kv / 2);
+    bq_c = std::min(1024 / qph, max_q / 2);
+    bkv_c = std::min<int64_t>(512, v3_align(max_kv / 2, page_size));
+  }
+  return V3BlockSizes{std::max<int64_t>(1, bq), v3_align(bkv, page_size), std::max<int64_t>(1, bq_c),
+                      v3_align(bkv_c, page_size)};
+}
+
+}  // namespace rpa

@@ -1,0 +1,27 @@
+// The block sizes a tpu-inference kernel.py pass runs with (v3-contract.md section 3d): the
+// call's own tuple, else get_default_block_sizes for a TPU generation. A value type's
+// function, so the reference's accumulation bound (reference/v3_reference.h) and the literal
+// v3 schedule (kernel/v3_program.h) read the same table.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "kernel/v3_inputs.h"
+#include "kernel/v3_params.h"
+
+namespace rpa {
+
+// kernel.py's passes.
+enum class V3Pass { kDecode, kPrefill, kMixed };
+
+// Sequence i's pass: decode below distribution[0], prefill below distribution[1], else mixed.
+V3Pass v3_pass_of(const V3Inputs& in, int64_t seq);
+
+// The pass's (bq_sz, bkv_sz, bq_csz, bkv_csz): the call's tuple when it names one, else
+// get_default_block_sizes on TPU generation tpu_version; nullopt when neither (a generation
+// off 5..8).
+std::optional<V3BlockSizes> v3_block_sizes(const V3Inputs& in, const V3Params& p, V3Pass pass,
+                                           int tpu_version);
+
+}  // namespace rpa
