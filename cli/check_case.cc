@@ -247,6 +247,18 @@ std::string key_weight_phrase(const Comparison& c) {
   return s;
 }
 
+std::string v3_power_phrase(const V3Comparison& c) {
+  const double w = c.min_detectable_key_weight, all = c.key_weight_every_row;
+  std::string s;
+  if (!(w < 1.0)) {
+    s = "catches no dropped key";
+  } else {
+    s = "catches a dropped key of weight >= " + formatted(w, "%.2g");
+    if (all > w) s += " (in every row: " + (all < 1.0 ? formatted(all, "%.2g") : std::string("none")) + ")";
+  }
+  return s + (c.rejects_zero ? ", rejects an all-zero output" : ", accepts an all-zero output");
+}
+
 std::string comparison_summary(const Comparison& c) {
   return fixed(c.max_budget_used, 2) + " of tolerance; bias " + bias_numbers(c.bias) + "; " +
          fixed(100.0 * c.bias.exact_share(), 1) + "% exact of " + py_int_repr(c.bias.elements);
@@ -323,6 +335,15 @@ void write_v3_comparison_json(JsonWriter& j, const V3Comparison& c) {
   j.key("max_abs_err").value(c.max_abs_err).key("tolerance_at_max").value(c.tolerance_at_max);
   j.key("max_tolerance_used").value(c.max_share).key("max_allowed").value(c.max_allowed);
   j.key("compared").value(c.compared).key("mismatches").value(c.mismatches);
+  j.key("rejects_zero").value(c.rejects_zero);
+  for (const auto& [name, w] : {std::pair{"min_detectable_key_weight", c.min_detectable_key_weight},
+                                std::pair{"key_weight_every_row", c.key_weight_every_row}}) {
+    if (std::isfinite(w)) {
+      j.key(name).value(w);
+    } else {
+      j.key(name).null();
+    }
+  }
   if (c.first) {
     const V3OutMismatch& m = *c.first;
     j.key("first").begin_object();
@@ -381,6 +402,9 @@ std::string v3_check_text(const CheckOutcome& o, const CliArgs& a) {
     const bool both = o.checked.find(" and ") != std::string::npos;
     t += o.checked + (both ? " agree with " : " agrees with ") + o.oracle + " (" +
          describe_v3_comparison(cmp) + ")";
+  }
+  if (a.oracle != "literal") {
+    t += "; power: " + v3_power_phrase(cmp);
   }
   if (!o.not_checked.empty()) {
     t += "; " + o.not_checked + " not checked: the case has none";

@@ -60,6 +60,9 @@ inline const std::set<std::string_view> kCheckFlags = {
 // The check's power in words: "catches a dropped key of weight >= 0.00061 (in every row:
 // 0.0012)", or "catches no dropped key" where nothing is guaranteed (Comparison).
 std::string key_weight_phrase(const Comparison& c);
+// The same for a v3 check against the reference, with whether an all-zero output fails:
+// "catches a dropped key of weight >= 0.0031 (in every row: 0.2), rejects an all-zero output".
+std::string v3_power_phrase(const V3Comparison& c);
 
 // Why check's options do not fit together ("" when they do): --oracle literal with
 // --schedule or --semantics.
