@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -22,6 +21,7 @@
 #include "oracle/v3_compare.h"
 #include "reference/v3_reference.h"
 #include "tests/v3_builder.h"
+#include "tests/v3_rows.h"
 
 namespace rpa {
 namespace {
@@ -30,6 +30,11 @@ using test::at;
 using test::BF16;
 using test::F32;
 using test::V3Builder;
+
+using test::build_rows;
+using test::BuiltRows;
+using test::RowSpec;
+using Built = BuiltRows;
 
 struct PowerCase {
   Dialect dialect = Dialect::kTpuInferenceV3;
@@ -45,53 +50,12 @@ std::string name(const PowerCase& c) {
          std::to_string(c.kv_len) + (c.window ? " window " + std::to_string(*c.window) : "");
 }
 
-struct Built {
-  V3Builder b;
-  V3Inputs in;
-  V3Params p;
-};
-
 // One decode row: 2 q heads over 1 kv head, head_dim 128 (hd64: 64), pages of 16,
 // standard-normal q, K and V, sm_scale 1/sqrt(head_dim); kernel.py at its default block
 // sizes (the generation's: none named), hd64 with 64-page KV blocks.
 Built build(const PowerCase& c) {
-  Built r;
-  V3Builder& b = r.b;
-  b.dialect = c.dialect;
-  b.q = b.kv = c.dtype;
-  b.hq = 2;
-  b.hkv = 1;
-  b.d = c.dialect == Dialect::kTpuInferenceV3Hd64 ? 64 : 128;
-  b.page_size = 16;
-  b.pps = (c.kv_len + 15) / 16;
-  b.pages = b.pps + 1;
-  b.max_seqs = 1;
-  b.tokens = 1;
-  b.seqs = {{1, static_cast<int32_t>(c.kv_len)}};
-  b.fill = 0.0f;
-  r.in = b.build();
-  r.in.distribution.set_int(0, 1);
-  r.in.distribution.set_int(1, 1);
-  std::mt19937 rng(c.seed);
-  std::normal_distribution<float> normal;
-  for (int64_t t = 0; t + 1 < c.kv_len; ++t) {
-    for (int64_t col = 0; col < b.d; ++col) {
-      r.in.kv_cache.set_float(at(b, 1 + t / 16, t % 16, 0, false, col), normal(rng));
-      r.in.kv_cache.set_float(at(b, 1 + t / 16, t % 16, 0, true, col), normal(rng));
-    }
-  }
-  for (int64_t i = 0; i < r.in.keys.numel(); ++i) r.in.keys.set_float(i, normal(rng));
-  for (int64_t i = 0; i < r.in.values.numel(); ++i) r.in.values.set_float(i, normal(rng));
-  for (int64_t i = 0; i < r.in.queries.numel(); ++i) {
-    r.in.queries.set_float(i, static_cast<float>(c.q_std) * normal(rng));
-  }
-  r.p.sm_scale = 1.0 / std::sqrt(static_cast<double>(b.d));
-  r.p.sliding_window = c.window;
-  if (c.dialect == Dialect::kTpuInferenceV3Hd64) {
-    r.p.num_kv_pages_per_block = 64;
-    r.p.num_queries_per_block = 1;
-  }
-  return r;
+  return build_rows(RowSpec{.dialect = c.dialect, .q = c.dtype, .kv = c.dtype, .kv_len = c.kv_len,
+                            .window = c.window, .seed = c.seed, .q_std = c.q_std});
 }
 
 Tensor reference_out(const Built& x, const V3Params& p) {
@@ -224,7 +188,8 @@ TEST(V3Power, Int16WindowWraps) {
 Built rescale_case() {
   Built r;
   V3Builder& b = r.b;
-  b.q = b.kv = BF16;
+  b.q = BF16;
+  b.kv = BF16;
   b.d = 1;
   b.page_size = 4;
   b.pages = 4;
