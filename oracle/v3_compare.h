@@ -10,30 +10,19 @@
 // Logits. A logit that moves by d_t moves p_t by a factor e^(d_t - sum p_u d_u) (to first
 // order), so o moves by at most sum_t p_t (|d_t| + a_bar) |v_t - o| = S when |d_t| <= a_t.
 //
-// Kernel semantics (the exact definition) against a v3 kernel that holds l, m and acc in the
-// accumulation dtype A (kernel.py: out_dtype, bfloat16 for bfloat16 queries; hd64: float32),
-// computing N steps of at most n tokens (N = ceil(kv / bkv), n = min(bkv, kv), bkv = the
-// pass's bkv_csz (kernel.py: d/p/m_block_sizes by the sequence's range in distribution;
-// hd64: num_kv_pages_per_block * page_size); unknown block sizes: bkv = page_size for N and
-// n = kv). With L the exact denominator and all partial sums in units of the final max:
-// - l: per step, p cast to A and summed in A (jnp.sum(p, dtype=out_dtype): at most n_b u_A
-//   of that block's sum L_b, and sum_b n_b L_b <= n L), alpha * l and + each one rounding of
-//   at most L: |dl| <= (n + 2N) u_A L =: eps_l L.
-// - acc (per column): per step the float32 p.V (n + 2 float32 roundings of at most L X),
-//   the cast of pv to A, alpha * acc, +: three roundings of at most L X: |dacc| <=
-//   (3N u_A + (n + 2) u_32) L X.
-// - alpha = exp(m_prev - m) rounded to A scales all earlier weights of l and acc alike: a
-//   weight error of u_A per step, o moves by <= N u_A sum p_t |v_t - o| <= 2 N u_A X; exp in
-//   float32 (kExpError per weight and per rescale) likewise 2 (N + 1) kExpError X.
-// - o = acc / l: (|dacc| + |o| |dl|) / (L - |dl|) with |o| <= X, then the division's own
-//   rounding and the reference's rounding to q's dtype: 2 u_q W (hd64 with bfloat16 q:
-//   acc * reciprocal(l, approx) is acc / bf16(l) in interpret mode, 4 u_q W; a TPU's
-//   approximate reciprocal is not covered).
-// So allowed = S + X [(n + 2N) u_A + 3N u_A + 2N u_A + (n + 2) u_32 + 2 (N + 1) kExpError]
-// / (1 - eps_l) + 2 u_q W (4 u_q W) + min_subnormal(q) + (kv + 1) 2^-126 (flushed float32
-// subnormals), at most 2 M_row (both are averages of the row's values). For bfloat16 with
-// one compute block of 16 tokens that is about 0.1 X + 2^-7 W: a dropped key, a wrong
-// scale or mask moves o by |v_t - o| times the weight it changes.
+// Kernel semantics (the exact definition) against a v3 kernel: the program's accumulation
+// bound (reference/v3_accumulation_bound.h; docs/oracle.md, "tpu-inference v3: the
+// program's accumulation bound"), V3ReferenceResult::program_bound, computed in the
+// reference pass from the row's own partial sums in the program's order and blocking (the
+// call's block sizes, else generations 5-7's defaults), plus the output's final roundings
+// 2 u_q W (hd64 with bfloat16 q: acc * reciprocal(l, approx) is acc / bf16(l) in interpret
+// mode, 4 u_q W; a TPU's approximate reciprocal is not covered), min_subnormal(q) and
+// (kv + 1) 2^-126 (flushed float32 subnormals), at most 2 M_row.
+// Where l, m and acc are float32 in any schedule (rpa's tiled kernel:
+// V3ToleranceOptions::float32_accumulators; an hd64 call without its block sizes) the
+// any-order float32 bound instead: S + X [(n + 2N) u + 3N u + 2N u + (n + 2) u + 2 (N + 1)
+// kExpError] / (1 - (n + 2N) u), n = kv tokens summed in one run, N = ceil(kv / page_size)
+// steps (each chunk merge of a flash-decoding split one more rescale), u = 2^-24.
 // Not covered: a TPU evaluating float32 dots in fewer than six bfloat16 passes; a
 // mask_value that does not dominate (kernel.py also gives the slots of the last compute
 // block past kv_len mask_value, with V zeroed: they enter l where exp(mask_value - m) is not
@@ -123,14 +112,10 @@ struct V3Comparison {
 
 // Which implementation the kernel semantics' tolerance bounds.
 struct V3ToleranceOptions {
-  // false: a v3 kernel as above (l, m, acc in the accumulation dtype A, KV steps of the
-  // call's compute blocks). true: an implementation that holds l, m and acc in float32 in
-  // any schedule (rpa's tiled kernel): A = float32, and since its KV blocks, chunks and
-  // summation order are its own, the bound takes the worst any schedule of whole pages may
-  // have: n = kv tokens summed in one run, N = ceil(kv / page_size) steps (each chunk merge
-  // of a flash-decoding split is one more rescale, at most one per step). For bfloat16
-  // queries this is ~2^16 times tighter than the v3 kernel's bfloat16 accumulators allow.
-  // Reference semantics: no effect.
+  // false: a v3 kernel's program (the accumulation bound of the reference pass). true: an
+  // implementation that holds l, m and acc in float32 in any schedule (rpa's tiled kernel):
+  // since its KV blocks, chunks and summation order are its own, the bound takes the worst
+  // any schedule of whole pages may have (above). Reference semantics: no effect.
   bool float32_accumulators = false;
   // A multiplier on the output's final roundings (2 u_q |want|; hd64 with bfloat16 q 4): 1 in
   // use; the tests that show the term is needed shrink it.
@@ -164,14 +149,24 @@ V3Comparison v3_compare(Dialect d, const V3Inputs& in, const V3Params& p,
 // row's sequence (ceil(kv_len / bkv_csz) of its pass, plus one), the most of any sequence on
 // rows past them. hd64 accumulates in float32 (no last term). Measured against tpu-inference's
 // kernels in interpret mode: v3_cross_check --pallas.
+// Multipliers on its three terms, 1 in use: the tests that show each term is needed shrink
+// one (a correct second run of the program, its float32 dots summed in the other order, is
+// then rejected: V3ProgramOptions::reverse_dot_order) or inflate all (a wrong answer passes).
+struct V3ScheduleTerms {
+  double base = 1.0;   // (2^-19 + 2^-21 L) M
+  double want = 1.0;   // (2^-19 + 2 u_q) W
+  double steps = 1.0;  // N u_A 3 (M + W)
+};
 std::vector<double> v3_schedule_tolerance(Dialect d, const V3Inputs& in, const V3Params& p,
-                                          const V3KernelResult& literal, int tpu_version);
+                                          const V3KernelResult& literal, int tpu_version,
+                                          const V3ScheduleTerms& terms = {});
 
 // out / kv_cache_out against the literal schedule's result under v3_schedule_tolerance, on
 // every row [0, T); the cache bit for bit. (`literal` is v3_literal_attention's on the call.)
 V3Comparison v3_compare_literal(Dialect d, const V3Inputs& in, const V3Params& p,
                                 const V3KernelResult& literal, const Tensor& out,
-                                const Tensor& kv_cache_out, int tpu_version);
+                                const Tensor& kv_cache_out, int tpu_version,
+                                const V3ScheduleTerms& terms = {});
 
 // One line, e.g. "cache: page 3, slot 1, kv head 0, V, lane 5: got 0.5, want 0.25 (2 elements
 // differ); out: row 4, head 1, column 0: got 1.5, want 1.25, allowed difference 0.01".
