@@ -8,6 +8,8 @@
 // kernel under its float32 tolerance. Each term of the bound is needed (shrunk, a correct
 // program is rejected) and the bound is used (inflated 10x, a wrong answer passes).
 #include <cmath>
+#include <cstdio>
+#include <random>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -213,32 +215,187 @@ Built rescale_case() {
   return r;
 }
 
-// The literal schedule at its blocks is accepted on each of these cases, and rejected where a
-// term it needs is shrunk to a tenth.
-TEST(V3Power, TheRescaleTermIsNeeded) {
-  std::vector<Built> built = {rescale_case()};
-  for (int64_t kv : {128, 2048, 8192}) {
-    for (DType t : {BF16, F32}) built.push_back(build({Dialect::kTpuInferenceV3, t, kv, std::nullopt}));
+// XLA's bfloat16 row sum losing its small terms: a decode row (bfloat16, head_dim 1, one
+// compute block of 32 keys) whose first key has logit 0 and the 31 others -6.25, all values
+// 1. Each p of the others (0.0019) is under half an ulp of the running sum 1, so l stays 1
+// where it should be 1.06, while p.V, in float32, keeps them: the answer comes out 1.0625.
+Built lost_terms_case() {
+  Built r;
+  V3Builder& b = r.b;
+  b.q = BF16;
+  b.kv = BF16;
+  b.d = 1;
+  b.page_size = 16;
+  b.pages = 3;
+  b.pps = 2;
+  b.max_seqs = 1;
+  b.tokens = 1;
+  b.seqs = {{1, 32}};
+  b.fill = 0.0f;
+  r.in = b.build();
+  r.in.distribution.set_int(0, 1);
+  r.in.distribution.set_int(1, 1);
+  r.in.queries.set_float(0, 1.0f);
+  for (int64_t t = 0; t < 31; ++t) {
+    r.in.kv_cache.set_float(at(b, 1 + t / 16, t % 16, 0, false, 0), t == 0 ? 0.0f : -6.25f);
+    r.in.kv_cache.set_float(at(b, 1 + t / 16, t % 16, 0, true, 0), 1.0f);
   }
-  built.push_back(build({Dialect::kTpuInferenceV3Hd64, F32, 2048, std::nullopt}));
-  std::vector<V3KernelResult> lit;
-  for (const Built& x : built) lit.push_back(v3_literal_attention(x.b.dialect, x.in, x.p, {.tpu_version = 5}));
-  const auto rejected_with = [&](const V3ReferenceOptions& ro, const V3ToleranceOptions& to) {
-    int rejected = 0;
-    for (size_t i = 0; i < built.size(); ++i) {
-      const Built& x = built[i];
-      const V3ReferenceResult r = v3_reference(x.b.dialect, x.in, x.p, Semantics::kKernel, ro);
-      if (!v3_compare(x.b.dialect, x.in, x.p, r, lit[i].out, lit[i].kv_cache, to).agree()) ++rejected;
+  r.in.keys.set_float(0, -6.25f);
+  r.in.values.set_float(0, 1.0f);
+  r.p.d_block_sizes = V3BlockSizes{1, 32, 1, 32};
+  return r;
+}
+
+// A float32 decode row (head_dim 8, kv_len keys, one compute block) and the output of a correct
+// float32 program whose every weight is off by the most an allowance permits, in the
+// direction that moves column c the most: each logit by a_t (its float32 dot in the worst
+// order: v3_logit_error), or each exp by 2^-21 (8 float32 ulps, kExpError). logit_scale
+// scales K: 30 gives logits whose dot error dominates, 1e-3 logits whose exp error does (on 4
+// keys, so that p.V's float32 order does not).
+Built shifted_case(double logit_scale, int64_t kv) {
+  Built r;
+  V3Builder& b = r.b;
+  b.q = F32;
+  b.kv = F32;
+  b.d = 8;
+  b.page_size = 16;
+  b.pps = (kv + 15) / 16;
+  b.pages = b.pps + 1;
+  b.max_seqs = 1;
+  b.tokens = 1;
+  b.seqs = {{1, static_cast<int32_t>(kv)}};
+  b.fill = 0.0f;
+  r.in = b.build();
+  r.in.distribution.set_int(0, 1);
+  r.in.distribution.set_int(1, 1);
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal;
+  for (int64_t c = 0; c < 8; ++c) r.in.queries.set_float(c, normal(rng));
+  for (int64_t t = 0; t < kv; ++t) {
+    for (int64_t c = 0; c < 8; ++c) {
+      const float k = static_cast<float>(logit_scale) * normal(rng);
+      // Values around 0 (the answer near 0, so its own rounding is small).
+      const float v = (t % 2 == 0 ? 1.0f : -1.0f) * (0.5f + 0.01f * static_cast<float>(t));
+      if (t < kv - 1) {
+        r.in.kv_cache.set_float(at(b, 1 + t / 16, t % 16, 0, false, c), k);
+        r.in.kv_cache.set_float(at(b, 1 + t / 16, t % 16, 0, true, c), v);
+      } else {
+        r.in.keys.set_float(c, k);
+        r.in.values.set_float(c, v);
+      }
     }
-    return rejected;
+  }
+  const int64_t block = b.pps * 16;
+  r.p.d_block_sizes = V3BlockSizes{1, block, 1, block};
+  return r;
+}
+
+// The output of the shifted program: weights exp(s_t -/+ shift_t) with shift_t = a_t (logit)
+// or log(1 + 2^-21) (exp), signed to move column 0 away from the exact answer.
+Tensor shifted_output(const Built& x, bool logit) {
+  const int64_t D = x.b.d, kv = x.b.seqs[0].kv_len;
+  std::vector<double> s(kv), a(kv), v(static_cast<size_t>(kv * D));
+  for (int64_t t = 0; t < kv; ++t) {
+    double dot = 0.0, abs_dot = 0.0;
+    for (int64_t c = 0; c < D; ++c) {
+      const double k = t < kv - 1 ? x.in.kv_cache.float_at(at(x.b, 1 + t / 16, t % 16, 0, false, c))
+                              : x.in.keys.float_at(c);
+      v[static_cast<size_t>(t * D + c)] = t < kv - 1 ? x.in.kv_cache.float_at(at(x.b, 1 + t / 16, t % 16, 0, true, c))
+                                                 : x.in.values.float_at(c);
+      dot += x.in.queries.float_at(c) * k;
+      abs_dot += std::fabs(x.in.queries.float_at(c) * k);
+    }
+    s[static_cast<size_t>(t)] = dot * x.p.sm_scale;
+    a[static_cast<size_t>(t)] = v3_logit_error(x.b.dialect, x.p, F32, Semantics::kKernel,
+                                              abs_dot * std::fabs(x.p.sm_scale), 0.0, 0.0, D);
+  }
+  const auto answer = [&](const std::vector<double>& shift) {
+    std::vector<double> o(static_cast<size_t>(D), 0.0);
+    double m = -INFINITY, l = 0.0;
+    for (int64_t t = 0; t < kv; ++t) m = std::max(m, s[static_cast<size_t>(t)]);
+    for (int64_t t = 0; t < kv; ++t) {
+      const double w = std::exp(s[static_cast<size_t>(t)] - m + shift[static_cast<size_t>(t)]);
+      l += w;
+      for (int64_t c = 0; c < D; ++c) o[static_cast<size_t>(c)] += w * v[static_cast<size_t>(t * D + c)];
+    }
+    for (double& y : o) y /= l;
+    return o;
   };
-  EXPECT_EQ(rejected_with({}, {}), 0);
-  // The rescale term: without it the hand-built case fails (issue 32's second defect). The
-  // other terms are rigorous but these random cases use a small part of them; cases that need
-  // each are still to be built (issue 32's note).
-  V3ReferenceOptions ro;
-  ro.terms.rescale = 0.1;
-  EXPECT_GE(rejected_with(ro, {}), 1);
+  const std::vector<double> exact = answer(std::vector<double>(kv, 0.0));
+  std::vector<double> shift(kv);
+  for (int64_t t = 0; t < kv; ++t) {
+    const double size = logit ? a[static_cast<size_t>(t)] : std::log1p(0x1p-21);
+    shift[static_cast<size_t>(t)] = v[static_cast<size_t>(t * D)] > exact[0] ? size : -size;
+  }
+  const std::vector<double> moved = answer(shift);
+  Tensor out(F32, x.in.queries.shape());
+  for (int64_t c = 0; c < D; ++c) out.set_float(c, static_cast<float>(moved[static_cast<size_t>(c)]));
+  return out;
+}
+
+// Each term of the accumulation bound, and the output's final rounding, is needed: on a
+// case built to need it, a correct output is accepted with every term and rejected with that
+// one at a tenth (l_round, acc_round and pv_dot: on members of the family,
+// V3Family.TheRoundingTermsAreNeeded). The literal schedule's outputs are the program's own.
+TEST(V3Power, EveryTermIsNeeded) {
+  struct Need {
+    const char* term;
+    Built x;
+    Tensor got;
+  };
+  std::vector<Need> needs;
+  const auto literal = [](const Built& x) { return v3_literal_attention(x.b.dialect, x.in, x.p, {.tpu_version = 5}).out; };
+  {
+    Built x = rescale_case();
+    Tensor got = literal(x);
+    needs.push_back({"rescale", std::move(x), std::move(got)});
+  }
+  {
+    Built x = lost_terms_case();
+    Tensor got = literal(x);
+    needs.push_back({"row_sum", std::move(x), std::move(got)});
+  }
+  {
+    Built x = shifted_case(30.0, 64);
+    Tensor got = shifted_output(x, true);
+    needs.push_back({"logit", std::move(x), std::move(got)});
+  }
+  {
+    Built x = shifted_case(1e-3, 4);
+    Tensor got = shifted_output(x, false);
+    needs.push_back({"exp", std::move(x), std::move(got)});
+  }
+  {
+    Built x = build({Dialect::kTpuInferenceV3Hd64, BF16, 2048, std::nullopt});
+    Tensor got = literal(x);
+    needs.push_back({"final_rounding", std::move(x), std::move(got)});
+  }
+  for (const Need& n : needs) {
+    const V3ReferenceResult r = v3_reference(n.x.b.dialect, n.x.in, n.x.p, Semantics::kKernel);
+    const V3Comparison ok = v3_compare(n.x.b.dialect, n.x.in, n.x.p, r, n.got, r.kv_cache);
+    EXPECT_TRUE(ok.agree()) << n.term << ": " << describe_v3_comparison(ok);
+    // The term scaled by f: the share of the tolerance the correct output then uses.
+    const auto share_with = [&](double f) {
+      V3ReferenceOptions ro;
+      V3ToleranceOptions to;
+      const std::string term = n.term;
+      if (term == "rescale") ro.terms.rescale = f;
+      if (term == "row_sum") ro.terms.row_sum = f;
+      if (term == "logit") ro.terms.logit = f;
+      if (term == "exp") ro.terms.exp = f;
+      if (term == "final_rounding") to.final_rounding = f;
+      const V3ReferenceResult rr = v3_reference(n.x.b.dialect, n.x.in, n.x.p, Semantics::kKernel, ro);
+      return v3_compare(n.x.b.dialect, n.x.in, n.x.p, rr, n.got, rr.kv_cache, to).max_share;
+    };
+    const double tenth = share_with(0.1), tenfold = share_with(10.0);
+    // Shrunk, the correct output fails; and it uses over a third of the tolerance, which the
+    // term inflated 10x would take it under (a term inflated in the code fails here).
+    EXPECT_GT(tenth, 1.0) << n.term << " at a tenth still accepts";
+    EXPECT_GT(ok.max_share, 1.0 / 3.0) << n.term;
+    EXPECT_LT(tenfold, 1.0 / 3.0) << n.term << " inflated 10x";
+    std::printf("%s: %.3g of the tolerance; %.3g with the term at a tenth, %.3g at 10x\n", n.term,
+                ok.max_share, tenth, tenfold);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(ProductionSizes, V3Power, ::testing::ValuesIn(cases()),
