@@ -54,28 +54,50 @@ int64_t v3_work(const V3Inputs& in) {
   return total;
 }
 
+// The largest finite magnitude among t's elements (0 when there is none).
+double max_finite(const Tensor& t) {
+  double m = 0.0;
+  for (int64_t e = 0; e < t.numel(); ++e) {
+    const double x = std::fabs(t.float_at(e));
+    if (std::isfinite(x)) m = std::max(m, x);
+  }
+  return m;
+}
+
 // Whether float32 arithmetic, which the tiled kernel and the v3 kernel itself compute the
 // logits and p.V in, stays far from overflow on this call: every finite element of q, the new
-// keys and values and the cache at most 2^40 in magnitude, the logit scale times head_dim
-// times that squared at most 2^100, and so each logit and each partial sum of p.V. Raw data
+// keys and values and the cache at most 2^40 in magnitude; the logit scale times head_dim
+// times that squared at most 2^100, and so each logit and each partial sum of p.V; and q.K
+// itself at most 2^100 before the scale multiplies it, with q as the kernels quantize it (q /
+// q_scale, clipped to the KV dtype's finite range: a q_scale below 1 magnifies q). Raw data
 // beyond it (a bfloat16 q of 1e36 against a cached key of 1e38: float32 dots overflow to
 // inf - inf = NaN where the exact definition is finite) is outside the tolerance's
 // derivation, as for the v3 kernel on a TPU; such calls still run, with the cache checked.
+// The dot has its own bound because a tiny or zero sm_scale does not undo the overflow of a
+// dot that q_scale magnified: fuzz_raw_inputs found an hd64 row with q_scale 4.8e-35 and sm_scale 0
+// (in CI's input 1.5e-312, 0 as a float32), whose float32 dot was -inf and its logit -inf * 0
+// = NaN, in the kernel as on a TPU, where the exact definition's was 0; it was compared while
+// the scale and the dot were bounded only as one product
+// (corpus/fuzz/fuzz_raw_inputs/v3-hd64-q-scale-magnifies-dot-past-float32).
 bool v3_within_float32_range(const V3Inputs& in, const V3Params& p) {
   constexpr double kElem = 0x1p40, kLogit = 0x1p100;
-  for (const Tensor* t : {&in.queries, &in.keys, &in.values, &in.kv_cache}) {
-    for (int64_t e = 0; e < t->numel(); ++e) {
-      const double x = t->float_at(e);
-      if (std::isfinite(x) && std::fabs(x) > kElem) return false;
-    }
+  const double q_max = max_finite(in.queries);
+  double kv_max = 0.0;
+  for (const Tensor* t : {&in.keys, &in.values, &in.kv_cache}) {
+    kv_max = std::max(kv_max, max_finite(*t));
   }
+  if (q_max > kElem || kv_max > kElem) return false;
+  const auto dim = static_cast<double>(in.queries.dim(2));
+  const double q_eff =
+      p.q_scale ? std::min(q_max / std::fabs(*p.q_scale), dtype_finite_max(in.kv_cache.dtype()))
+                : q_max;
   const double q_scale =
       p.q_scale ? std::max(std::fabs(*p.q_scale), 1.0 / std::fabs(*p.q_scale)) : 1.0;
   const double scale =
       std::fabs(p.sm_scale) * std::max(std::fabs(p.k_scale.value_or(1.0)), 1.0) * q_scale;
   const double v_scale = std::max(std::fabs(p.v_scale.value_or(1.0)), 1.0);
-  const auto dim = static_cast<double>(in.queries.dim(2));
-  return scale * dim * kElem * kElem <= kLogit && v_scale * kElem <= kLogit;
+  return dim * q_eff * kv_max <= kLogit && scale * dim * kElem * kElem <= kLogit &&
+         v_scale * kElem <= kLogit;
 }
 
 std::string v3_verdict(const std::optional<V3Failure>& f) {

@@ -122,7 +122,12 @@ std::vector<double> v3_tolerance(Dialect d, const V3Inputs& in, const V3Params& 
     // Both semantics: float32 products and partial sums below 2^-126 that a CPU (XLA's
     // einsum, rpa's kernel under FTZ) or a TPU flushes to 0, one per key and one for the sum.
     // The package's hd64 test with sinks and windows has such products (a p.v of 2.2e-39).
-    floor += (kv + 1.0) * std::ldexp(1.0, -126);
+    // And the weights themselves: a float32 exp(s - m), or a rescale exp(m_prev - m), below
+    // 2^-126 is flushed to 0 too, and V may be large: each key's weight that ends below
+    // 2^-126 (l >= 1) may be lost, so 2^-126 M_row per key (fuzz_raw_inputs found an hd64
+    // row whose one weight, 9.4e-39 beside a sink of 1.2e-38, times V 10 * v_scale 0.25 was
+    // 2.4e-38 in the definition and 0 in the kernel).
+    floor += (kv + 1.0) * std::ldexp(1.0, -126) + kv * std::ldexp(r.row_max_v[ri], -126);
     for (int64_t c = 0; c < dim; ++c) {
       const auto e = ri * static_cast<size_t>(dim) + static_cast<size_t>(c);
       const double want = std::fabs(r.out.float_at(static_cast<int64_t>(e)));
@@ -145,6 +150,7 @@ V3Comparison v3_compare(Dialect d, const V3Inputs& in, const V3Params& p,
   V3Comparison c = compare_arrays(d, in, r.out, r.kv_cache, allowed,
                                   in.cu_q_lens.int_at(in.distribution.int_at(2)), out, kv_cache_out);
   // The power, over the elements of rows a sequence defines.
+  c.power_stated = true;
   const int64_t dim = in.queries.dim(2);
   double least = INFINITY, most = -1.0;
   for (size_t ri = 0; ri < r.row_seq.size(); ++ri) {
@@ -168,7 +174,8 @@ V3Comparison v3_compare(Dialect d, const V3Inputs& in, const V3Params& p,
 }
 
 std::vector<double> v3_schedule_tolerance(Dialect d, const V3Inputs& in, const V3Params& p,
-                                          const V3KernelResult& literal, int tpu_version) {
+                                          const V3KernelResult& literal, int tpu_version,
+                                          const V3ScheduleTerms& terms) {
   const bool hd64 = d == Dialect::kTpuInferenceV3Hd64;
   const DType q_dtype = in.queries.dtype(), kv_dtype = in.kv_cache.dtype();
   const int64_t T = in.queries.dim(0), Hq = in.queries.dim(1), D = in.queries.dim(2);
@@ -232,18 +239,20 @@ std::vector<double> v3_schedule_tolerance(Dialect d, const V3Inputs& in, const V
     const double w = std::fabs(literal.out.float_at(e));
     const double want = std::isfinite(w) ? w : 0.0;
     const double n = steps[static_cast<size_t>(e / (Hq * D))];
-    allowed[static_cast<size_t>(e)] =
-        base + (std::ldexp(1.0, -19) + 2.0 * u_q) * want + n * u_a * 3.0 * (M + want);
+    allowed[static_cast<size_t>(e)] = terms.base * base +
+                                      terms.want * (std::ldexp(1.0, -19) + 2.0 * u_q) * want +
+                                      terms.steps * n * u_a * 3.0 * (M + want);
   }
   return allowed;
 }
 
 V3Comparison v3_compare_literal(Dialect d, const V3Inputs& in, const V3Params& p,
                                 const V3KernelResult& literal, const Tensor& out,
-                                const Tensor& kv_cache_out, int tpu_version) {
+                                const Tensor& kv_cache_out, int tpu_version,
+                                const V3ScheduleTerms& terms) {
   return compare_arrays(d, in, literal.out, literal.kv_cache,
-                        v3_schedule_tolerance(d, in, p, literal, tpu_version), in.queries.dim(0), out,
-                        kv_cache_out);
+                        v3_schedule_tolerance(d, in, p, literal, tpu_version, terms),
+                        in.queries.dim(0), out, kv_cache_out);
 }
 
 std::string describe_v3_comparison(const V3Comparison& c) {

@@ -17,7 +17,8 @@
 // call's block sizes, else generations 5-7's defaults), plus the output's final roundings
 // 2 u_q W (hd64 with bfloat16 q: acc * reciprocal(l, approx) is acc / bf16(l) in interpret
 // mode, 4 u_q W; a TPU's approximate reciprocal is not covered), min_subnormal(q) and
-// (kv + 1) 2^-126 (flushed float32 subnormals), at most 2 M_row.
+// (kv + 1) 2^-126 + kv 2^-126 M_row (flushed float32 subnormals: products and sums, and
+// weights below 2^-126 times V), at most 2 M_row.
 // Where l, m and acc are float32 in any schedule (rpa's tiled kernel:
 // V3ToleranceOptions::float32_accumulators; an hd64 call without its block sizes) the
 // any-order float32 bound instead: S + X [(n + 2N) u + 3N u + 2N u + (n + 2) u + 2 (N + 1)
@@ -47,9 +48,10 @@
 // sum_t that |V_tc| plus p.V's order goes through the cast of p.V to the KV dtype, to
 // out_dtype, the v_scale multiply (times |v_scale|, plus an ulp where it may land apart;
 // float32: 3 u_32 W for float32(v_scale), the product and this reference's own rounding).
-// So allowed = reference_bound + min_subnormal(q) + (kv + 1) 2^-126 (float32 products and
-// sums below 2^-126 that XLA's CPU einsum flushes to 0), at most 2 M_row: 0 for an element the
-// float32 differences cannot reach, which is most of them with bfloat16 scores.
+// So allowed = reference_bound + min_subnormal(q) + (kv + 1) 2^-126 + kv 2^-126 M_row (float32
+// products, sums and weights below 2^-126 that XLA's CPU einsum flushes to 0), at most 2 M_row:
+// 0 for an element the float32 differences cannot reach, which is most of them with bfloat16
+// scores.
 #pragma once
 
 #include <cmath>
@@ -107,6 +109,7 @@ struct V3Comparison {
   double min_detectable_key_weight = INFINITY;
   double key_weight_every_row = INFINITY;
   bool rejects_zero = false;
+  bool power_stated = false;  // v3_compare set the three above (v3_compare_literal does not)
   bool agree() const { return cache_equal && mismatches == 0; }
 };
 
@@ -148,7 +151,12 @@ V3Comparison v3_compare(Dialect d, const V3Inputs& in, const V3Params& p,
 // apart, which moves o by at most u_A M (acc) or u_A W (l). N = the KV compute steps of the
 // row's sequence (ceil(kv_len / bkv_csz) of its pass, plus one), the most of any sequence on
 // rows past them. hd64 accumulates in float32 (no last term). Measured against tpu-inference's
-// kernels in interpret mode: v3_cross_check --pallas.
+// kernels in interpret mode: v3_cross_check --pallas. tests/v3_compare_test.cc builds, for each
+// term, data where a correct second run (the program with its dots reversed) needs it (a tenth
+// of it rejects), and wrong answers ten times the whole would accept. It is a measured
+// allowance, not a bound on every order: a reversed p.V over 250 keys of p V = 3/4 2^-24 that
+// a V of 1 absorbs forward, or two keys of equal logit ~100 whose lanes are each other's
+// reverse, take a reversed run past it (1.28 and up to 1.22 of it).
 // Multipliers on its three terms, 1 in use: the tests that show each term is needed shrink
 // one (a correct second run of the program, its float32 dots summed in the other order, is
 // then rejected: V3ProgramOptions::reverse_dot_order) or inflate all (a wrong answer passes).

@@ -17,15 +17,27 @@ int width(uint64_t span) {
   return w;
 }
 
-uint64_t span_of(int64_t lo, int64_t hi) {
-  return static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo);
+// v - lo for lo <= v: any value up to 2^64 - 1, computed without wrapping (UBSan's
+// unsigned-integer-overflow check, which OSS-Fuzz's flags turn on, reports a wrap).
+uint64_t offset_from(int64_t lo, int64_t v) {
+  if (lo >= 0 || v < 0) return static_cast<uint64_t>(v - lo);  // one sign: no overflow
+  // lo < 0 <= v: v + |lo|, with |lo| = -(lo + 1) + 1 (INT64_MIN has no int64 negation).
+  return static_cast<uint64_t>(v) + static_cast<uint64_t>(-(lo + 1)) + 1;
+}
+
+// lo + r for r <= offset_from(lo, hi): a value in [lo, hi], computed without wrapping.
+int64_t add_offset(int64_t lo, uint64_t r) {
+  if (lo >= 0) return static_cast<int64_t>(static_cast<uint64_t>(lo) + r);
+  const uint64_t magnitude = static_cast<uint64_t>(-(lo + 1)) + 1;  // |lo|, up to 2^63
+  if (r >= magnitude) return static_cast<int64_t>(r - magnitude);
+  return lo + static_cast<int64_t>(r);  // r < |lo|: negative, and r fits an int64
 }
 
 }  // namespace
 
 void ByteSource::num(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t>) {
   if (hi < lo) hi = lo;
-  const uint64_t span = span_of(lo, hi);
+  const uint64_t span = offset_from(lo, hi);
   uint64_t raw = 0;
   const int w = width(span);
   for (int b = 0; b < w && pos_ < bytes_.size(); ++b) {
@@ -34,7 +46,7 @@ void ByteSource::num(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<i
     raw |= order_ == ByteOrder::kLittle ? byte << (8 * b) : byte << (8 * (w - 1 - b));
   }
   if (span != UINT64_MAX) raw %= span + 1;
-  f = static_cast<int64_t>(static_cast<uint64_t>(lo) + raw);
+  f = add_offset(lo, raw);
 }
 
 void ByteSource::raw(std::span<std::byte> out) {
@@ -52,8 +64,8 @@ void ByteSink::num(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int
   if (hi < lo) hi = lo;
   // A value outside its range cannot be encoded: the spec was not built by build_case.
   if (f < lo || f > hi) std::abort();
-  const uint64_t raw = static_cast<uint64_t>(f) - static_cast<uint64_t>(lo);
-  const int w = width(span_of(lo, hi));
+  const uint64_t raw = offset_from(lo, f);
+  const int w = width(offset_from(lo, hi));
   for (int b = 0; b < w; ++b) bytes_.push_back(static_cast<uint8_t>(raw >> (8 * b)));
 }
 

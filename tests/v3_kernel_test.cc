@@ -15,6 +15,8 @@
 
 #include "kernel/v3_cache_layout.h"
 #include "kernel/v3_kernel.h"
+#include "oracle/v3_compare.h"
+#include "reference/v3_reference.h"
 #include "tests/v3_builder.h"
 
 namespace rpa {
@@ -235,6 +237,40 @@ TEST(V3Kernel, MinusInfinityLogitsWeighNothing) {
     const V3KernelResult r = v3_tiled_attention(b.dialect, in, p);
     for (int64_t c = 0; c < 64; ++c) EXPECT_EQ(r.out.float_at(c), 2.0) << pages << " " << c;
   }
+}
+
+// A softmax weight below 2^-126 is flushed to 0 by the kernel (FTZ, as on a TPU): exp(-88) =
+// 6.1e-39 beside a sink of 0, times V = 2^20, is 6.3e-33 in the exact definition and 0 in the
+// kernel. The comparison allows each key's weight that may end below 2^-126 times M_row,
+// where it allowed 2^-126 per key only for products p_t v_t flushed (fuzz_raw_inputs found
+// such a row: corpus/fuzz/fuzz_raw_inputs/v3-hd64-flushed-weight-times-large-v). A normal
+// weight, exp(-80) = 1.8e-35, still counts: an output that drops it fails.
+TEST(V3Kernel, WeightsFlushedBelowTheLeastNormalFloat32AreWithinTolerance) {
+  V3Builder b = hd64_builder();
+  b.seqs = {{1, 1}};  // one key: the new token's
+  V3Inputs in = b.build();
+  in.queries.set_float(0, 1.0);  // q = e_0: the logit is K[0]
+  in.keys.set_float(0, -88.0);
+  for (int64_t c = 0; c < 64; ++c) in.values.set_float(c, 0x1p20);
+  in.attention_sink = Tensor::from_floats(F32, {1}, std::vector<float>{0.0f});
+  const V3Params p;
+  V3KernelResult got = v3_tiled_attention(b.dialect, in, p);
+  V3ReferenceResult ref = v3_reference(b.dialect, in, p, Semantics::kKernel);
+  EXPECT_EQ(got.out.float_at(0), 0.0);
+  EXPECT_NEAR(ref.out.float_at(0), std::exp(-88.0) * 0x1p20, 1e-6 * std::exp(-88.0) * 0x1p20);
+  V3Comparison cmp = v3_compare(b.dialect, in, p, ref, got.out, got.kv_cache,
+                                {.float32_accumulators = true});
+  EXPECT_TRUE(cmp.agree()) << describe_v3_comparison(cmp);
+
+  in.keys.set_float(0, -80.0);
+  got = v3_tiled_attention(b.dialect, in, p);
+  ref = v3_reference(b.dialect, in, p, Semantics::kKernel);
+  EXPECT_GT(got.out.float_at(0), 0.0);
+  cmp = v3_compare(b.dialect, in, p, ref, got.out, got.kv_cache, {.float32_accumulators = true});
+  EXPECT_TRUE(cmp.agree()) << describe_v3_comparison(cmp);
+  const Tensor zero(got.out.dtype(), got.out.shape());
+  EXPECT_FALSE(v3_compare(b.dialect, in, p, ref, zero, got.kv_cache, {.float32_accumulators = true})
+                   .agree());
 }
 
 // The fused update in each packing: exactly the new tokens' records change, each written
