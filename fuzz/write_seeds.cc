@@ -242,10 +242,11 @@ Seeds validate_seeds() {
       }
     }
   }
-  // The kernel-schedule rules (findings 23, 24) need calls the four above need not be: the
-  // first generated kernel.py call each of their mutations applies to.
+  // The kernel-schedule rules (findings 23, 24, 25) need calls the four above need not be:
+  // the first generated kernel.py call each of their mutations applies to.
   for (props::V3MutationKind k : {props::V3MutationKind::masked_block_overflows,
-                                  props::V3MutationKind::window_skips_cache_write}) {
+                                  props::V3MutationKind::window_skips_cache_write,
+                                  props::V3MutationKind::window_int16_wraps}) {
     props::V3BuildOptions o3 = fuzz::v3_validate_options();
     o3.dialect = Dialect::kTpuInferenceV3;
     o3.min_seqs = 1;

@@ -366,11 +366,9 @@ class Program {
     if (causal_ && p_.skip_kv_mask) {
       throw V3ProgramError(Kind::kTrace, where + ": use_causal_mask with skip_kv_mask (an assertion)");
     }
+    // A window past int16 traces: JAX 0.11 wraps the Python int into int16 (pos() below;
+    // measured in TPU interpret mode, finding 25).
     int16_positions_ = qpack_ != 1 && o_.tpu_version >= 6 && pps_ * S_ <= 32767;
-    if (int16_positions_ && p_.sliding_window && *p_.sliding_window > 32767) {
-      throw V3ProgramError(Kind::kTrace, where + ": sliding_window=" + I(*p_.sliding_window) +
-                                             " does not fit the int16 mask positions");
-    }
     allocate(bq_sz, bkv_sz);
     bkv_p_ = bkv_sz / S_;
     bq_csz_ = actual_bq_csz;
@@ -535,7 +533,10 @@ class Program {
       bool nan = false;
       for (int64_t t = 0; t < n; ++t) {
         float dot = 0.0f;
-        for (int64_t lane = 0; lane < Dp_; ++lane) dot += q[static_cast<size_t>(lane)] * k_[static_cast<size_t>(t * Dp_ + lane)];
+        for (int64_t i = 0; i < Dp_; ++i) {
+          const int64_t lane = o_.reverse_dot_order ? Dp_ - 1 - i : i;
+          dot += q[static_cast<size_t>(lane)] * k_[static_cast<size_t>(t * Dp_ + lane)];
+        }
         float x = dot * s_scale;
         if (cap) x = *cap * std::tanh(x / *cap);
         if (any_mask) {
@@ -565,7 +566,8 @@ class Program {
       l_[lm] = rnd(a, rnd(a, alpha * l_[lm]) + rowsum);
       // step 2: acc = alpha * acc + (p V) * v_scale, each in out_dtype.
       std::fill(pv.begin(), pv.end(), 0.0f);
-      for (int64_t t = 0; t < n; ++t) {
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t t = o_.reverse_dot_order ? n - 1 - i : i;
         const float w = p[static_cast<size_t>(t)];
         for (int64_t lane = 0; lane < Dp_; ++lane) pv[static_cast<size_t>(lane)] += w * v_[static_cast<size_t>(t * Dp_ + lane)];
       }
@@ -716,7 +718,10 @@ class Program {
       bool nan = false;
       for (int64_t t = 0; t < n; ++t) {
         float x = 0.0f;
-        for (int64_t lane = 0; lane < 128; ++lane) x += q[static_cast<size_t>(lane)] * k_[static_cast<size_t>(t * 128 + lane)];
+        for (int64_t i = 0; i < 128; ++i) {
+          const int64_t lane = o_.reverse_dot_order ? 127 - i : i;
+          x += q[static_cast<size_t>(lane)] * k_[static_cast<size_t>(t * 128 + lane)];
+        }
         x *= float32_scalar(p_.sm_scale);
         if (p_.k_scale) x *= float32_scalar(*p_.k_scale);
         if (p_.q_scale) x *= float32_scalar(*p_.q_scale);
@@ -750,7 +755,10 @@ class Program {
       float* acc = &acc_[lm * 128];
       for (int64_t lane = 0; lane < 128; ++lane) {
         float x = 0.0f;
-        for (int64_t t = 0; t < n; ++t) x += p[static_cast<size_t>(t)] * k_[static_cast<size_t>(t * 128 + lane)];
+        for (int64_t i = 0; i < n; ++i) {
+          const int64_t t = o_.reverse_dot_order ? n - 1 - i : i;
+          x += p[static_cast<size_t>(t)] * k_[static_cast<size_t>(t * 128 + lane)];
+        }
         if (p_.v_scale) x *= float32_scalar(*p_.v_scale);
         const float prev = first ? 0.0f : acc[lane];
         acc[lane] = alpha * prev + x;

@@ -47,6 +47,10 @@ struct V3ProgramOptions {
   int tpu_version = -1;
   // Compute steps (KV blocks of a query block) before giving up (kHang).
   int64_t max_steps = int64_t{1} << 22;
+  // The schedule tolerance's test instrument (oracle/v3_compare.h): each float32 dot summed
+  // in the other order, q.K over the lanes from the last, p.V (hd64: p.[K | V]) over the
+  // compute block's tokens from the last. A correct second run of the same program.
+  bool reverse_dot_order = false;
 };
 
 // Where the kernel does not return: it cannot trace (a Python assertion or error, a reshape

@@ -688,7 +688,37 @@ class Walk {
         if (stop(V3RuleId::window_skips_cache_write, *why)) return false;
       }
     }
+    if (!hd64_ && p_.sliding_window) {
+      if (std::optional<std::string> why = window_int16_wraps(i, kv_len)) {
+        if (stop(V3RuleId::window_int16_wraps, *why)) return false;
+      }
+    }
     return true;
+  }
+
+  // Finding 25 (measured in TPU interpret mode: corpus/findings/v3_window_int16_wraps.npz).
+  // On TPU v6 and later kernel.py holds its mask positions in int16 when q is packed (bfloat16,
+  // the only packed q strict takes) and pages_per_seq * page_size <= 32767, and tests
+  // `q_span < k_span + sliding_window` there: the sum wraps mod 2^16, and so does a window
+  // past int16 (JAX 0.11 converts the Python int by wrapping; it traces). The definition keeps
+  // key t for the row at position q when t <= q (any t < kv_len without the causal mask) and
+  // q - t < W. With W <= 32767 the kernel masks every such t with t + W >= 32768, and the last
+  // row (q = kv_len - 1) keeps t = kv_len - 1. With W >= 32768 the definition keeps every key
+  // and the kernel keeps key t iff q < int16(t + c), c = W mod 2^16: for all of them iff
+  // kv_len <= c and c + kv_len - 1 <= 32767. The int16 positions are TPU v6's and later's
+  // whatever the block sizes, so strict rejects on every generation.
+  std::optional<std::string> window_int16_wraps(int64_t i, int64_t kv_len) const {
+    if (dt(in_.queries) != DType::kBFloat16 || sat_mul(pps_, ps_) > 32767) return std::nullopt;
+    const int64_t w = *p_.sliding_window, c = w % 65536;
+    if (w < 1 || kv_len < 1) return std::nullopt;
+    const bool from_zero = c >= 32768 || (w >= 32768 && c < kv_len);
+    if (!from_zero && c + kv_len - 1 < 32768) return std::nullopt;
+    const int64_t lost = from_zero ? 0 : 32768 - c;  // the last row's first masked key
+    return "sequence " + I(i) + " (kv_len=" + I(kv_len) + ") under sliding_window=" + I(w) +
+           ": kernel.py on TPU v6 and later holds mask positions in int16 (bfloat16 q, "
+           "pages_per_seq * page_size = " + I(pps_ * ps_) + " <= 32767), where key + "
+           "sliding_window wraps past 32767: the row at position " + I(kv_len - 1) +
+           " loses key " + I(lost) + ", which the definition keeps.";
   }
 
   // Sequence i's pass in kernel.py: its static q_len (decode 1, prefill chunk_prefill_size)

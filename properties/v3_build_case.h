@@ -275,6 +275,10 @@ void visit_v3_case(Io& io, V3CaseSpec& s, const V3BuildOptions& options) {
   maybe(io, p.sliding_window, [&](int64_t& w) {
     io.num(w, 1, kV3MaxSlidingWindow, {1, 2, 5, 128});
   });
+  // Finding 25 (strict window_int16_wraps): kernel.py on TPU v6 and later holds mask
+  // positions in int16 for bfloat16 q, where a key + sliding_window past 32767 wraps. Every
+  // generated window and kv_len keep inside it; the named mutation makes the others.
+  static_assert(kV3MaxSlidingWindow + kV3MaxLongKvLen - 1 <= 32767);
   maybe(io, p.soft_cap, [&](double& c) { among(io, c, std::span<const double>(kV3SoftCaps)); });
   maybe(io, p.mask_value, [&](double& m) { among(io, m, std::span<const double>(kV3MaskValues)); });
   // Finding 24 (strict window_skips_cache_write): kernel.py writes a sequence's new tokens

@@ -86,10 +86,12 @@ class Mutator {
     std::erase_if(out_, [](const V3Declared& d) {
       return d.failure.rule == V3RuleId::sink_group_unpacked ||
              d.failure.rule == V3RuleId::masked_block_overflows ||
-             d.failure.rule == V3RuleId::window_skips_cache_write;
+             d.failure.rule == V3RuleId::window_skips_cache_write ||
+             d.failure.rule == V3RuleId::window_int16_wraps;
     });
     declare_sink_group();
     declare_window_rules();
+    declare_int16_window();
   }
 
  private:
@@ -165,6 +167,71 @@ class Mutator {
         }
       }
     }
+  }
+
+  // window_int16_wraps (finding 25), strict mode: kernel.py on TPU v6 and later holds mask
+  // positions in int16 for bfloat16 q when pages_per_seq * page_size <= 32767, and its window
+  // test wraps there: the last row of a sequence loses a key the definition keeps where
+  // kv_len - 1 + c >= 32768, or (a window past int16) c < kv_len, c = W mod 2^16. Generated
+  // windows (<= 8192) and kv_lens (<= 4096) never meet it; this rule's mutation and
+  // sliding_window_too_large's INT32_MAX (c = 65535) do. The validator checks it per
+  // sequence after the other per-sequence rules of that sequence: the first sequence where
+  // it holds, unless an earlier per-sequence rule stops the walk at or before it (a kShape
+  // mutation's, which declared it), is declared ahead of any later sequence's rules.
+  // (masked_block_overflows and window_skips_cache_write need a window below kv_len, this a
+  // window past 32767 - kv_len: no generated call has both.)
+  void declare_int16_window() {
+    if (hd64_ || !p_.sliding_window || *p_.sliding_window < 1) return;
+    if (in_.queries.dtype() != DType::kBFloat16 || in_.kv_cache.rank() != 5) return;
+    for (const Tensor* t : {&in_.distribution, &in_.kv_lens, &in_.cu_q_lens, &in_.page_indices}) {
+      if (t->dtype() != DType::kInt32 || t->rank() != 1) return;  // an earlier rule fails
+    }
+    const int64_t slots = in_.kv_lens.numel(), S = in_.kv_cache.dim(1);
+    if (in_.distribution.numel() != 3 || slots == 0 || S <= 0 ||
+        in_.page_indices.numel() % slots != 0 || in_.cu_q_lens.numel() != slots + 1)
+      return;
+    const int64_t pps = in_.page_indices.numel() / slots;
+    if (pps > 32767 / S) return;  // int32 positions
+    const int64_t w = *p_.sliding_window, c = w % 65536, n = in_.distribution.int_at(2);
+    if (n < 0 || n > slots) return;
+    for (int64_t i = 0; i < n; ++i) {
+      if (stops_at(i, pps, S)) return;
+      const int64_t len = kv(i);
+      const bool from_zero = c >= 32768 || (w >= 32768 && c < len);
+      if (!from_zero && c + len - 1 < 32768) continue;
+      strict(V3RuleId::window_int16_wraps,
+             "sequence " + I(i) + " (kv_len=" + I(len) + ") under sliding_window=" + I(w) +
+                 ": kernel.py on TPU v6 and later holds mask positions in int16 (bfloat16 q, "
+                 "pages_per_seq * page_size = " + I(pps * S) + " <= 32767), where key + "
+                 "sliding_window wraps past 32767: the row at position " + I(len - 1) +
+                 " loses key " + I(from_zero ? 0 : 32768 - c) + ", which the definition keeps.",
+             rank_of(V3RuleId::q_len_range) - 1);
+      return;
+    }
+  }
+
+  // Whether a per-sequence rule checked before window_int16_wraps fails at sequence i in
+  // strict mode (kernel/v3_validate.cc's sequence(): q_len_range, the decode and prefill
+  // q_lens, page_count_too_large, page_index_out_of_range, kv_len_overflows_int32, the
+  // skip_kv_mask rules), as a kShape mutation may have left it.
+  bool stops_at(int64_t i, int64_t pps, int64_t S) {
+    const int64_t len = kv(i), rows = q_len(i);
+    const int64_t d0 = in_.distribution.int_at(0), d1 = in_.distribution.int_at(1);
+    if (!(0 < rows && rows <= len)) return true;
+    if (i < d0 && rows != 1) return true;
+    if (d0 <= i && i < d1 && p_.chunk_prefill_size && rows != *p_.chunk_prefill_size) return true;
+    const int64_t pages = (len - 1) / S + 1;
+    if (pages > pps) return true;
+    for (int64_t j = 0; j < pages; ++j) {
+      const int64_t page = in_.page_indices.int_at(i * pps + j);
+      if (page < 0 || page >= in_.kv_cache.dim(0)) return true;
+    }
+    const std::optional<V3BlockSizes>& blocks =
+        i < d0 ? p_.d_block_sizes : (i < d1 && p_.chunk_prefill_size ? p_.p_block_sizes : p_.m_block_sizes);
+    const int64_t bkv = std::max<int64_t>(blocks ? (*blocks)[1] : S * (pps + 1), 1);
+    if (len > kInt32Max - bkv + 1) return true;
+    if (p_.skip_kv_mask && (!blocks || ((*blocks)[3] > 0 && len % (*blocks)[3] != 0))) return true;
+    return false;
   }
 
   // sink_group_unpacked, in each mode where the mutated call reaches it: an hd64 call with
@@ -1097,6 +1164,25 @@ void Mutator::apply(V3MutationKind kind) {
         }
       }
       return;
+    case V3MutationKind::window_int16_wraps: {
+      // Finding 25: windows around kernel.py's int16 limit for the longest sequence L
+      // (bfloat16 q and pages_per_seq * page_size <= 32767: v3_mutation_applies): 32769 - L
+      // (its last key + W is 32768), 32768 - L (just inside), 65536 + L - 1 (W wraps to
+      // L - 1: its last row loses key 0), 65536 + L (just inside: W wraps to L, every key
+      // kept), 40000 (W wraps negative). After a kShape mutation kv_lens may be no int32
+      // vector: then L = 1. declare_int16_window declares it.
+      int64_t longest = 1;
+      if (in_.kv_lens.dtype() == DType::kInt32 && in_.kv_lens.rank() == 1) {
+        for (int64_t i = 0; i < std::min(k(), in_.kv_lens.numel()); ++i) {
+          longest = std::max(longest, kv(i));
+        }
+      }
+      longest = std::min<int64_t>(longest, 32767);
+      const int64_t windows[] = {32769 - longest, 32768 - longest, 65535 + longest,
+                                 65536 + longest, 40000};
+      p_.sliding_window = windows[variant(5)];
+      return;
+    }
     case V3MutationKind::q_dtype_unsupported: {
       static const DType dtypes[] = {DType::kFloat8E4M3FN, DType::kInt32, DType::kFloat16,
                                      DType::kFloat64, DType::kFloat8E5M2};
@@ -1236,6 +1322,8 @@ bool v3_mutation_applies(V3MutationKind kind, const V3CaseSpec& s) {
         return q.kv_len >= 2 && (q.kv_len - q.q_len) / s.page_size < (q.kv_len - 2) / s.page_size;
       });
     }
+    case V3MutationKind::window_int16_wraps:
+      return s.q_dtype == DType::kBFloat16 && k > 0 && s.pages_per_seq() * s.page_size <= 32767;
     case V3MutationKind::decode_q_len_not_one:
       return pick(
           s,

@@ -154,6 +154,7 @@ const Unreachable kStrictUnreachable[] = {
     {V3RuleId::window_skips_cache_write, kHd64,
      "kernel_hd64.py writes new tokens from a sequence's first query block, whose KV blocks start "
      "at its first row's window"},
+    {V3RuleId::window_int16_wraps, kHd64, "kernel_hd64.py holds mask positions in int32"},
 };
 
 bool unreachable(V3RuleId rule, Dialect d, Mode mode) {
@@ -167,7 +168,8 @@ bool unreachable(V3RuleId rule, Dialect d, Mode mode) {
 // sliding_window_too_large(5) set INT32_MAX, which writes every new token; the model kept the
 // first mutation's declaration and expected window_skips_cache_write where strict mode rightly
 // says valid. The kernel rules' declarations now follow the call as the last mutation leaves
-// it.
+// it. (Since finding 25 strict rejects this bfloat16 call with window_int16_wraps instead:
+// kernel.py's int16 mask positions wrap INT32_MAX, a window the model now also declares.)
 TEST(V3Mutations, ALaterWindowTakesBackWindowSkipsCacheWrite) {
   const std::optional<V3CaseSpec> spec = v3_spec_from_hex(
       "v3:000201014f020003010011000100000700070007000700070000000000010100000000000000000000"
@@ -185,10 +187,52 @@ TEST(V3Mutations, ALaterWindowTakesBackWindowSkipsCacheWrite) {
   EXPECT_EQ(skipped->rule, V3RuleId::window_skips_cache_write);
   const V3MutatedCase two = mutate_v3(*spec, both);
   EXPECT_EQ(two.call.params.sliding_window, int64_t{2147483647});
-  EXPECT_EQ(expected_v3_failure(two.declared, Mode::kStrict), std::nullopt);
+  const std::optional<V3Failure> after = expected_v3_failure(two.declared, Mode::kStrict);
+  ASSERT_TRUE(after.has_value());
+  EXPECT_EQ(after->rule, V3RuleId::window_int16_wraps);
   std::string why;
   EXPECT_TRUE(check_v3_validation(*spec, alone, &why)) << why;
   EXPECT_TRUE(check_v3_validation(*spec, both, &why)) << why;
+}
+
+// window_int16_wraps (finding 25) is checked per sequence, after the sequence's other rules:
+// after every shape mutation (which may break a later or an earlier sequence) each window
+// that meets kernel.py's int16 positions, this rule's mutation in every variant and
+// sliding_window_too_large's INT32_MAX, gets the model's verdict from the validator.
+TEST(V3Mutations, Int16WindowAfterEveryShapeMutation) {
+  int cases = 0, rejected = 0;
+  for (uint64_t seed = 1; seed <= 24; ++seed) {
+    V3BuildOptions o = v3_edge_options();
+    o.dialect = kV3;
+    o.profile = kProfiles[seed % 3];
+    o.min_seqs = 2;
+    const V3CaseSpec spec = seeded_v3_spec(seed, 60, o);
+    if (!v3_mutation_applies(V3MutationKind::window_int16_wraps, spec)) continue;
+    const V3Materialized base = materialize_v3(spec);
+    for (V3MutationKind kind : all_v3_mutation_kinds()) {
+      if (v3_mutation_group(kind) != V3MutationGroup::kShape) continue;
+      for (int64_t arg = 0; arg < 4; ++arg) {
+        for (const V3Mutation& window : {V3Mutation{V3MutationKind::window_int16_wraps, 0},
+                                         V3Mutation{V3MutationKind::window_int16_wraps, 1},
+                                         V3Mutation{V3MutationKind::window_int16_wraps, 2},
+                                         V3Mutation{V3MutationKind::window_int16_wraps, 3},
+                                         V3Mutation{V3MutationKind::window_int16_wraps, 4},
+                                         V3Mutation{V3MutationKind::sliding_window_too_large, 2}}) {
+          const std::vector<V3Mutation> ms = {{kind, arg}, window};
+          if (!v3_mutations_compose(spec, ms)) continue;
+          ++cases;
+          V3MutatedCase m{base, {}};
+          for (const V3Mutation& mu : ms) apply_v3_mutation(mu, spec, m.call, m.declared);
+          const std::optional<V3Failure> want = expected_v3_failure(m.declared, Mode::kStrict);
+          rejected += want && want->rule == V3RuleId::window_int16_wraps;
+          std::string why;
+          EXPECT_TRUE(check_v3_mutated(spec, ms, m, &why)) << why;
+        }
+      }
+    }
+  }
+  EXPECT_GT(cases, 1000);
+  EXPECT_GT(rejected, 100);
 }
 
 // Every rule of the v3 table is expected by the model and reported by the validator for

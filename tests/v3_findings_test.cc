@@ -4,6 +4,7 @@
 // strict rejects it with the finding's rule, the literal v3 schedule reproduces the kernel
 // (within the schedule tolerance, the cache bit for bit), and the definition differs from the
 // kernel in exactly the rows (and the cache) worked out below from kernel.py's program.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <ostream>
@@ -87,6 +88,9 @@ INSTANTIATE_TEST_SUITE_P(
         // Finding 24: sequence 1's new token at position 5 is never written; the output is right
         // (attention reads the new tokens from the KV buffer the fetch filled).
         V3Finding{"v3_window_skips_cache_write", "window_skips_cache_write", {}, true},
+        // Finding 25: on v6 the decode row (position 11) under window 32760 loses keys 8..11
+        // (k + 32760 wraps past int16's 32767).
+        V3Finding{"v3_window_int16_wraps", "window_int16_wraps", {0}, false},
         // Finding 15: sequence 0 (row 0) is in a prefill range that no pass computes.
         V3Finding{"v3_prefill_without_chunk_rows_unwritten", "prefill_without_chunk_size", {0}, true},
         // Finding 15: the decode pass computes row 0 of sequence 0 (q_len 2) without the causal
@@ -98,6 +102,43 @@ INSTANTIATE_TEST_SUITE_P(
         // is not negligible.
         V3Finding{"v3_mask_value_small_pads", "mask_value_too_large", {0, 1, 2, 3}, false, false}),
     [](const ::testing::TestParamInfo<V3Finding>& p) { return p.param.name; });
+
+// Finding 25 around its boundaries, on the corpus case's data (kv_lens 12 and 3, pages_per_seq
+// * page_size 12, bfloat16): strict rejects with window_int16_wraps exactly where the literal
+// schedule on TPU v6 (int16 mask positions) leaves the definition, and v5 (int32) never does.
+// The decode row at position 11 keeps key t iff 11 < int16(t + W): for W <= 32767 every key
+// iff 11 + W <= 32767; past int16, with c = W mod 2^16, iff 12 <= c <= 32767 - 11.
+TEST(V3Int16Window, StrictRejectsExactlyWhereV6Departs) {
+  Case c = load("v3_window_int16_wraps");
+  const V3Inputs& in = c.v3_inputs;
+  for (int64_t w : {int64_t{1}, int64_t{32756}, int64_t{32757}, int64_t{32760}, int64_t{32767},
+                    int64_t{32768}, int64_t{40000}, int64_t{65535}, int64_t{65536},
+                    int64_t{65536 + 11}, int64_t{65536 + 12}, int64_t{65536 + 32756},
+                    int64_t{65536 + 32757}, int64_t{1} << 20, (int64_t{1} << 20) + 100}) {
+    V3Params p = c.v3_params;
+    p.sliding_window = w;
+    p.sm_scale = 0.08838834764831845;  // 1 / sqrt(128): every key weighs (sm_scale 1 is peaky)
+    const std::optional<V3Failure> strict = v3_validate(c.dialect, in, p, Mode::kStrict);
+    ASSERT_TRUE(!strict || strict->rule == V3RuleId::window_int16_wraps)
+        << "W=" << w << ": " << strict->message;
+    ASSERT_FALSE(v3_validate(c.dialect, in, p, Mode::kJax).has_value()) << "W=" << w;
+    const V3ReferenceResult ref = v3_reference(c.dialect, in, p, Semantics::kKernel);
+    const V3KernelResult v5 = v3_literal_attention(c.dialect, in, p, {.tpu_version = 5});
+    const V3KernelResult v6 = v3_literal_attention(c.dialect, in, p, {.tpu_version = 6});
+    const V3Comparison cmp = v3_compare(c.dialect, in, p, ref, v5.out, v5.kv_cache);
+    EXPECT_TRUE(cmp.agree()) << "W=" << w << " v5: " << describe_v3_comparison(cmp);
+    // The same blocks on both generations: only the mask positions differ, so v6 computes
+    // v5's bits unless a kept key is masked (losing one key of twelve, W = 32757, stays within
+    // the tolerance: the bits still move).
+    EXPECT_EQ(v5.out.bytes().size() == v6.out.bytes().size() &&
+                  std::equal(v5.out.bytes().begin(), v5.out.bytes().end(), v6.out.bytes().begin()),
+              !strict.has_value())
+        << "W=" << w;
+    EXPECT_TRUE(std::equal(v5.kv_cache.bytes().begin(), v5.kv_cache.bytes().end(),
+                           v6.kv_cache.bytes().begin()))
+        << "W=" << w;
+  }
+}
 
 }  // namespace
 }  // namespace rpa

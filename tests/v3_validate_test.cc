@@ -159,6 +159,7 @@ TEST(V3RuleTable, OrderFollowsTheSources) {
                                               "skip_kv_mask_kv_len",
                                               "masked_block_overflows",
                                               "window_skips_cache_write",
+                                              "window_int16_wraps",
                                               "update_page_shared",
                                               "q_dtype_unsupported",
                                               "out_dtype_not_default",
@@ -477,6 +478,69 @@ TEST(V3Validate, WindowSkipsCacheWrite) {
   EXPECT_EQ(rule_of(defaults, kStrict), "OK");
 }
 
+// Finding 25: on TPU v6 and later kernel.py holds mask positions in int16 when q is packed and
+// pages_per_seq * page_size <= 32767 (here 3 x 4 = 12), and its window test q < k + W wraps
+// where k + W > 32767: a key the definition keeps is masked (measured in TPU interpret mode:
+// corpus/findings/v3_window_int16_wraps.npz). The last row of sequence 0 (kv 5: position 4)
+// keeps key 4; 4 + 32763 = 32767 fits, 4 + 32764 does not. A window past int16 wraps too
+// (JAX converts it by wrapping): c = W mod 2^16 keeps every key iff kv_len <= c and
+// c + kv_len - 1 <= 32767. float32 q and hd64 hold int32 positions; so does kernel.py where
+// pages_per_seq * page_size > 32767. Strict rejects whatever the generation (v5 holds int32).
+TEST(V3Validate, WindowInt16Wraps) {
+  const auto with = [](int64_t window, Spec s = {}) {
+    Case c = make(s);
+    c.p.sliding_window = window;
+    return c;
+  };
+  const std::string head = "window_int16_wraps: sequence 0 (kv_len=5) under sliding_window=";
+  const std::string tail = ": kernel.py on TPU v6 and later holds mask positions in int16 "
+                           "(bfloat16 q, pages_per_seq * page_size = 12 <= 32767), where key + "
+                           "sliding_window wraps past 32767: the row at position 4 loses key ";
+  EXPECT_EQ(rule_of(with(32763), kStrict), "OK");
+  EXPECT_EQ(verdict(with(32764), kStrict), head + "32764" + tail + "4, which the definition keeps.");
+  EXPECT_EQ(verdict(with(32767), kStrict), head + "32767" + tail + "1, which the definition keeps.");
+  EXPECT_EQ(rule_of(with(32764), kNative), "OK");
+  // Windows past int16: 40000 wraps negative, 65536 + 4 keeps 4 of position 4's 5 keys,
+  // 65536 + 5 all of them (sequence 1: kv 3 <= 5), 65536 + 32763 up to key 4.
+  EXPECT_EQ(verdict(with(40000), kStrict), head + "40000" + tail + "0, which the definition keeps.");
+  EXPECT_EQ(verdict(with(65540), kStrict), head + "65540" + tail + "0, which the definition keeps.");
+  EXPECT_EQ(rule_of(with(65541), kStrict), "OK");
+  EXPECT_EQ(rule_of(with(65536 + 32763), kStrict), "OK");
+  EXPECT_EQ(verdict(with(65536 + 32764), kStrict),
+            head + "98300" + tail + "4, which the definition keeps.");
+  EXPECT_EQ(rule_of(with(65536), kStrict), "window_int16_wraps");
+  EXPECT_EQ(rule_of(with(2147483647), kStrict), "window_int16_wraps");
+  // float32 q holds int32 positions.
+  EXPECT_EQ(rule_of(with(32764, Spec{.q = DType::kFloat32, .kv = DType::kFloat32}), kStrict), "OK");
+  EXPECT_EQ(rule_of(with(40000, Spec{.q = DType::kFloat32, .kv = DType::kFloat32}), kStrict), "OK");
+  // pages_per_seq * page_size: 2 x 16383 = 32766 is int16, 2 x 16384 = 32768 is not.
+  EXPECT_EQ(rule_of(with(32764, Spec{.ps = 2, .pps = 16383}), kStrict), "window_int16_wraps");
+  EXPECT_EQ(rule_of(with(32764, Spec{.ps = 2, .pps = 16384}), kStrict), "OK");
+  EXPECT_EQ(rule_of(with(40000, Spec{.ps = 2, .pps = 16384}), kStrict), "OK");
+  // hd64 holds int32 positions.
+  EXPECT_EQ(rule_of(with(32764, Spec{.d = kHd64}), kStrict), "OK");
+  EXPECT_EQ(rule_of(with(40000, Spec{.d = kHd64}), kStrict), "OK");
+  // Sequence 1, mixed (q 3, kv 9: positions 6..8), with and without the causal mask: its
+  // last row keeps key 8 either way; 8 + 32759 fits.
+  Case mixed = with(32760, Spec{.kv_lens = {5, 9}});
+  EXPECT_EQ(verdict(mixed, kStrict),
+            "window_int16_wraps: sequence 1 (kv_len=9) under sliding_window=32760: kernel.py on "
+            "TPU v6 and later holds mask positions in int16 (bfloat16 q, pages_per_seq * "
+            "page_size = 12 <= 32767), where key + sliding_window wraps past 32767: the row at "
+            "position 8 loses key 8, which the definition keeps.");
+  mixed.p.use_causal_mask = false;
+  EXPECT_EQ(rule_of(mixed, kStrict), "window_int16_wraps");
+  EXPECT_EQ(rule_of(with(32759, Spec{.kv_lens = {5, 9}}), kStrict), "OK");
+  // With block sizes the same: the positions are the generation's, not the blocks'.
+  Case blocks = with(32764);
+  blocks.p.d_block_sizes = V3BlockSizes{1, 8, 1, 4};
+  blocks.p.m_block_sizes = V3BlockSizes{4, 4, 4, 4};
+  EXPECT_EQ(rule_of(blocks, kStrict), "window_int16_wraps");
+  // Only sequences below distribution[2] count.
+  EXPECT_EQ(rule_of(with(32764, Spec{.kv_lens = {1, 5}, .cu = {0, 1, 1}, .dist = {1, 1, 1}}), kStrict),
+            "OK");
+}
+
 TEST(V3Validate, CacheRankAndShapeKernelPy) {
   Case c = base(kV3);
   c.in.kv_cache = Tensor(DType::kBFloat16, {6});
@@ -708,7 +772,8 @@ TEST(V3Validate, ScalarOptions) {
     EXPECT_EQ(rule_of(c, kNative), "OK");
     EXPECT_EQ(rule_of(c, kStrict), "OK");
     c.p.sliding_window = int64_t{2147483647};
-    EXPECT_EQ(rule_of(c, kStrict), "OK");
+    // Inside int32, but kernel.py's int16 positions (bfloat16 q, finding 25) wrap it.
+    EXPECT_EQ(rule_of(c, kStrict), d == kV3 ? "window_int16_wraps" : "OK");
     c.p.sliding_window = int64_t{2147483648};
     EXPECT_EQ(rule_of(c, kNative), "OK");
     EXPECT_EQ(rule_of(c, kStrict), "sliding_window_too_large");

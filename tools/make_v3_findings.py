@@ -70,6 +70,13 @@ def cases():
          "finding 24: sliding_window 2, query blocks of 1 row, KV blocks of 2 tokens: sequence "
          "1's last query block reads from position 6, so its new token at position 5 (page 7, "
          "slot 1) is never written to the cache"),
+        ("v3_window_int16_wraps",
+         call(bf16, seed=25, kv_lens=(12, 3), sliding_window=32760, d_block_sizes=(1, 8, 1, 4),
+              p_block_sizes=(4, 4, 4, 4), m_block_sizes=(4, 4, 4, 4)),
+         "window_int16_wraps",
+         "finding 25: bfloat16 q and pages_per_seq * page_size 12 <= 32767, so TPU v6's kernel.py "
+         "holds mask positions in int16: under sliding_window 32760 the decode row at position 11 "
+         "loses keys 8..11 (8 + 32760 wraps past 32767), which the definition keeps"),
         ("v3_prefill_without_chunk_rows_unwritten",
          call(f32, seed=15, dist=(0, 1, 2), d_block_sizes=(1, 4, 1, 4),
               p_block_sizes=(4, 4, 4, 4), m_block_sizes=(4, 4, 4, 4)),

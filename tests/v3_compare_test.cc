@@ -1,0 +1,566 @@
+// The v3 comparator's own power (issue 32, item 6; oracle/v3_compare.h).
+//
+// The cache is compared bit for bit: each kind of difference planted into the expected or the
+// got cache (a K lane, a V lane, a padding lane, a padded kv head, a page no sequence uses,
+// -0.0 against +0.0, a finite value where NaN is expected, NaNs of other payload or sign, an
+// infinity against the largest finite) is rejected, counted and named, in both dialects and
+// the three KV dtypes; identical caches (identical NaNs included) are accepted.
+//
+// The schedule tolerance (v3_schedule_tolerance: base (2^-19 + 2^-21 L) M, want
+// (2^-19 + 2 u_q) W, steps N u_A 3 (M + W)) is measured against a correct second run of the
+// literal v3 schedule, its float32 dots summed in the other order
+// (V3ProgramOptions::reverse_dot_order), on data built so that the order moves a rounding:
+// each term shrunk to a tenth rejects that run while the whole accepts it, and inflated ten
+// times the whole accepts a wrong answer it rejects at 1.
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernel/v3_cache_layout.h"
+#include "kernel/v3_program.h"
+#include "kernel/v3_validate.h"
+#include "oracle/v3_compare.h"
+#include "tests/v3_builder.h"
+
+namespace rpa {
+namespace {
+
+using test::at;
+using test::BF16;
+using test::E4M3;
+using test::F32;
+using test::record_elements;
+using test::V3Builder;
+
+static_assert(std::endian::native == std::endian::little, "bits_at reads little-endian elements");
+
+constexpr Dialect kPy = Dialect::kTpuInferenceV3;
+constexpr Dialect kHd64 = Dialect::kTpuInferenceV3Hd64;
+
+// The raw bits of element e (its dtype_size low bytes).
+uint32_t bits_at(const Tensor& t, int64_t e) {
+  uint32_t v = 0;
+  const auto n = static_cast<size_t>(dtype_size(t.dtype()));
+  std::memcpy(&v, t.data() + static_cast<size_t>(e) * n, n);
+  return v;
+}
+void set_bits(Tensor& t, int64_t e, uint32_t v) {
+  const auto n = static_cast<size_t>(dtype_size(t.dtype()));
+  std::memcpy(t.data() + static_cast<size_t>(e) * n, &v, n);
+}
+
+// Deterministic data on every standard library: a 32-bit LCG.
+struct Lcg {
+  uint32_t x;
+  double uniform() {  // [0, 1), 24 bits
+    x = x * 1664525u + 1013904223u;
+    return static_cast<double>(x >> 8) * 0x1p-24;
+  }
+  double normal() {  // Irwin-Hall: mean 0, standard deviation 1
+    double s = 0.0;
+    for (int i = 0; i < 12; ++i) s += uniform();
+    return s - 6.0;
+  }
+};
+
+// ---- the cache, bit for bit ------------------------------------------------------------
+
+// One decode row over kv_len 5 (pages 1 and 2 of 4 slots); pages 0, 3 and 4 hold NaN (the
+// builder's fill, never read), page 5 finite values no sequence uses. Every lane of pages
+// 1, 2 and 5 is finite, with +0.0 at (1, 0, K, 0), -0.0 at (1, 1, V, 1) and the largest
+// finite at (5, 0, K, 0).
+struct CacheCall {
+  V3Builder b;
+  V3Inputs in;
+  V3Params p;
+  V3KernelResult lit;
+};
+
+uint32_t sign_bit(DType t) { return 1u << (dtype_bits(t) - 1); }
+uint32_t max_finite_bits(DType t) { return t == F32 ? 0x7F7FFFFFu : t == BF16 ? 0x7F7Fu : 0x7Eu; }
+// float8_e4m3fn has no infinity: its code past the largest finite (0x7E, 448) is NaN.
+uint32_t infinity_bits(DType t) { return t == F32 ? 0x7F800000u : t == BF16 ? 0x7F80u : 0x7Fu; }
+
+CacheCall cache_call(Dialect d, DType kv) {
+  CacheCall c;
+  V3Builder& b = c.b;
+  b.dialect = d;
+  b.q = kv == E4M3 ? F32 : kv;  // q and KV share a dtype unless KV is float8
+  b.kv = kv;
+  b.hq = 2;
+  b.hkv = 1;
+  b.d = d == kHd64 ? 64 : 8;
+  b.page_size = 4;
+  b.pages = 6;
+  b.pps = 2;
+  b.max_seqs = 1;
+  b.tokens = 1;
+  b.seqs = {{1, 5}};
+  c.in = b.build();
+  c.in.distribution.set_int(0, 1);
+  c.in.distribution.set_int(1, 1);
+  const int64_t page_elements = b.page_size * record_elements(b);
+  for (int64_t page : {1, 2, 5}) {
+    for (int64_t e = page * page_elements; e < (page + 1) * page_elements; ++e) {
+      c.in.kv_cache.set_float(e, 0.25 * static_cast<double>(e % 7 - 3));
+    }
+  }
+  c.in.kv_cache.set_float(at(b, 1, 0, 0, false, 0), 0.0);
+  c.in.kv_cache.set_float(at(b, 1, 1, 0, true, 1), -0.0);
+  set_bits(c.in.kv_cache, at(b, 5, 0, 0, false, 0), max_finite_bits(kv));
+  for (Tensor* t : {&c.in.queries, &c.in.keys, &c.in.values}) {
+    for (int64_t i = 0; i < t->numel(); ++i) t->set_float(i, 0.25 * static_cast<double>(i % 5 - 2));
+  }
+  if (d == kHd64) {
+    c.p.num_kv_pages_per_block = 2;
+    c.p.num_queries_per_block = 1;
+  } else {
+    c.p.d_block_sizes = V3BlockSizes{1, 8, 1, 8};
+    c.p.m_block_sizes = V3BlockSizes{1, 8, 1, 8};
+  }
+  c.lit = v3_literal_attention(d, c.in, c.p);
+  return c;
+}
+
+// One planted difference: the element, and the got bits made from the expected ones.
+struct Plant {
+  std::string what;
+  int64_t page, slot, head;
+  bool value;
+  int64_t lane;
+  std::function<uint32_t(uint32_t)> got;
+};
+
+std::vector<Plant> plants(const CacheCall& c) {
+  const DType kv = c.b.kv;
+  const uint32_t sign = sign_bit(kv);
+  const auto flip = [](uint32_t w) { return w ^ 1u; };
+  std::vector<Plant> v = {
+      {"a K lane", 1, 2, 0, false, 3, flip},
+      {"a V lane (the new token's)", 2, 0, 0, true, 5, flip},
+      {"a page no sequence uses", 5, 1, 0, false, 2, flip},
+      {"-0.0 for +0.0", 1, 0, 0, false, 0, [sign](uint32_t w) { return w | sign; }},
+      {"+0.0 for -0.0", 1, 1, 0, true, 1, [sign](uint32_t w) { return w & ~sign; }},
+      {"a finite value for NaN", 0, 0, 0, false, 0, [](uint32_t) { return 0u; }},
+      // float8_e4m3fn's only NaNs are 0x7F and 0xFF: another payload is the other sign.
+      {"a NaN of other payload", 0, 1, 0, true, 2,
+       [kv, sign](uint32_t w) { return w ^ (kv == E4M3 ? sign : 1u); }},
+      {"a NaN of other sign", 4, 3, 0, false, 1, [sign](uint32_t w) { return w ^ sign; }},
+      {"infinity (e4m3fn: NaN) for the largest finite", 5, 0, 0, false, 0,
+       [kv](uint32_t) { return infinity_bits(kv); }},
+  };
+  // Padding lanes past head_dim: kernel.py's align(D, 128) (hd64 with its D of 64 has none).
+  if (c.b.dialect == kPy) {
+    v.push_back({"a padding lane (K, written 0 by the update)", 2, 0, 0, false, c.b.d, flip});
+    v.push_back({"a padding lane (V)", 1, 3, 0, true, 127, flip});
+  }
+  // A padded kv head: where the packing rounds the heads up (kernel.py: 2 Hkv combined
+  // heads to P; hd64: Hkv to P). Written 0 by the update.
+  const V3CacheLayout layout(c.b.dialect, kv, c.b.hkv, c.b.d);
+  const int64_t heads = layout.packed_rows() * layout.packing();
+  if (heads > (c.b.dialect == kPy ? 2 * c.b.hkv : c.b.hkv)) {
+    v.push_back({"a padded kv head (V)", 2, 0, c.b.hkv, true, 0, flip});
+    v.push_back({"a padded kv head (K)", 1, 2, c.b.hkv, false, 1, flip});
+  }
+  return v;
+}
+
+bool same_value(double a, double b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
+
+void expect_named(const V3Comparison& cmp, const Plant& pl, int64_t e,
+                  const Tensor& got, const Tensor& want, const std::string& where) {
+  EXPECT_FALSE(cmp.cache_equal) << where;
+  EXPECT_FALSE(cmp.agree()) << where;
+  EXPECT_EQ(cmp.cache_differences, 1) << where;
+  EXPECT_EQ(cmp.mismatches, 0) << where;
+  ASSERT_TRUE(cmp.cache_first.has_value()) << where;
+  const V3CacheMismatch& m = *cmp.cache_first;
+  EXPECT_EQ(m.element, e) << where;
+  EXPECT_EQ(m.page, pl.page) << where;
+  EXPECT_EQ(m.slot, pl.slot) << where;
+  EXPECT_EQ(m.kv_head, pl.head) << where;
+  EXPECT_EQ(m.value, pl.value) << where;
+  EXPECT_EQ(m.lane, pl.lane) << where;
+  EXPECT_TRUE(same_value(m.got, got.float_at(e))) << where << ": got " << m.got;
+  EXPECT_TRUE(same_value(m.want, want.float_at(e))) << where << ": want " << m.want;
+  const std::string named = "cache: page " + std::to_string(pl.page) + ", slot " +
+                            std::to_string(pl.slot) + ", kv head " + std::to_string(pl.head) +
+                            ", " + (pl.value ? "V" : "K") + ", lane " + std::to_string(pl.lane) + ":";
+  EXPECT_EQ(describe_v3_comparison(cmp).rfind(named, 0), 0u) << where << ": " << describe_v3_comparison(cmp);
+}
+
+struct CacheCase {
+  Dialect d;
+  DType kv;
+};
+
+class V3CacheCompare : public ::testing::TestWithParam<CacheCase> {};
+
+TEST_P(V3CacheCompare, RejectsEveryPlantedDifference) {
+  const CacheCase& k = GetParam();
+  const CacheCall c = cache_call(k.d, k.kv);
+  const std::optional<V3Failure> invalid = v3_validate(k.d, c.in, c.p, Mode::kStrict);
+  ASSERT_FALSE(invalid.has_value()) << invalid->message;
+  const Tensor& want = c.lit.kv_cache;
+  // what the plants assume of the expected cache
+  ASSERT_TRUE(std::isnan(want.float_at(at(c.b, 0, 0, 0, false, 0))));
+  ASSERT_TRUE(std::isnan(want.float_at(at(c.b, 4, 3, 0, false, 1))));
+  ASSERT_EQ(bits_at(want, at(c.b, 1, 0, 0, false, 0)), 0u);
+  ASSERT_EQ(bits_at(want, at(c.b, 1, 1, 0, true, 1)), sign_bit(k.kv));
+  ASSERT_EQ(bits_at(want, at(c.b, 5, 0, 0, false, 0)), max_finite_bits(k.kv));
+  const std::vector<Plant> all = plants(c);
+  // 9 kinds everywhere, kernel.py's 2 padding lanes, 2 in a padded kv head where the packing
+  // has one (Hkv 1: kernel.py with float8's 4 combined heads, hd64 with bfloat16 and float8)
+  const bool padded_head = k.kv == E4M3 || (k.d == kHd64 && k.kv == BF16);
+  EXPECT_EQ(all.size(), 9u + (k.d == kPy ? 2u : 0u) + (padded_head ? 2u : 0u));
+  Tensor every = want;
+  int64_t lowest = -1;
+  const Plant* first = nullptr;
+  for (const Plant& pl : all) {
+    const int64_t e = at(c.b, pl.page, pl.slot, pl.head, pl.value, pl.lane);
+    const uint32_t w = bits_at(want, e), g = pl.got(w);
+    ASSERT_NE(w, g) << pl.what;
+    Tensor got = want;
+    set_bits(got, e, g);
+    set_bits(every, e, g);
+    if (lowest < 0 || e < lowest) {
+      lowest = e;
+      first = &pl;
+    }
+    const std::string where = std::string(dialect_name(k.d)) + " " + std::string(dtype_name(k.kv)) + ", " + pl.what;
+    // planted into the got cache
+    expect_named(v3_compare_literal(k.d, c.in, c.p, c.lit, c.lit.out, got, -1), pl, e, got, want,
+                 where + " (got)");
+    // and into the expected one
+    const V3KernelResult planted{c.lit.out, got};
+    expect_named(v3_compare_literal(k.d, c.in, c.p, planted, c.lit.out, want, -1), pl, e, want, got,
+                 where + " (expected)");
+  }
+  // all at once: each counted, the first in memory order named
+  const V3Comparison cmp = v3_compare_literal(k.d, c.in, c.p, c.lit, c.lit.out, every, -1);
+  EXPECT_EQ(cmp.cache_differences, static_cast<int64_t>(all.size()));
+  ASSERT_TRUE(cmp.cache_first.has_value());
+  EXPECT_EQ(cmp.cache_first->element, lowest) << first->what;
+}
+
+TEST_P(V3CacheCompare, AcceptsAnIdenticalCacheWithItsNaNs) {
+  const CacheCase& k = GetParam();
+  const CacheCall c = cache_call(k.d, k.kv);
+  ASSERT_TRUE(std::isnan(c.lit.kv_cache.float_at(at(c.b, 3, 2, 0, true, 0))));
+  const V3Comparison self = v3_compare_literal(k.d, c.in, c.p, c.lit, c.lit.out, c.lit.kv_cache, -1);
+  EXPECT_TRUE(self.agree()) << describe_v3_comparison(self);
+  EXPECT_TRUE(self.cache_equal);
+  EXPECT_EQ(self.cache_differences, 0);
+  EXPECT_FALSE(self.cache_first.has_value());
+  // a copy, with the same unusual NaN (other sign and payload) on both sides
+  V3KernelResult odd = c.lit;
+  const int64_t e = at(c.b, 3, 2, 0, true, 0);
+  set_bits(odd.kv_cache, e, bits_at(odd.kv_cache, e) ^ sign_bit(k.kv) ^ (k.kv == E4M3 ? 0u : 1u));
+  ASSERT_TRUE(std::isnan(odd.kv_cache.float_at(e)));
+  const Tensor copy = odd.kv_cache;
+  const V3Comparison same = v3_compare_literal(k.d, c.in, c.p, odd, odd.out, copy, -1);
+  EXPECT_TRUE(same.agree()) << describe_v3_comparison(same);
+  EXPECT_EQ(same.cache_differences, 0);
+  // (and it is a difference against the original NaN)
+  EXPECT_FALSE(v3_compare_literal(k.d, c.in, c.p, c.lit, c.lit.out, copy, -1).cache_equal);
+}
+
+INSTANTIATE_TEST_SUITE_P(DialectsAndKvDtypes, V3CacheCompare,
+                         ::testing::Values(CacheCase{kPy, F32}, CacheCase{kPy, BF16}, CacheCase{kPy, E4M3},
+                                           CacheCase{kHd64, F32}, CacheCase{kHd64, BF16},
+                                           CacheCase{kHd64, E4M3}),
+                         [](const ::testing::TestParamInfo<CacheCase>& i) {
+                           return std::string(i.param.d == kPy ? "kernel_py_" : "hd64_") +
+                                  std::string(dtype_name(i.param.kv));
+                         });
+
+// ---- the schedule tolerance ---------------------------------------------------------------
+
+struct Call {
+  V3Builder b;
+  V3Inputs in;
+  V3Params p;
+};
+
+// Decode rows, one per sequence, on consecutive pages of 16 slots; cache, new keys and values
+// 0, q 0; one KV block of `block` tokens (kernel.py's d_block_sizes, hd64's pages per block).
+Call decode_call(Dialect d, DType dtype, int64_t head_dim, int64_t hq, int64_t seqs, int32_t kv_len,
+                 int64_t block) {
+  Call c;
+  V3Builder& b = c.b;
+  b.dialect = d;
+  b.q = b.kv = dtype;
+  b.hq = hq;
+  b.hkv = 1;
+  b.d = head_dim;
+  b.page_size = 16;
+  b.pps = (kv_len + 15) / 16;
+  b.pages = 1 + seqs * b.pps;
+  b.max_seqs = seqs;
+  b.tokens = seqs;
+  b.fill = 0.0f;
+  for (int64_t s = 0; s < seqs; ++s) b.seqs.push_back({1, kv_len});
+  c.in = b.build();
+  c.in.distribution.set_int(0, static_cast<int32_t>(seqs));
+  c.in.distribution.set_int(1, static_cast<int32_t>(seqs));
+  if (d == kHd64) {
+    c.p.num_kv_pages_per_block = block / 16;
+    c.p.num_queries_per_block = 1;
+  } else {
+    c.p.d_block_sizes = V3BlockSizes{1, block, 1, block};
+  }
+  return c;
+}
+
+// Lane `lane` of K or V of sequence s's key t: in the cache, or the new token's.
+void set_kv(Call& c, int64_t s, int64_t t, bool value, int64_t lane, double x) {
+  const int64_t kv_len = c.b.seqs[static_cast<size_t>(s)].kv_len;
+  if (t + 1 < kv_len) {
+    c.in.kv_cache.set_float(at(c.b, 1 + s * c.b.pps + t / 16, t % 16, 0, value, lane), x);
+  } else {
+    (value ? c.in.values : c.in.keys).set_float(s * c.b.d + lane, x);
+  }
+}
+
+struct Verdicts {
+  V3Comparison whole;              // the reversed run under the whole tolerance
+  V3Comparison base, want, steps;  // with that term a tenth
+};
+
+constexpr int kGen = 5;
+
+// The literal schedule and its second run (dots reversed), compared under the terms.
+Verdicts second_run(const Call& c) {
+  const Dialect d = c.b.dialect;
+  const V3KernelResult lit = v3_literal_attention(d, c.in, c.p, {.tpu_version = kGen});
+  const V3KernelResult rev =
+      v3_literal_attention(d, c.in, c.p, {.tpu_version = kGen, .reverse_dot_order = true});
+  const auto under = [&](V3ScheduleTerms t) {
+    return v3_compare_literal(d, c.in, c.p, lit, rev.out, rev.kv_cache, kGen, t);
+  };
+  return {under({}), under({.base = 0.1}), under({.want = 0.1}), under({.steps = 0.1})};
+}
+
+void record(const std::string& name, const Verdicts& v) {
+  ::testing::Test::RecordProperty(name + "_share", std::to_string(v.whole.max_share));
+  ::testing::Test::RecordProperty(name + "_share_base_tenth", std::to_string(v.base.max_share));
+  ::testing::Test::RecordProperty(name + "_share_want_tenth", std::to_string(v.want.max_share));
+  ::testing::Test::RecordProperty(name + "_share_steps_tenth", std::to_string(v.steps.max_share));
+}
+
+std::string shares(const Verdicts& v) {
+  return "share " + std::to_string(v.whole.max_share) + ", base/10 " + std::to_string(v.base.max_share) +
+         ", want/10 " + std::to_string(v.want.max_share) + ", steps/10 " + std::to_string(v.steps.max_share);
+}
+
+// A correct second run is accepted on ordinary data (standard-normal q, K, V, sm_scale
+// 1/sqrt(D), 64 keys in blocks of 32): both dialects, float32 and bfloat16; the cache is never
+// touched by the order.
+TEST(V3ScheduleTolerance, AcceptsTheSecondRunOnOrdinaryData) {
+  for (Dialect d : {kPy, kHd64}) {
+    for (DType t : {F32, BF16}) {
+      Call c = decode_call(d, t, d == kHd64 ? 64 : 128, 4, 4, 64, 32);
+      Lcg g{7};
+      for (Tensor* x : {&c.in.queries, &c.in.keys, &c.in.values, &c.in.kv_cache}) {
+        for (int64_t i = 0; i < x->numel(); ++i) x->set_float(i, g.normal());
+      }
+      c.p.sm_scale = 1.0 / std::sqrt(static_cast<double>(c.b.d));
+      ASSERT_FALSE(v3_validate(d, c.in, c.p, Mode::kStrict).has_value());
+      const Verdicts v = second_run(c);
+      record(std::string("ordinary_") + (d == kPy ? "kernel_py_" : "hd64_") + std::string(dtype_name(t)), v);
+      EXPECT_TRUE(v.whole.agree()) << dialect_name(d) << " " << dtype_name(t) << ": "
+                                   << describe_v3_comparison(v.whole);
+      EXPECT_TRUE(v.whole.cache_equal);
+    }
+  }
+}
+
+// The base term's 2^-21 L M: large logits whose q.K order moves them. Per sequence two keys
+// of equal exact logit about 0.75 D (q constant over the lanes, 1 - h/16 in head h; K_B is
+// K_A's lanes reversed, so the two orders of one are those of the other): V_A = 1, V_B = -1,
+// the answer 0 up to tanh of the difference the order leaves; the other keys K = 0, V = 0.
+// float32 (no steps term), W about 0: the base is the tolerance.
+Call logit_order_call(Dialect d) {
+  const int64_t D = d == kHd64 ? 64 : 128;
+  Call c = decode_call(d, F32, D, 4, 4, 16, 16);
+  for (int64_t i = 0; i < c.in.queries.numel(); ++i) {
+    c.in.queries.set_float(i, 1.0 - 0.0625 * static_cast<double>((i / D) % 4));
+  }
+  Lcg g{3};
+  for (int64_t s = 0; s < 4; ++s) {
+    for (int64_t lane = 0; lane < D; ++lane) {
+      const double k = 0.5 + 0.5 * g.uniform();
+      set_kv(c, s, 0, false, lane, k);
+      set_kv(c, s, 1, false, D - 1 - lane, k);
+      set_kv(c, s, 0, true, lane, 1.0);
+      set_kv(c, s, 1, true, lane, -1.0);
+    }
+  }
+  return c;
+}
+
+TEST(V3ScheduleTolerance, TheBaseTermIsNeededForLogits) {
+  for (Dialect d : {kPy, kHd64}) {
+    const Call c = logit_order_call(d);
+    ASSERT_FALSE(v3_validate(d, c.in, c.p, Mode::kStrict).has_value());
+    const Verdicts v = second_run(c);
+    record(std::string("logits_") + (d == kPy ? "kernel_py" : "hd64"), v);
+    EXPECT_TRUE(v.whole.agree()) << dialect_name(d) << ": " << describe_v3_comparison(v.whole);
+    EXPECT_FALSE(v.base.agree()) << dialect_name(d) << ": " << shares(v);
+    EXPECT_TRUE(v.want.agree()) << shares(v);  // W about 0, no steps: the base does it all
+    EXPECT_TRUE(v.steps.agree()) << shares(v);
+  }
+}
+
+// The base term's 2^-19 M, with a small L: p.V's order. Keys in one block: t = 0 (logit 0,
+// V 1), t = 1..60 (logit -7, p V = 3/4 of 2^-24), t = 61, the new token (logit 0, V -1).
+// Forward, 1 absorbs each 3/4 2^-24 and -1 cancels it: 0. Reversed, -1 meets them first and
+// each takes it a whole 2^-24 up (|x| < 1, where float32's step is 2^-24): 60 2^-24, divided
+// by l = 2 + 60 e^-7. L = 7, so base = (2^-19 + 7 2^-21) M = 88 2^-24, W = 0.
+// (cancel false: no -1, the new token is the last absorbed key.)
+Call value_order_call(Dialect d, int64_t absorbed, double logit, bool cancel) {
+  const int64_t D = d == kHd64 ? 64 : 128;
+  const auto kv = static_cast<int32_t>(absorbed + (cancel ? 2 : 1));
+  Call c = decode_call(d, F32, D, 1, 1, kv, (kv + 15) / 16 * 16);
+  c.in.queries.set_float(0, 1.0);
+  const double p = std::exp(static_cast<float>(logit));  // the program's float32 exp
+  for (int64_t t = 1; t <= absorbed; ++t) set_kv(c, 0, t, false, 0, logit);
+  for (int64_t lane = 0; lane < D; ++lane) {
+    set_kv(c, 0, 0, true, lane, 1.0);
+    for (int64_t t = 1; t <= absorbed; ++t) set_kv(c, 0, t, true, lane, 0.75 * 0x1p-24 / p);
+    if (cancel) set_kv(c, 0, kv - 1, true, lane, -1.0);
+  }
+  return c;
+}
+
+TEST(V3ScheduleTolerance, TheBaseTermIsNeededForValues) {
+  for (Dialect d : {kPy, kHd64}) {
+    const Call c = value_order_call(d, 60, -7.0, true);
+    ASSERT_FALSE(v3_validate(d, c.in, c.p, Mode::kStrict).has_value());
+    const Verdicts v = second_run(c);
+    record(std::string("values_") + (d == kPy ? "kernel_py" : "hd64"), v);
+    EXPECT_TRUE(v.whole.agree()) << dialect_name(d) << ": " << describe_v3_comparison(v.whole);
+    EXPECT_FALSE(v.base.agree()) << dialect_name(d) << ": " << shares(v);
+    EXPECT_NEAR(v.whole.max_abs_err, 60.0 * 0x1p-24 / (2.0 + 60.0 * std::exp(-7.0)), 1e-9);
+  }
+}
+
+// The want term's 2 u_q W: hd64 with bfloat16 q rounds acc / bf16(l) to bfloat16 at the end.
+// q = 0 (all 16 keys weigh 1, l = 16); V of keys 0..6: 1, 0.5, 2^-8, then four of 2^-25.
+// Forward the sum is 1.5 + 2^-8 (each 2^-25 a quarter step of float32 at 1.5, lost), a tie
+// in bfloat16 that goes to even, 1.5; reversed the four make 2^-23 first, 1.5 + 2^-8 + 2^-23
+// rounds up to 1.5078125: one bfloat16 step (2^-7 / 16) apart at W = 1.5 / 16.
+TEST(V3ScheduleTolerance, TheWantTermIsNeededForTheFinalRounding) {
+  Call c = decode_call(kHd64, BF16, 64, 2, 1, 16, 16);
+  const double v[] = {1.0, 0.5, 0x1p-8, 0x1p-25, 0x1p-25, 0x1p-25, 0x1p-25};
+  for (int64_t lane = 0; lane < 64; ++lane) {
+    for (int64_t t = 0; t < 7; ++t) set_kv(c, 0, t, true, lane, v[t]);
+  }
+  ASSERT_FALSE(v3_validate(kHd64, c.in, c.p, Mode::kStrict).has_value());
+  const Verdicts x = second_run(c);
+  record("final_rounding_hd64", x);
+  EXPECT_EQ(x.whole.max_abs_err, 0x1p-7 / 16.0);
+  EXPECT_TRUE(x.whole.agree()) << describe_v3_comparison(x.whole);
+  EXPECT_FALSE(x.want.agree()) << shares(x);
+  EXPECT_TRUE(x.base.agree()) << shares(x);
+}
+
+// The want term's 2^-19 W, float32 (kernel.py): as TheBaseTermIsNeededForValues without the
+// -1, so W is about M: key 0 (logit 0, V 1) absorbs 174 keys of logit -10 and p V 3/4 2^-24
+// forward; reversed they make 130.5 2^-24 first and 1 + that rounds to 1 + 130 2^-24. L = 10:
+// base 112 2^-24, want about 34 2^-24: the error, 129 2^-24, needs both.
+TEST(V3ScheduleTolerance, TheWantTermIsNeededForFloat32) {
+  const Call c = value_order_call(kPy, 174, -10.0, false);
+  ASSERT_FALSE(v3_validate(kPy, c.in, c.p, Mode::kStrict).has_value());
+  const Verdicts x = second_run(c);
+  record("float32_want_kernel_py", x);
+  EXPECT_TRUE(x.whole.agree()) << describe_v3_comparison(x.whole);
+  EXPECT_FALSE(x.want.agree()) << shares(x);
+  EXPECT_FALSE(x.base.agree()) << shares(x);
+}
+
+// The steps term: kernel.py with bfloat16 l, m and acc. Key block 1 (512 keys, V 1) has the
+// row max 1 + 2.5 2^-7: forward a tie that rounds to even, m = 1 + 2^-6; reversed the four
+// lanes of 2^-25 its q.K lost forward come first and m = 1 + 3 2^-7. The new token (block 2,
+// logit 7, V -1) sets m = 7, and alpha = exp(bf16(m_prev - 7)) rescales block 1: forward
+// bf16(-5.984375) = -6, 2^-6 below the exact rescale; reversed bf16(-5.9765625) = -5.96875,
+// 2^-7 above it. The runs weigh block 1, about half the row, 3 2^-7 apart.
+TEST(V3ScheduleTolerance, TheStepsTermIsNeeded) {
+  const int64_t n = 512;
+  Call c = decode_call(kPy, BF16, 8, 1, 1, static_cast<int32_t>(n + 1), n);
+  for (int64_t lane = 0; lane < 6; ++lane) c.in.queries.set_float(lane, 1.0);
+  for (int64_t t = 0; t < n; ++t) {
+    set_kv(c, 0, t, false, 0, 1.0);
+    set_kv(c, 0, t, false, 1, 2.5 * 0x1p-7);
+    for (int64_t lane = 2; lane < 6; ++lane) set_kv(c, 0, t, false, lane, 0x1p-25);
+    for (int64_t lane = 0; lane < 8; ++lane) set_kv(c, 0, t, true, lane, 1.0);
+  }
+  set_kv(c, 0, n, false, 0, 7.0);
+  for (int64_t lane = 0; lane < 8; ++lane) set_kv(c, 0, n, true, lane, -1.0);
+  ASSERT_FALSE(v3_validate(kPy, c.in, c.p, Mode::kStrict).has_value());
+  const Verdicts x = second_run(c);
+  record("steps_kernel_py", x);
+  EXPECT_TRUE(x.whole.agree()) << describe_v3_comparison(x.whole);
+  EXPECT_FALSE(x.steps.agree()) << shares(x);
+  EXPECT_TRUE(x.base.agree()) << shares(x);
+  EXPECT_TRUE(x.want.agree()) << shares(x);
+}
+
+// The whole is used: inflated ten times it accepts wrong answers it rejects at 1. float32
+// (both dialects): a 5% sm_scale slip on near-uniform rows (q of standard deviation 0.002);
+// bfloat16 kernel.py: key 0 dropped (a sliding window of kv_len - 1) on standard-normal rows
+// of 32 keys in one block. (With 64 keys the whole accepts that dropped key at 1, 0.61 of it,
+// and a 5% sm_scale slip there as well: bfloat16's steps term, 6 2^-8 (M + W) per element for
+// one block, is wide.)
+TEST(V3ScheduleTolerance, InflatedTenTimesItAcceptsWrongAnswers) {
+  const auto ordinary = [](Dialect d, DType t, double q_std, int32_t kv_len) {
+    Call c = decode_call(d, t, d == kHd64 ? 64 : 128, 4, 4, kv_len, (kv_len + 15) / 16 * 16);
+    Lcg g{11};
+    for (Tensor* x : {&c.in.keys, &c.in.values, &c.in.kv_cache}) {
+      for (int64_t i = 0; i < x->numel(); ++i) x->set_float(i, g.normal());
+    }
+    for (int64_t i = 0; i < c.in.queries.numel(); ++i) c.in.queries.set_float(i, q_std * g.normal());
+    c.p.sm_scale = 1.0 / std::sqrt(static_cast<double>(c.b.d));
+    return c;
+  };
+  struct Wrong {
+    Call c;
+    V3Params wrong;
+    std::string what;
+  };
+  std::vector<Wrong> cases;
+  for (Dialect d : {kPy, kHd64}) {
+    Call c = ordinary(d, F32, 0.002, 64);
+    V3Params slip = c.p;
+    slip.sm_scale *= 1.05;
+    cases.push_back({c, slip, std::string(dialect_name(d)) + " float32, a 5% sm_scale slip"});
+  }
+  {
+    Call c = ordinary(kPy, BF16, 1.0, 32);
+    V3Params window = c.p;
+    window.sliding_window = 31;
+    cases.push_back({c, window, "kernel.py bfloat16, key 0 dropped"});
+  }
+  for (const Wrong& w : cases) {
+    const Dialect d = w.c.b.dialect;
+    ASSERT_FALSE(v3_validate(d, w.c.in, w.c.p, Mode::kStrict).has_value()) << w.what;
+    const V3KernelResult lit = v3_literal_attention(d, w.c.in, w.c.p, {.tpu_version = kGen});
+    const V3KernelResult bad = v3_literal_attention(d, w.c.in, w.wrong, {.tpu_version = kGen});
+    const V3Comparison at1 = v3_compare_literal(d, w.c.in, w.c.p, lit, bad.out, lit.kv_cache, kGen);
+    const V3Comparison at10 =
+        v3_compare_literal(d, w.c.in, w.c.p, lit, bad.out, lit.kv_cache, kGen, {10.0, 10.0, 10.0});
+    ::testing::Test::RecordProperty(w.what + "_share", std::to_string(at1.max_share));
+    EXPECT_FALSE(at1.agree()) << w.what << ": " << describe_v3_comparison(at1);
+    EXPECT_TRUE(at10.agree()) << w.what << ": " << describe_v3_comparison(at10);
+  }
+}
+
+}  // namespace
+}  // namespace rpa
