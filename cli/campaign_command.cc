@@ -177,7 +177,9 @@ std::optional<Dialect> v3_dialect_of(int64_t i) {
 // mutated ones); then the tiled kernel against the v3 reference in the kernel semantics
 // (v3_compare: the updated cache bit for bit, out within the derived tolerance). The
 // reference semantics is not the kernel's: its tolerance (oracle/v3_compare.h) bounds
-// tpu-inference's own ref, so the kernel is not judged against it here.
+// tpu-inference's own ref, so the kernel is not judged against it here. The check's power
+// (the least dropped key weight caught, whether an all-zero output fails) is tallied per
+// dialect and dtype pair.
 void run_v3_case(Dialect d, uint64_t seed, int64_t i, int max_size, Stats& st) {
   props::V3BuildOptions options;
   options.dialect = d;
@@ -212,6 +214,11 @@ void run_v3_case(Dialect d, uint64_t seed, int64_t i, int max_size, Stats& st) {
     st.v3_worst_share[key] = c.max_share;
     st.v3_tolerance_at_worst[key] = c.tolerance_at_max;
   }
+  // The check's power, as for the jax dialect's kernel-semantics checks.
+  if (std::isfinite(c.min_detectable_key_weight)) {
+    st.v3_key_weights[key].push_back(c.min_detectable_key_weight);
+  }
+  if (c.compared > 0 && !c.rejects_zero) ++st.v3_could_not_reject_zero;
   if (!c.agree()) {
     record(st, {i, "v3 kernel vs reference (kernel semantics)",
                 name + ": " + describe_v3_comparison(c), hex, ""});
@@ -347,10 +354,12 @@ std::string v3_summary_text(const Stats& st) {
   }
   s += "  v3 kernel vs v3 reference (kernel semantics; cache bit for bit): " +
        std::to_string(st.v3_kernel_checks) +
-       " cases; most of the tolerance used (the tolerance there), per dialect and q/kv dtypes:";
+       " cases; most of the tolerance used (the tolerance there) and the least weight of a "
+       "dropped key caught (median / largest), per dialect and q/kv dtypes:";
   for (const auto& [key, share] : st.v3_worst_share) {
     s += " " + key + " " + py_float_repr(round_sig(share)) + " (" +
-         py_float_repr(round_sig(st.v3_tolerance_at_worst.at(key))) + ", " +
+         py_float_repr(round_sig(st.v3_tolerance_at_worst.at(key))) + "), " +
+         key_weight_text(st.v3_key_weights, key) + " (" +
          std::to_string(st.v3_pair_checks.at(key)) + " cases)";
   }
   return s + "\n";
@@ -378,11 +387,13 @@ std::string summary_text(const Stats& st, double seconds, uint64_t seed) {
          py_float_repr(round_sig(st.worst_budget_reference.at(pair))) + ", " +
          (weakest == st.worst_discrimination.end() ? std::string("-")
                                                    : py_float_repr(round_sig(weakest->second))) +
-         ", " + key_weight_text(st, pair) + " (" + std::to_string(st.pair_checks.at(pair)) + ")";
+         ", " + key_weight_text(st.key_weights, pair) + " (" +
+         std::to_string(st.pair_checks.at(pair)) + ")";
   }
   s += "\n" + v3_summary_text(st);
   s += "  kernel-semantics checks that could not reject an all-zero output (answer ~0): " +
-       std::to_string(st.could_not_reject_zero);
+       std::to_string(st.could_not_reject_zero) + ", v3 " +
+       std::to_string(st.v3_could_not_reject_zero);
   s += "\n  raw calls (fuzz_raw_inputs' decoder, valid cases with bytes changed): " +
        std::to_string(st.raw_calls) + ", strict accepted " +
        std::to_string(st.raw_strict_accepted) + ", run " + std::to_string(st.raw_ran);
@@ -392,6 +403,19 @@ std::string summary_text(const Stats& st, double seconds, uint64_t seed) {
     s += "    " + f.check + ": " + f.detail + "\n      replay: " + finding_replay(f) + "\n";
   }
   return s;
+}
+
+// {"KEY": {"median": ..., "largest": ...}, ...} of each key with a finite weight.
+void write_key_weights_json(JsonWriter& j, const KeyWeights& weights) {
+  j.begin_object();
+  for (const auto& [key, w] : weights) {
+    if (w.empty()) continue;
+    std::vector<double> sorted = w;
+    std::sort(sorted.begin(), sorted.end());
+    j.key(key).begin_object().key("median").value(sorted[sorted.size() / 2]);
+    j.key("largest").value(sorted.back()).end_object();
+  }
+  j.end_object();
 }
 
 std::string summary_json(const Stats& st, double seconds, uint64_t seed) {
@@ -411,15 +435,9 @@ std::string summary_json(const Stats& st, double seconds, uint64_t seed) {
   for (const auto& [pair, worst] : st.worst_budget_reference) j.key(pair).value(worst);
   j.end_object().key("max_discrimination").begin_object();
   for (const auto& [pair, weakest] : st.worst_discrimination) j.key(pair).value(weakest);
-  j.end_object().key("min_detectable_key_weight").begin_object();
-  for (const auto& [pair, w] : st.key_weights) {
-    if (w.empty()) continue;
-    std::vector<double> sorted = w;
-    std::sort(sorted.begin(), sorted.end());
-    j.key(pair).begin_object().key("median").value(sorted[sorted.size() / 2]);
-    j.key("largest").value(sorted.back()).end_object();
-  }
-  j.end_object().key("kernel_checks_per_pair").begin_object();
+  j.end_object().key("min_detectable_key_weight");
+  write_key_weights_json(j, st.key_weights);
+  j.key("kernel_checks_per_pair").begin_object();
   for (const auto& [pair, n] : st.pair_checks) j.key(pair).value(n);
   j.end_object().key("biased_per_pair").begin_object();
   for (const auto& [pair, n] : st.biased) j.key(pair).value(n);
@@ -445,7 +463,10 @@ std::string summary_json(const Stats& st, double seconds, uint64_t seed) {
   for (const auto& [key, w] : st.v3_worst_share) j.key(key).value(w);
   j.end_object().key("tolerance_at_max").begin_object();
   for (const auto& [key, w] : st.v3_tolerance_at_worst) j.key(key).value(w);
-  j.end_object().end_object();
+  j.end_object().key("min_detectable_key_weight");
+  write_key_weights_json(j, st.v3_key_weights);
+  j.key("could_not_reject_zero").value(st.v3_could_not_reject_zero);
+  j.end_object();
   j.key("findings_total").value(st.findings_total).key("findings").begin_array();
   for (const Finding& f : st.findings) {
     j.begin_object().key("check").value(f.check).key("detail").value(f.detail);
@@ -478,7 +499,7 @@ std::string summary_markdown(const Stats& st, double seconds, uint64_t seed) {
          py_float_repr(worst) + " | " + py_float_repr(st.worst_budget_reference.at(pair)) + " | " +
          (weakest == st.worst_discrimination.end() ? std::string("-")
                                                    : py_float_repr(weakest->second)) +
-         " | " + key_weight_text(st, pair) + " |\n";
+         " | " + key_weight_text(st.key_weights, pair) + " |\n";
   }
   s += "\n" + std::to_string(st.could_not_reject_zero) +
        " kernel-semantics checks could not have rejected an all-zero output.\n";
@@ -495,11 +516,14 @@ std::string summary_markdown(const Stats& st, double seconds, uint64_t seed) {
          std::to_string(n.second) + " |\n";
   }
   s += "\n| dialect q / kv | cases | most of the tolerance used (kernel semantics) | tolerance "
-       "there |\n|---|---|---|---|\n";
+       "there | least dropped key weight caught (median / largest) |\n|---|---|---|---|---|\n";
   for (const auto& [key, w] : st.v3_worst_share) {
     s += "| " + key + " | " + std::to_string(st.v3_pair_checks.at(key)) + " | " +
-         py_float_repr(w) + " | " + py_float_repr(st.v3_tolerance_at_worst.at(key)) + " |\n";
+         py_float_repr(w) + " | " + py_float_repr(st.v3_tolerance_at_worst.at(key)) + " | " +
+         key_weight_text(st.v3_key_weights, key) + " |\n";
   }
+  s += "\n" + std::to_string(st.v3_could_not_reject_zero) +
+       " v3 kernel-semantics checks could not have rejected an all-zero output.\n";
   s += "\n## Raw calls\n\n" + std::to_string(st.raw_calls) +
        " valid cases in fuzz_raw_inputs' raw form with one to four bytes changed: " +
        std::to_string(st.raw_strict_accepted) + " still strict-valid, " +

@@ -212,7 +212,7 @@ std::string campaign_report_html(const Stats& st, const CampaignRun& run,
          num(st.worst_budget.count(pair) ? st.worst_budget.at(pair) : 0.0) + " of tolerance, " +
          count(biased == st.biased.end() ? 0 : biased->second) +
          " biased; least dropped key weight caught, median / largest: " +
-         xml_escape(key_weight_text(st, pair)) + "</h3>\n" +
+         xml_escape(key_weight_text(st.key_weights, pair)) + "</h3>\n" +
          histogram_svg(pair, hist) + "</div>\n";
   }
   if (st.budget_histogram.empty()) h += "<p>No strict-valid case reached the kernel.</p>\n";
@@ -278,13 +278,16 @@ std::string campaign_report_html(const Stats& st, const CampaignRun& run,
   h += "</table>\n<p id=\"unreached-v3\">" + std::to_string(v3_unreached) +
        " (rule, dialect, mode) triples never reached.</p>\n";
   h += "<table id=\"v3-kernel\">\n<tr><th>dialect q/kv</th><th>cases</th><th>most of the "
-       "tolerance used (kernel semantics)</th><th>tolerance there</th></tr>\n";
+       "tolerance used (kernel semantics)</th><th>tolerance there</th><th>least dropped key "
+       "weight caught, median / largest</th></tr>\n";
   for (const auto& [key, w] : st.v3_worst_share) {
     // (class "v", not "n": a 0 here is a measurement, not an unreached rule)
     h += row({td(xml_escape(key)), td(count(st.v3_pair_checks.at(key)), "v"), td(num(w), "v"),
-              td(num(st.v3_tolerance_at_worst.at(key)), "v")});
+              td(num(st.v3_tolerance_at_worst.at(key)), "v"),
+              td(xml_escape(key_weight_text(st.v3_key_weights, key)), "v")});
   }
-  h += "</table>\n";
+  h += "</table>\n<p id=\"v3-zero\">" + count(st.v3_could_not_reject_zero) +
+       " v3 kernel-semantics checks could not have rejected an all-zero output.</p>\n";
 
   h += "<h2 id=\"findings\">Findings</h2>\n";
   if (findings.empty()) {

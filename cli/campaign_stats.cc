@@ -60,6 +60,11 @@ void merge_into(Stats& to, const Stats& from) {
     std::vector<double>& mine = to.key_weights[pair];
     mine.insert(mine.end(), w.begin(), w.end());
   }
+  for (const auto& [key, w] : from.v3_key_weights) {
+    std::vector<double>& mine = to.v3_key_weights[key];
+    mine.insert(mine.end(), w.begin(), w.end());
+  }
+  to.v3_could_not_reject_zero += from.v3_could_not_reject_zero;
   for (const auto& [pair, n] : from.pair_checks) to.pair_checks[pair] += n;
   for (const auto& [pair, h] : from.budget_histogram) {
     BudgetHistogram& mine = to.budget_histogram[pair];
@@ -89,9 +94,9 @@ void merge_into(Stats& to, const Stats& from) {
   if (to.findings.size() > kMaxFindings) to.findings.resize(kMaxFindings);
 }
 
-std::string key_weight_text(const Stats& st, const std::string& pair) {
-  const auto it = st.key_weights.find(pair);
-  if (it == st.key_weights.end() || it->second.empty()) return "-";
+std::string key_weight_text(const KeyWeights& weights, const std::string& key) {
+  const auto it = weights.find(key);
+  if (it == weights.end() || it->second.empty()) return "-";
   std::vector<double> w = it->second;
   const auto mid = w.begin() + static_cast<std::ptrdiff_t>(w.size() / 2);
   std::nth_element(w.begin(), mid, w.end());

@@ -29,6 +29,10 @@ int budget_bin(double used);
 std::string budget_bin_label(int bin);       // "0", "<1e-5", "1e-5..3e-5", ..., ">1"
 std::string budget_bin_axis_label(int bin);  // "0", "<1e-5", "1e-5", "3e-5", ..., ">1"
 
+// Least dropped key weights caught, every finite one, per key (a q/kv pair, or a v3 dialect
+// and pair).
+using KeyWeights = std::map<std::string, std::vector<double>>;
+
 struct Stats {
   int max_size = 100;
   int64_t cases = 0, mutated = 0, validation_checks = 0, kernel_checks = 0;
@@ -42,7 +46,7 @@ struct Stats {
   // The least weight of a dropped key each kernel-semantics check is sure to catch
   // (Comparison::min_detectable_key_weight), every finite one, per pair: the summary gives
   // the median and the largest.
-  std::map<std::string, std::vector<double>> key_weights;
+  KeyWeights key_weights;
   std::map<std::string, int64_t> pair_checks;
   std::map<std::string, BudgetHistogram> budget_histogram;  // kernel semantics, per pair
   std::map<std::string, int64_t> biased;  // kernel-semantics checks found biased, per pair
@@ -56,13 +60,17 @@ struct Stats {
   // generated cases, each mode's verdicts (native, strict: rule or "valid" -> count), and,
   // per "dialect q/kv" key, the tiled kernel's checks against the v3 reference (kernel
   // semantics, v3_compare: cache bit for bit, out within the tolerance): how many, the most
-  // of the tolerance used, and the largest tolerance at that worst element.
+  // of the tolerance used, the largest tolerance at that worst element, and their power as
+  // the jax dialect's above: every finite least dropped key weight caught
+  // (V3Comparison::min_detectable_key_weight), and the checks an all-zero output would pass.
   std::map<std::string, int64_t> v3_cases;
   std::map<std::string, std::map<std::string, int64_t>> v3_verdicts[2];  // kV3Modes order
   int64_t v3_kernel_checks = 0;
   std::map<std::string, int64_t> v3_pair_checks;
   std::map<std::string, double> v3_worst_share;
   std::map<std::string, double> v3_tolerance_at_worst;
+  KeyWeights v3_key_weights;
+  int64_t v3_could_not_reject_zero = 0;
 };
 
 inline constexpr size_t kMaxFindings = 20;
@@ -72,8 +80,9 @@ inline constexpr Mode kV3Modes[] = {Mode::kJax, Mode::kStrict};
 
 void record(Stats& st, Finding f);
 
-// The median and the largest of a pair's key_weights ("-" for none): "0.00012 / 0.0031".
-std::string key_weight_text(const Stats& st, const std::string& pair);
+// The median and the largest of the key weights a key holds (Stats::key_weights per q/kv
+// pair, Stats::v3_key_weights per dialect and pair; "-" for none): "0.00012 / 0.0031".
+std::string key_weight_text(const KeyWeights& weights, const std::string& key);
 
 // One worker's tallies into the run's: counts add up, the worst budgets and discriminations
 // are the worst of either, and the findings are the first kMaxFindings by case index.

@@ -335,10 +335,15 @@ void write_v3_comparison_json(JsonWriter& j, const V3Comparison& c) {
   j.key("max_abs_err").value(c.max_abs_err).key("tolerance_at_max").value(c.tolerance_at_max);
   j.key("max_tolerance_used").value(c.max_share).key("max_allowed").value(c.max_allowed);
   j.key("compared").value(c.compared).key("mismatches").value(c.mismatches);
-  j.key("rejects_zero").value(c.rejects_zero);
+  // The power: stated against the reference only (null against the literal schedule).
+  if (c.power_stated) {
+    j.key("rejects_zero").value(c.rejects_zero);
+  } else {
+    j.key("rejects_zero").null();
+  }
   for (const auto& [name, w] : {std::pair{"min_detectable_key_weight", c.min_detectable_key_weight},
                                 std::pair{"key_weight_every_row", c.key_weight_every_row}}) {
-    if (std::isfinite(w)) {
+    if (c.power_stated && std::isfinite(w)) {
       j.key(name).value(w);
     } else {
       j.key(name).null();

@@ -17,6 +17,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -683,7 +684,9 @@ nb::list v3_validate_case(const ArrayMap& arrays, const ParamMap& params, const 
 // "literal" against the literal v3 schedule on `target`'s generation under the schedule
 // tolerance (precondition: native validation accepted it): the comparison's fields and its
 // one-line description; "kernel_stop" ("KIND: why") where the literal schedule says the kernel
-// does not return (then nothing is compared).
+// does not return (then nothing is compared); against the reference, the check's power
+// (rejects_zero, min_detectable_key_weight, key_weight_every_row, and "power", the phrase rpa
+// check prints).
 nb::dict v3_check_case(const ArrayMap& arrays, const ParamMap& params,
                        const std::string& semantics, const std::string& oracle,
                        const std::string& target) {
@@ -743,6 +746,17 @@ nb::dict v3_check_case(const ArrayMap& arrays, const ParamMap& params,
     d["cache_first"] = nb::none();
   }
   d["text"] = line;
+  // The check's power (oracle/v3_compare.h): stated against the reference only, as rpa check
+  // states it; None where it is not (the literal oracle, a kernel that does not return) or
+  // where nothing is guaranteed (an infinite key weight).
+  const bool power = !stop && oracle == "reference";
+  const auto weight = [&](double w) {
+    return power && std::isfinite(w) ? nb::cast(w) : nb::none();
+  };
+  d["rejects_zero"] = power ? nb::cast(cmp.rejects_zero) : nb::none();
+  d["min_detectable_key_weight"] = weight(cmp.min_detectable_key_weight);
+  d["key_weight_every_row"] = weight(cmp.key_weight_every_row);
+  d["power"] = power ? nb::cast(v3_power_phrase(cmp)) : nb::none();
   return d;
 }
 

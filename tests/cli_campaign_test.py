@@ -62,6 +62,17 @@ with tempfile.TemporaryDirectory() as tmp:
           and set(v3_used) == set(v3.get("tolerance_at_max", {}))
           and all(k.split(" ")[0] in v3_cases and 0 <= u <= 1 for k, u in v3_used.items()),
           str(v3_used))
+    # The v3 checks' power, as the jax dialect's: the least dropped key weight caught per
+    # dialect and dtype pair, and the checks an all-zero output would pass.
+    v3_keys = v3.get("min_detectable_key_weight", {})
+    check("v3: least dropped key weight caught, per dialect and pair with checks",
+          v3_keys and set(v3_keys) <= set(v3.get("kernel_checks_per_pair", {}))
+          and all(0 < k["median"] <= k["largest"] < 1 for k in v3_keys.values()), str(v3_keys))
+    check("v3: the checks an all-zero output would pass are counted",
+          isinstance(v3.get("could_not_reject_zero"), int), str(v3)[:300])
+    check("summary line names the v3 key weight", "and the least weight of a dropped key caught "
+          "(median / largest), per dialect and q/kv dtypes:" in p.stdout
+          and f", v3 {v3.get('could_not_reject_zero')}\n" in p.stdout, p.stdout[:2000])
     check("summary names the v3 cases", f" and {sum(v3_cases.values())} tpu-inference v3 cases"
           in p.stdout.splitlines()[0] and "  tpu_inference_v3_hd64: " in p.stdout
           and "v3 kernel vs v3 reference (kernel semantics; cache bit for bit)" in p.stdout,
@@ -72,6 +83,9 @@ with tempfile.TemporaryDirectory() as tmp:
           and "| tpu_inference_v3 | valid | " in md, md[-800:])
     check("markdown report", md.startswith("# rpa campaign") and "| rule | strict | jax |" in md)
     check("markdown key weight column", "least dropped key weight caught (median / largest)" in md)
+    check("markdown v3 key weight column", "| tolerance there | least dropped key weight caught "
+          "(median / largest) |" in md and "v3 kernel-semantics checks could not have rejected"
+          in md, md[-1200:])
     check("summary line names the key weight", "dropped key caught (median / largest)" in p.stdout,
           p.stdout[:600])
 

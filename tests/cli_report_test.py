@@ -88,6 +88,7 @@ class Dom(html.parser.HTMLParser):
         super().__init__()
         self.svgs, self.bars, self.cells, self.links, self.codes = [], [], [], [], []
         self.rows, self.row = [], None  # each <tr>'s cell texts
+        self.table, self.tables = None, {}  # table id -> its rows with cells
         self.in_td, self.in_code, self.text = None, False, ""
         self.scripts = 0
 
@@ -100,6 +101,8 @@ class Dom(html.parser.HTMLParser):
         if tag == "rect" and "bar" in a.get("class", ""):
             self.bars.append((self.svgs[-1], a.get("data-bin"), int(a["data-count"]),
                               float(a["height"])))
+        if tag == "table":
+            self.table = a.get("id")
         if tag == "tr":
             self.row = []
         if tag == "td":
@@ -117,7 +120,11 @@ class Dom(html.parser.HTMLParser):
             self.in_td = None
         if tag == "tr" and self.row is not None:
             self.rows.append(self.row)
+            if self.table and self.row:
+                self.tables.setdefault(self.table, []).append(self.row)
             self.row = None
+        if tag == "table":
+            self.table = None
         if tag == "code":
             self.in_code = False
             self.codes.append(self.code)
@@ -187,8 +194,9 @@ def campaign_page(work):
     unreached = sum(1 for cls, _ in numeric if "unreached" in cls)
     # The jax table's rows have 3 cells (rule, strict, jax), the v3 table's 5 (rule, then
     # native and strict of each v3 dialect).
+    v3_coverage = d.tables.get("rules-v3-table", [])
     jax_unreached = sum(1 for r in d.rows if len(r) == 3 for c in r[1:] if c == "0")
-    v3_unreached = sum(1 for r in d.rows if len(r) == 5 for c in r[1:] if c == "0")
+    v3_unreached = sum(1 for r in v3_coverage for c in r[1:] if c == "0")
     with open(page) as f:
         text = f.read()
     check("the page says how many", f"{jax_unreached} (rule, mode) pairs never reached" in text
@@ -196,7 +204,7 @@ def campaign_page(work):
           and jax_unreached + v3_unreached == unreached, f"{jax_unreached} + {v3_unreached}")
     # The v3 coverage: per dialect and mode as summary.json's v3 verdicts have it.
     v3 = summary["v3"]
-    v3_rows = {r[0]: r[1:] for r in d.rows if len(r) == 5}
+    v3_rows = {r[0]: r[1:] for r in v3_coverage}
     check("v3 coverage: valid and the v3 rules", "valid" in v3_rows and len(v3_rows) > 40
           and "decode_q_len_not_one" in v3_rows, str(sorted(v3_rows))[:300])
     columns = [(dialect, mode) for dialect in ("tpu_inference_v3", "tpu_inference_v3_hd64")
@@ -209,10 +217,23 @@ def campaign_page(work):
     check("v3 coverage: the dialects' own rules only", v3_rows["sink_rank"][0] == "\u2014"
           and v3_rows["kv_cache_shape"][2] == "\u2014" and v3_rows["dtype_pair"][0] == "\u2014"
           and v3_rows["dtype_pair"][1] != "\u2014", str(v3_rows.get("sink_rank")))
-    v3_kernel = {r[0]: r[1:] for r in d.rows if len(r) == 4}
+    v3_kernel = {r[0]: r[1:] for r in d.tables.get("v3-kernel", [])}
     check("v3 kernel table: one row per dialect and dtype pair with its cases",
           {k: int(v[0]) for k, v in v3_kernel.items()} == v3["kernel_checks_per_pair"],
           str(v3_kernel)[:300])
+    # The v3 checks' power, as the jax histograms' headings give it: the least dropped key
+    # weight caught per dialect and dtype pair (median / largest), and the checks an all-zero
+    # output would pass.
+    weights = v3.get("min_detectable_key_weight", {})
+    check("v3 kernel table: the least dropped key weight caught per dialect and dtype pair",
+          weights and set(weights) <= set(v3_kernel) and all(
+              v3_kernel[k][3] == f"{w['median']:.2g} / {w['largest']:.2g}"
+              for k, w in weights.items()) and all(
+              v[3] == "-" for k, v in v3_kernel.items() if k not in weights),
+          f"{v3_kernel} {weights}"[:600])
+    check("the page says how many v3 checks could not reject zero",
+          f"{v3['could_not_reject_zero']} v3 kernel-semantics checks could not have rejected "
+          "an all-zero output" in html, str(v3.get("could_not_reject_zero")))
     # Each coverage row: the rule's count in each mode as summary.json has it (0 if absent),
     # or a dash where the rule is not one of that mode's.
     coverage = {r[0]: r[1:] for r in d.rows if len(r) == 3}
@@ -266,6 +287,11 @@ def findings_page(work):
     screenshot(page, png)
     check("the fixture's bar rendered (red past the tolerance)",
           colour_count(png, (0xCC, 0x33, 0x33)) > 200)
+    check("the fixture's v3 row gives the least dropped key weight caught (median / largest)",
+          d.tables.get("v3-kernel") == [["tpu_inference_v3 float32/float32", "1", "2", "1e-06",
+                                         "0.0031 / 0.02"]], str(d.tables.get("v3-kernel")))
+    check("the fixture's page: 1 v3 check could not reject zero", "1 v3 kernel-semantics checks "
+          "could not have rejected an all-zero output" in open(page, encoding="utf-8").read())
     unreached = sum(1 for cls, _ in d.cells if "unreached" in cls.split())
     check("the fixture's page has unreached rules", unreached > 40, str(unreached))
     check("the highlight rendered", colour_count(png, UNREACHED) > 200 * 40,

@@ -529,6 +529,20 @@ def test_v3_check(tmp, path, kernel_out):
     check("v3 check text", p.returncode == 0 and p.stdout.startswith(
         f"{kernel_out}: out and kv_cache_out agree with the v3 reference (kernel semantics) "
         "(cache equal; out: all 1024 elements agree"), p.stdout)
+    # The check's power, as the jax dialect states it: the least weight of a dropped key it is
+    # sure to catch (in the row watched closest, and in every row) and whether an all-zero
+    # output fails. Exact float32 means of a few values: a tiny tolerance, so both below 1.
+    p = rpa("check", kernel_out, "--json")
+    j = as_json(p)
+    w, every = j.get("min_detectable_key_weight"), j.get("key_weight_every_row")
+    check("v3 check --json states its power", p.returncode == 0
+          and {"rejects_zero", "min_detectable_key_weight", "key_weight_every_row"} <= set(j)
+          and j["rejects_zero"] is True and w is not None and every is not None
+          and 0 < w <= every < 1, p.stdout)
+    p = rpa("check", kernel_out)
+    check("v3 check text states its power", p.returncode == 0 and
+          "; power: catches a dropped key of weight >= " in p.stdout
+          and p.stdout.rstrip("\n").endswith(", rejects an all-zero output"), p.stdout)
     with np.load(kernel_out) as f:
         arrays = dict(f)
     # out wrong by 0.5 at row 2 (want 1.5), head 1, column 7: far past any tolerance of an
@@ -627,7 +641,8 @@ def test_v3_check(tmp, path, kernel_out):
     p = rpa("check", moved_path, "--oracle", "literal")
     check("v3 check --oracle literal catches a moved row", p.returncode == 1 and
           "MISMATCH between out and kv_cache_out and the literal v3 schedule (TPU v6): cache "
-          "equal; out: row 2, head 0, column 0: got 1.75, want 1.5" in p.stdout, p.stdout)
+          "equal; out: row 2, head 0, column 0: got 1.75, want 1.5" in p.stdout
+          and "power:" not in p.stdout, p.stdout)
     rejected = dict(arrays)
     rejected["kv_lens"] = np.array([5, 2], np.int32)
     rejected_path = os.path.join(tmp, "v3_check_rejected.npz")

@@ -4,6 +4,8 @@ float8_e4m3fn KV, two sequences of kv_len 1024 (and 8192), 4 q heads, 2 kv heads
 The kernel semantics (the default) accepts the tiled kernel and rejects an all-zero and a
 negated output; the reference semantics' tolerance cannot (and `rpa check` warns); the
 reference semantics' own answer (JAX's reference) is not what a kernel computes; usage errors.
+The v3 kernel semantics states its power as well (tools/v3_power_table.py, docs/v3.md's table):
+on kernel.py's bfloat16 decode row at kv_len 8192, zeros rejected and a small key caught.
 
 Usage: cli_semantics_test.py RPA_BINARY REPO_ROOT
 """
@@ -15,6 +17,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_harness import check, finish, rpa  # noqa: E402  (reads argv)
 import semantics_table  # noqa: E402
+import v3_power_table  # noqa: E402
 
 RPA = sys.argv[1]
 
@@ -82,6 +85,17 @@ def main():
                             "it needs --impl reference")]:
             p = rpa(*args)
             check(f"usage: {what}", p.returncode == 64 and what in p.stderr, p.stderr[:200])
+        # The v3 kernel semantics (kernel.py, bfloat16 accumulators): its power as rpa check
+        # --json states it, an all-zero output rejected as it claims.
+        r = v3_power_table.measure(RPA, v3_power_table.VARIANTS[0], v3_power_table.BF16,
+                                   v3_power_table.BF16, 8192, seed=1, tmp=tmp)
+        j = r["json"]
+        check("v3 kernel.py bf16 kv_len 8192: the reference's own output agrees", r["agrees"], j)
+        check("v3 kernel.py bf16 kv_len 8192: rejects zero, as stated",
+              r["zero_rejected"] and j.get("rejects_zero") is True, j)
+        check("v3 kernel.py bf16 kv_len 8192: a dropped key of weight 1e-3 is caught, in every "
+              "row of 0.01", (j.get("min_detectable_key_weight") or 1) < 1e-3
+              and j["min_detectable_key_weight"] <= (j.get("key_weight_every_row") or 1) < 0.01, j)
     return finish("cli_semantics")
 
 

@@ -272,8 +272,12 @@ class CheckResult:
 
     verdict: "agree", "mismatch", "biased" or "rejected". share_of_tolerance: the worst
     element's error as a share of its tolerance. discrimination: the least tolerance /
-    |want| (below 1 an all-zero output fails). min_detectable_key_weight: the least weight
-    of a dropped key this check is sure to catch. text: the lines ``rpa check`` prints."""
+    |want| (below 1 an all-zero output fails). The check's power, for both dialects (None
+    where not stated: a rejected case, a v3 check against the literal schedule; a weight
+    where nothing is guaranteed): min_detectable_key_weight, the least weight of a dropped
+    key this check is sure to catch (in the row it watches closest), key_weight_every_row,
+    the same wherever the key is dropped, and rejects_zero, whether an all-zero output
+    fails. text: the lines ``rpa check`` prints."""
 
     verdict: str
     case: Case
@@ -284,6 +288,7 @@ class CheckResult:
     discrimination: Optional[float] = None
     min_detectable_key_weight: Optional[float] = None
     key_weight_every_row: Optional[float] = None
+    rejects_zero: Optional[bool] = None
     max_abs_err: Optional[float] = None
     atol: Optional[float] = None
     rtol: Optional[float] = None
@@ -378,6 +383,7 @@ def check(case: Case, out: Optional[ArrayLike] = None, *, semantics: Optional[st
         discrimination=_optional_float(j, "discrimination"),
         min_detectable_key_weight=_optional_float(j, "min_detectable_key_weight"),
         key_weight_every_row=_optional_float(j, "key_weight_every_row"),
+        rejects_zero=bool(j["rejects_zero"]),
         max_abs_err=float(j["max_abs_err"]), atol=float(j["atol"]), rtol=float(j["rtol"]),
         compared=int(j["compared"]), mismatches=int(j["mismatches"]),
         first_mismatch=Mismatch(**first) if first else None,
@@ -437,8 +443,13 @@ def _v3_check(case: Case, out: Any, *, semantics: Optional[str], oracle: str,
         seq = min(max(seq, 0), max(n - 1, 0))
         mismatch = Mismatch(seq, row - int(cu[seq]), row, head, col, got, want, allowed)
     text = f"{label}: {verdict} ({j['text']})"
+    if j["power"] is not None:  # as rpa check words it: against the reference only
+        text += f"; power: {j['power']}"
     return CheckResult(verdict, case, flags, text=text, detail=j["text"],
                        share_of_tolerance=float(j["max_share"]),
+                       min_detectable_key_weight=_optional_float(j, "min_detectable_key_weight"),
+                       key_weight_every_row=_optional_float(j, "key_weight_every_row"),
+                       rejects_zero=j["rejects_zero"],
                        max_abs_err=float(j["max_abs_err"]), compared=int(j["compared"]),
                        mismatches=int(j["mismatches"]), first_mismatch=mismatch, json=j)
 

@@ -102,6 +102,7 @@ def test_every_check_verdict(tmp_path, rpa_cli):
     assert agree.verdict == "agree" and agree.ok and bool(agree)
     assert 0 <= agree.share_of_tolerance <= 1
     assert agree.discrimination < 1 and agree.min_detectable_key_weight < 0.1
+    assert agree.rejects_zero is True and agree.json["rejects_zero"] is True
     assert agree.first_mismatch is None and agree.mismatches == 0
     assert agree.compared == case.q.size
     assert agree.raise_for_verdict() is agree

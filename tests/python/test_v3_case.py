@@ -3,6 +3,8 @@ arguments in and out, the .npz round trip through the C++ reader and writer, nat
 strict validation, the reference's (out, kv_cache) and the check. Expected messages are
 tpu-inference 0.32.0's own, pasted from a run of its validators (python -m
 rpa.jax.v3_cross_check in the virtualenv of scripts/python_v3_venv.sh)."""
+import json
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -109,6 +111,47 @@ def test_gen_dialect():
     assert case.dialect == HD64 and case.spec.startswith("v3:")
     assert rpa.gen(spec=case.spec) == case
     assert rpa.validate(case, mode="strict").valid
+
+
+@pytest.mark.parametrize("dialect", [V3, HD64])
+def test_check_states_its_power(dialect, tmp_path, rpa_cli):
+    """A v3 check against the reference states its power as a jax one does: the least weight of
+    a dropped key it is sure to catch (in the row it watches closest, and in every row) and
+    whether an all-zero output fails (oracle/v3_compare.h), the figures rpa check --json gives,
+    in the text as rpa check words them. They do not depend on the output checked."""
+    case = rpa.gen(seed=5, dialect=dialect, size=40)
+    out, cache = rpa.reference(case)
+    result = rpa.check(case, (out, cache))
+    assert result.ok and result.rejects_zero is True
+    w, every = result.min_detectable_key_weight, result.key_weight_every_row
+    assert isinstance(w, float) and 0 < w < 1 and w <= every
+    assert "; power: catches a dropped key of weight >= " in str(result)
+    assert str(result).endswith(", rejects an all-zero output")
+    assert f"min_detectable_key_weight={w!r}" in repr(result)
+    assert "rejects_zero=True" in repr(result)
+    assert result.json["rejects_zero"] is True and result.json["min_detectable_key_weight"] == w
+    # rpa check on the same case file: the same figures and the same words.
+    path = str(tmp_path / "case.npz")
+    case.replace(out=out, kv_cache_out=cache).save(path)
+    p = rpa_cli("check", path, "--json")
+    j = json.loads(p.stdout)
+    assert p.returncode == 0 and (j["rejects_zero"], j["min_detectable_key_weight"],
+                                  j["key_weight_every_row"]) == (True, w, every)
+    power = str(result).split("; power: ", 1)[1]
+    assert rpa_cli("check", path).stdout.rstrip("\n").endswith("; power: " + power)
+    # An all-zero output: rejected, with the same power (it is the tolerance's, not the output's).
+    zero = rpa.check(case, (np.zeros_like(out), cache))
+    assert zero.verdict == "mismatch"
+    assert (zero.rejects_zero, zero.min_detectable_key_weight, zero.key_weight_every_row) == (
+        True, w, every)
+    # Not stated where it is not computed: against the literal schedule, for a rejected case.
+    literal = rpa.check(case, (out, cache), oracle="literal", target="v6e")
+    assert (literal.rejects_zero, literal.min_detectable_key_weight,
+            literal.key_weight_every_row) == (None, None, None)
+    assert "power" not in str(literal)
+    rejected = rpa.check(case.replace(soft_cap=0.0), (out, cache))
+    assert rejected.verdict == "rejected" and rejected.rejects_zero is None
+    assert rejected.min_detectable_key_weight is None
 
 
 @pytest.mark.parametrize("dialect", [V3, HD64])
