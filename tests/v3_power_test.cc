@@ -9,6 +9,7 @@
 // program is rejected) and the bound is used (inflated 10x, a wrong answer passes).
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <cstdint>
 #include <optional>
@@ -183,36 +184,53 @@ TEST(V3Power, Int16WindowWraps) {
   EXPECT_TRUE(v3_compare(y.b.dialect, y.in, y.p, ry, y6.out, y6.kv_cache).agree());
 }
 
+// One kernel.py decode row laid out by hand: kv_len keys of head_dim d on pages of
+// page_size, key t's K and V lanes from key(t, c) and value(t, c) (the last key is the new
+// token), the query's lanes from query(c), and one compute block of `block` keys.
+Built hand_row(DType dtype, int64_t d, int64_t page_size, int64_t kv_len, int64_t block,
+               const std::function<float(int64_t, int64_t)>& key,
+               const std::function<float(int64_t, int64_t)>& value,
+               const std::function<float(int64_t)>& query) {
+  Built r;
+  V3Builder& b = r.b;
+  b.q = dtype;
+  b.kv = dtype;
+  b.d = d;
+  b.page_size = page_size;
+  b.pps = (kv_len + page_size - 1) / page_size;
+  b.pages = b.pps + 1;
+  b.max_seqs = 1;
+  b.tokens = 1;
+  b.seqs = {{1, static_cast<int32_t>(kv_len)}};
+  b.fill = 0.0f;
+  r.in = b.build();
+  r.in.distribution.set_int(0, 1);
+  r.in.distribution.set_int(1, 1);
+  for (int64_t c = 0; c < d; ++c) r.in.queries.set_float(c, query(c));
+  for (int64_t t = 0; t < kv_len; ++t) {
+    for (int64_t c = 0; c < d; ++c) {
+      const float k = key(t, c), v = value(t, c);
+      if (t < kv_len - 1) {
+        r.in.kv_cache.set_float(at(b, 1 + t / page_size, t % page_size, 0, false, c), k);
+        r.in.kv_cache.set_float(at(b, 1 + t / page_size, t % page_size, 0, true, c), v);
+      } else {
+        r.in.keys.set_float(c, k);
+        r.in.values.set_float(c, v);
+      }
+    }
+  }
+  r.p.d_block_sizes = V3BlockSizes{1, block, 1, block};
+  return r;
+}
+
 // Issue 32's second defect, built by hand: a decode row of kernel.py (bfloat16, blocks of 4
 // keys) whose first block's key (logit 43.75, v -0.34375) is the answer, the second block's
 // (logit 108, v 0) the weight: m - m_new = -64.25 rounds to -64 in bfloat16 and the answer
 // moves by e^0.25 - 1 = 28%.
 Built rescale_case() {
-  Built r;
-  V3Builder& b = r.b;
-  b.q = BF16;
-  b.kv = BF16;
-  b.d = 1;
-  b.page_size = 4;
-  b.pages = 4;
-  b.pps = 2;
-  b.max_seqs = 1;
-  b.tokens = 1;
-  b.seqs = {{1, 8}};
-  b.fill = 0.0f;
-  r.in = b.build();
-  r.in.distribution.set_int(0, 1);
-  r.in.distribution.set_int(1, 1);
-  r.in.queries.set_float(0, 1.0f);
-  for (int64_t t = 0; t < 7; ++t) {
-    const float k = t == 1 ? 43.75f : t == 4 ? 108.0f : -200.0f;
-    const float v = t == 1 ? -0.34375f : 0.0f;
-    r.in.kv_cache.set_float(at(b, 1 + t / 4, t % 4, 0, false, 0), k);
-    r.in.kv_cache.set_float(at(b, 1 + t / 4, t % 4, 0, true, 0), v);
-  }
-  r.in.keys.set_float(0, -200.0f);
-  r.p.d_block_sizes = V3BlockSizes{1, 4, 1, 4};
-  return r;
+  return hand_row(
+      BF16, 1, 4, 8, 4, [](int64_t t, int64_t) { return t == 1 ? 43.75f : t == 4 ? 108.0f : -200.0f; },
+      [](int64_t t, int64_t) { return t == 1 ? -0.34375f : 0.0f; }, [](int64_t) { return 1.0f; });
 }
 
 // XLA's bfloat16 row sum losing its small terms: a decode row (bfloat16, head_dim 1, one
@@ -220,30 +238,9 @@ Built rescale_case() {
 // 1. Each p of the others (0.0019) is under half an ulp of the running sum 1, so l stays 1
 // where it should be 1.06, while p.V, in float32, keeps them: the answer comes out 1.0625.
 Built lost_terms_case() {
-  Built r;
-  V3Builder& b = r.b;
-  b.q = BF16;
-  b.kv = BF16;
-  b.d = 1;
-  b.page_size = 16;
-  b.pages = 3;
-  b.pps = 2;
-  b.max_seqs = 1;
-  b.tokens = 1;
-  b.seqs = {{1, 32}};
-  b.fill = 0.0f;
-  r.in = b.build();
-  r.in.distribution.set_int(0, 1);
-  r.in.distribution.set_int(1, 1);
-  r.in.queries.set_float(0, 1.0f);
-  for (int64_t t = 0; t < 31; ++t) {
-    r.in.kv_cache.set_float(at(b, 1 + t / 16, t % 16, 0, false, 0), t == 0 ? 0.0f : -6.25f);
-    r.in.kv_cache.set_float(at(b, 1 + t / 16, t % 16, 0, true, 0), 1.0f);
-  }
-  r.in.keys.set_float(0, -6.25f);
-  r.in.values.set_float(0, 1.0f);
-  r.p.d_block_sizes = V3BlockSizes{1, 32, 1, 32};
-  return r;
+  return hand_row(
+      BF16, 1, 16, 32, 32, [](int64_t t, int64_t) { return t == 0 ? 0.0f : -6.25f; },
+      [](int64_t, int64_t) { return 1.0f; }, [](int64_t) { return 1.0f; });
 }
 
 // A float32 decode row (head_dim 8, kv_len keys, one compute block) and the output of a correct
@@ -253,41 +250,16 @@ Built lost_terms_case() {
 // scales K: 30 gives logits whose dot error dominates, 1e-3 logits whose exp error does (on 4
 // keys, so that p.V's float32 order does not).
 Built shifted_case(double logit_scale, int64_t kv) {
-  Built r;
-  V3Builder& b = r.b;
-  b.q = F32;
-  b.kv = F32;
-  b.d = 8;
-  b.page_size = 16;
-  b.pps = (kv + 15) / 16;
-  b.pages = b.pps + 1;
-  b.max_seqs = 1;
-  b.tokens = 1;
-  b.seqs = {{1, static_cast<int32_t>(kv)}};
-  b.fill = 0.0f;
-  r.in = b.build();
-  r.in.distribution.set_int(0, 1);
-  r.in.distribution.set_int(1, 1);
   std::mt19937 rng(5);
   std::normal_distribution<float> normal;
-  for (int64_t c = 0; c < 8; ++c) r.in.queries.set_float(c, normal(rng));
-  for (int64_t t = 0; t < kv; ++t) {
-    for (int64_t c = 0; c < 8; ++c) {
-      const float k = static_cast<float>(logit_scale) * normal(rng);
-      // Values around 0 (the answer near 0, so its own rounding is small).
-      const float v = (t % 2 == 0 ? 1.0f : -1.0f) * (0.5f + 0.01f * static_cast<float>(t));
-      if (t < kv - 1) {
-        r.in.kv_cache.set_float(at(b, 1 + t / 16, t % 16, 0, false, c), k);
-        r.in.kv_cache.set_float(at(b, 1 + t / 16, t % 16, 0, true, c), v);
-      } else {
-        r.in.keys.set_float(c, k);
-        r.in.values.set_float(c, v);
-      }
-    }
-  }
-  const int64_t block = b.pps * 16;
-  r.p.d_block_sizes = V3BlockSizes{1, block, 1, block};
-  return r;
+  std::vector<float> q(8);
+  for (float& x : q) x = normal(rng);
+  // Values around 0 (the answer near 0, so its own rounding is small).
+  return hand_row(
+      F32, 8, 16, kv, (kv + 15) / 16 * 16,
+      [&](int64_t, int64_t) { return static_cast<float>(logit_scale) * normal(rng); },
+      [](int64_t t, int64_t) { return (t % 2 == 0 ? 1.0f : -1.0f) * (0.5f + 0.01f * static_cast<float>(t)); },
+      [&](int64_t c) { return q[static_cast<size_t>(c)]; });
 }
 
 // The output of the shifted program: weights exp(s_t -/+ shift_t) with shift_t = a_t (logit)
