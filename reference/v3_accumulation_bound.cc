@@ -74,6 +74,9 @@ void v3_accumulation_bound(const V3AccumulationRow& row, V3Blocking b, DType acc
   // Running state, in units of the exact denominator: prefix sums L, A_c and their bounds.
   const bool sink = std::isfinite(row.sink_logit);
   double m = sink ? row.sink_logit : -std::numeric_limits<double>::infinity();
+  // The least m the program may hold: its block maxima may round below this row's exact ones
+  // by their logit errors.
+  double m_low = m;
   double L = sink ? row.sink_weight : 0.0, eL = 0.0;
   std::vector<double> A(static_cast<size_t>(D), 0.0), eA(A.size(), 0.0), W(A.size(), 0.0);
   double shift = 0.0, e_max = 0.0;  // the rescales' d_b, summed; the largest e_t
@@ -103,11 +106,13 @@ void v3_accumulation_bound(const V3AccumulationRow& row, V3Blocking b, DType acc
     const double rounded = narrow ? double{round_double_to(acc, rmax)} : rmax;
     const double m_new = std::max(m, rounded);
     const bool first = L == 0.0;  // l and acc are exactly 0: alpha 0, sums exact
-    // alpha is surely 1 when even the largest logit this block may hold cannot raise m.
+    // alpha is surely 1 when even the largest logit this block may hold cannot raise the
+    // least m the program may hold.
     const double highest = narrow ? double{round_double_to(acc, rmax + rerr)} : rmax + rerr;
-    const bool kept = !first && highest <= m;
+    const double lowest = narrow ? double{round_double_to(acc, rmax - rerr)} : rmax - rerr;
+    const bool kept = !first && highest <= m_low;
     if (!first && !kept) {
-      const double dm = std::max(m_new, highest) - m;
+      const double dm = std::max(m_new, highest) - m_low;
       const double d_b = k.rescale * (std::expm1(ua * dm) + k.exp * (kExp + kU32 * dm) + (narrow ? ua : 0.0));
       shift += d_b;
       for (int64_t c = 0; c < D; ++c) {
@@ -115,6 +120,7 @@ void v3_accumulation_bound(const V3AccumulationRow& row, V3Blocking b, DType acc
       }
     }
     m = m_new;
+    m_low = std::max(m_low, lowest);
     // The row sum of round_A(p) over the block's slots (masked ones 0), in XLA's order.
     leaves.assign(static_cast<size_t>(b.compute), 0.0);
     leaf_err.assign(leaves.size(), 0.0);
