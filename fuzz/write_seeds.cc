@@ -242,11 +242,12 @@ Seeds validate_seeds() {
       }
     }
   }
-  // The kernel-schedule rules (findings 23, 24, 25) need calls the four above need not be:
-  // the first generated kernel.py call each of their mutations applies to.
+  // The kernel-schedule rules (findings 23, 24, 25, 26) need calls the four above need not
+  // be: the first generated kernel.py call each of their mutations applies to.
   for (props::V3MutationKind k : {props::V3MutationKind::masked_block_overflows,
                                   props::V3MutationKind::window_skips_cache_write,
-                                  props::V3MutationKind::window_int16_wraps}) {
+                                  props::V3MutationKind::window_int16_wraps,
+                                  props::V3MutationKind::window_int32_wraps}) {
     props::V3BuildOptions o3 = fuzz::v3_validate_options();
     o3.dialect = Dialect::kTpuInferenceV3;
     o3.min_seqs = 1;
@@ -254,6 +255,10 @@ Seeds validate_seeds() {
       props::RandomSource source(s, 60);
       const props::V3CaseSpec spec = props::build_v3_case(source, o3);
       if (!props::v3_mutation_applies(k, spec)) continue;
+      // window_int32_wraps's own call holds int32 positions (else the int16 rule comes first).
+      if (k == props::V3MutationKind::window_int32_wraps &&
+          props::v3_mutation_applies(props::V3MutationKind::window_int16_wraps, spec))
+        continue;
       const std::string name = "v3-" + std::string(props::v3_mutation_name(k)) + "-0";
       const fuzz::V3ValidateInput v{spec, {{k, 0}}};
       seeds[name] = fuzz::encode_v3_validate(v);

@@ -129,6 +129,9 @@ namespace rpa {
   X(window_int16_wraps, false, false, true, false,                                                \
     "kernel.py on TPU v6+ holds mask positions in int16 (packed q, pages_per_seq * page_size <= " \
     "32767): a key + sliding_window past 32767 wraps, masking keys the window keeps")              \
+  X(window_int32_wraps, false, false, true, false,                                                \
+    "kernel.py tests q < key + sliding_window in int32: past 2147483647 the sum wraps, masking "  \
+    "keys the window keeps")                                                                       \
   X(update_page_shared, false, false, true, false,                                                 \
     "tpu-inference updates and attends sequence by sequence: a page one sequence's update "        \
     "writes and another reads makes the answer depend on the order")                               \

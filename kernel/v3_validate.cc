@@ -692,6 +692,9 @@ class Walk {
       if (std::optional<std::string> why = window_int16_wraps(i, kv_len)) {
         if (stop(V3RuleId::window_int16_wraps, *why)) return false;
       }
+      if (std::optional<std::string> why = window_int32_wraps(i, kv_len)) {
+        if (stop(V3RuleId::window_int32_wraps, *why)) return false;
+      }
     }
     return true;
   }
@@ -719,6 +722,23 @@ class Walk {
            "pages_per_seq * page_size = " + I(pps_ * ps_) + " <= 32767), where key + "
            "sliding_window wraps past 32767: the row at position " + I(kv_len - 1) +
            " loses key " + I(lost) + ", which the definition keeps.";
+  }
+
+  // Finding 26 (measured in TPU interpret mode: corpus/findings/v3_window_int32_wraps.npz).
+  // Where its mask positions are int32 (every generation's float32 q; bfloat16 q on TPU v5 or
+  // past pages_per_seq * page_size 32767), kernel.py's test `q_span < k_span + sliding_window`
+  // wraps where key + W > 2147483647: the key is masked although the definition keeps it (W
+  // fits int32 by sliding_window_too_large, so q - t < W always holds). The last row (position
+  // kv_len - 1) keeps key kv_len - 1 under any causal mask, so a sequence departs iff
+  // kv_len - 1 + W > 2147483647. Strict rejects on every generation (checked after
+  // window_int16_wraps, which takes every such bfloat16 call that may run with int16 positions).
+  std::optional<std::string> window_int32_wraps(int64_t i, int64_t kv_len) const {
+    const int64_t w = *p_.sliding_window;
+    if (w < 1 || kv_len < 1 || kv_len - 1 + w <= kInt32Max) return std::nullopt;
+    return "sequence " + I(i) + " (kv_len=" + I(kv_len) + ") under sliding_window=" + I(w) +
+           ": kernel.py adds the window to int32 key positions, where key + sliding_window "
+           "wraps past 2147483647: the row at position " + I(kv_len - 1) + " loses key " +
+           I(kInt32Max + 1 - w) + ", which the definition keeps.";
   }
 
   // Sequence i's pass in kernel.py: its static q_len (decode 1, prefill chunk_prefill_size)

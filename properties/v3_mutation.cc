@@ -87,11 +87,12 @@ class Mutator {
       return d.failure.rule == V3RuleId::sink_group_unpacked ||
              d.failure.rule == V3RuleId::masked_block_overflows ||
              d.failure.rule == V3RuleId::window_skips_cache_write ||
-             d.failure.rule == V3RuleId::window_int16_wraps;
+             d.failure.rule == V3RuleId::window_int16_wraps ||
+             d.failure.rule == V3RuleId::window_int32_wraps;
     });
     declare_sink_group();
     declare_window_rules();
-    declare_int16_window();
+    declare_window_wraps();
   }
 
  private:
@@ -169,20 +170,22 @@ class Mutator {
     }
   }
 
-  // window_int16_wraps (finding 25), strict mode: kernel.py on TPU v6 and later holds mask
-  // positions in int16 for bfloat16 q when pages_per_seq * page_size <= 32767, and its window
-  // test wraps there: the last row of a sequence loses a key the definition keeps where
-  // kv_len - 1 + c >= 32768, or (a window past int16) c < kv_len, c = W mod 2^16. Generated
-  // windows (<= 8192) and kv_lens (<= 4096) never meet it; this rule's mutation and
-  // sliding_window_too_large's INT32_MAX (c = 65535) do. The validator checks it per
-  // sequence after the other per-sequence rules of that sequence: the first sequence where
-  // it holds, unless an earlier per-sequence rule stops the walk at or before it (a kShape
-  // mutation's, which declared it), is declared ahead of any later sequence's rules.
-  // (masked_block_overflows and window_skips_cache_write need a window below kv_len, this a
-  // window past 32767 - kv_len: no generated call has both.)
-  void declare_int16_window() {
+  // window_int16_wraps and window_int32_wraps (findings 25 and 26), strict mode. kernel.py
+  // on TPU v6 and later holds mask positions in int16 for bfloat16 q when pages_per_seq *
+  // page_size <= 32767, and its window test wraps there: the last row of a sequence loses a
+  // key the definition keeps where kv_len - 1 + c >= 32768, or (a window past int16)
+  // c < kv_len, c = W mod 2^16. Everywhere else its positions are int32, and the test wraps
+  // where kv_len - 1 + W > 2147483647. Generated windows (<= 8192) and kv_lens (<= 4096)
+  // never meet either; the two rules' mutations and sliding_window_too_large's INT32_MAX do.
+  // The validator checks them per sequence after the other per-sequence rules of that
+  // sequence, int16 first: the first sequence where one holds, unless an earlier
+  // per-sequence rule stops the walk at or before it (a kShape mutation's, which declared
+  // it), is declared ahead of any later sequence's rules. (masked_block_overflows and
+  // window_skips_cache_write need a window below kv_len, these a window past 32767 - kv_len:
+  // no generated call has both.)
+  void declare_window_wraps() {
     if (hd64_ || !p_.sliding_window || *p_.sliding_window < 1) return;
-    if (in_.queries.dtype() != DType::kBFloat16 || in_.kv_cache.rank() != 5) return;
+    if (*p_.sliding_window > kInt32Max || in_.kv_cache.rank() != 5) return;
     for (const Tensor* t : {&in_.distribution, &in_.kv_lens, &in_.cu_q_lens, &in_.page_indices}) {
       if (t->dtype() != DType::kInt32 || t->rank() != 1) return;  // an earlier rule fails
     }
@@ -191,22 +194,32 @@ class Mutator {
         in_.page_indices.numel() % slots != 0 || in_.cu_q_lens.numel() != slots + 1)
       return;
     const int64_t pps = in_.page_indices.numel() / slots;
-    if (pps > 32767 / S) return;  // int32 positions
+    const bool int16 = in_.queries.dtype() == DType::kBFloat16 && pps <= 32767 / S;
     const int64_t w = *p_.sliding_window, c = w % 65536, n = in_.distribution.int_at(2);
     if (n < 0 || n > slots) return;
     for (int64_t i = 0; i < n; ++i) {
       if (stops_at(i, pps, S)) return;
       const int64_t len = kv(i);
       const bool from_zero = c >= 32768 || (w >= 32768 && c < len);
-      if (!from_zero && c + len - 1 < 32768) continue;
-      strict(V3RuleId::window_int16_wraps,
-             "sequence " + I(i) + " (kv_len=" + I(len) + ") under sliding_window=" + I(w) +
-                 ": kernel.py on TPU v6 and later holds mask positions in int16 (bfloat16 q, "
-                 "pages_per_seq * page_size = " + I(pps * S) + " <= 32767), where key + "
-                 "sliding_window wraps past 32767: the row at position " + I(len - 1) +
-                 " loses key " + I(from_zero ? 0 : 32768 - c) + ", which the definition keeps.",
-             rank_of(V3RuleId::q_len_range) - 1);
-      return;
+      if (int16 && (from_zero || c + len - 1 >= 32768)) {
+        strict(V3RuleId::window_int16_wraps,
+               "sequence " + I(i) + " (kv_len=" + I(len) + ") under sliding_window=" + I(w) +
+                   ": kernel.py on TPU v6 and later holds mask positions in int16 (bfloat16 q, "
+                   "pages_per_seq * page_size = " + I(pps * S) + " <= 32767), where key + "
+                   "sliding_window wraps past 32767: the row at position " + I(len - 1) +
+                   " loses key " + I(from_zero ? 0 : 32768 - c) + ", which the definition keeps.",
+               rank_of(V3RuleId::q_len_range) - 1);
+        return;
+      }
+      if (len - 1 + w > kInt32Max) {
+        strict(V3RuleId::window_int32_wraps,
+               "sequence " + I(i) + " (kv_len=" + I(len) + ") under sliding_window=" + I(w) +
+                   ": kernel.py adds the window to int32 key positions, where key + "
+                   "sliding_window wraps past 2147483647: the row at position " + I(len - 1) +
+                   " loses key " + I(kInt32Max + 1 - w) + ", which the definition keeps.",
+               rank_of(V3RuleId::q_len_range) - 1);
+        return;
+      }
     }
   }
 
@@ -1170,7 +1183,7 @@ void Mutator::apply(V3MutationKind kind) {
       // (its last key + W is 32768), 32768 - L (just inside), 65536 + L - 1 (W wraps to
       // L - 1: its last row loses key 0), 65536 + L (just inside: W wraps to L, every key
       // kept), 40000 (W wraps negative). After a kShape mutation kv_lens may be no int32
-      // vector: then L = 1. declare_int16_window declares it.
+      // vector: then L = 1. declare_window_wraps declares it.
       int64_t longest = 1;
       if (in_.kv_lens.dtype() == DType::kInt32 && in_.kv_lens.rank() == 1) {
         for (int64_t i = 0; i < std::min(k(), in_.kv_lens.numel()); ++i) {
@@ -1181,6 +1194,23 @@ void Mutator::apply(V3MutationKind kind) {
       const int64_t windows[] = {32769 - longest, 32768 - longest, 65535 + longest,
                                  65536 + longest, 40000};
       p_.sliding_window = windows[variant(5)];
+      return;
+    }
+    case V3MutationKind::window_int32_wraps: {
+      // Finding 26: windows around kernel.py's int32 limit for the longest sequence L (any
+      // kernel.py call; bfloat16 calls with int16 positions meet window_int16_wraps first):
+      // 2^31 - L + 1 (its last key + W is 2^31: wraps), 2^31 - L (just inside), INT32_MAX
+      // (every key past 0 wraps). After a kShape mutation kv_lens may be no int32 vector:
+      // then L = 1. declare_window_wraps declares it.
+      int64_t longest = 1;
+      if (in_.kv_lens.dtype() == DType::kInt32 && in_.kv_lens.rank() == 1) {
+        for (int64_t i = 0; i < std::min(k(), in_.kv_lens.numel()); ++i) {
+          longest = std::max(longest, kv(i));
+        }
+      }
+      const int64_t windows[] = {std::min(kInt32Max, kInt32Max + 2 - longest),
+                                 kInt32Max + 1 - longest, kInt32Max};
+      p_.sliding_window = windows[variant(3)];
       return;
     }
     case V3MutationKind::q_dtype_unsupported: {
@@ -1324,6 +1354,8 @@ bool v3_mutation_applies(V3MutationKind kind, const V3CaseSpec& s) {
     }
     case V3MutationKind::window_int16_wraps:
       return s.q_dtype == DType::kBFloat16 && k > 0 && s.pages_per_seq() * s.page_size <= 32767;
+    case V3MutationKind::window_int32_wraps:
+      return k > 0;
     case V3MutationKind::decode_q_len_not_one:
       return pick(
           s,

@@ -94,6 +94,7 @@ namespace rpa::props {
   X(masked_block_overflows, masked_block_overflows, kShape, true, false)                  \
   X(window_skips_cache_write, window_skips_cache_write, kShape, true, false)              \
   X(window_int16_wraps, window_int16_wraps, kWindow, true, false)                        \
+  X(window_int32_wraps, window_int32_wraps, kWindow, true, false)                        \
   X(q_dtype_unsupported, q_dtype_unsupported, kShape, true, true)                         \
   X(out_dtype_not_default, out_dtype_not_default, kShape, true, false)                   \
   X(update_page_shared, update_page_shared, kShape, true, true)                           \

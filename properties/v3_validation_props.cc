@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "kernel/v3_validate.h"
@@ -155,6 +156,8 @@ const Unreachable kStrictUnreachable[] = {
      "kernel_hd64.py writes new tokens from a sequence's first query block, whose KV blocks start "
      "at its first row's window"},
     {V3RuleId::window_int16_wraps, kHd64, "kernel_hd64.py holds mask positions in int32"},
+    {V3RuleId::window_int32_wraps, kHd64,
+     "kernel_hd64.py tests q - sliding_window < key: a difference of int32 positions, no sum"},
 };
 
 bool unreachable(V3RuleId rule, Dialect d, Mode mode) {
@@ -195,11 +198,13 @@ TEST(V3Mutations, ALaterWindowTakesBackWindowSkipsCacheWrite) {
   EXPECT_TRUE(check_v3_validation(*spec, both, &why)) << why;
 }
 
-// window_int16_wraps (finding 25) is checked per sequence, after the sequence's other rules:
-// after every shape mutation (which may break a later or an earlier sequence) each window
-// that meets kernel.py's int16 positions, this rule's mutation in every variant and
-// sliding_window_too_large's INT32_MAX, gets the model's verdict from the validator.
-TEST(V3Mutations, Int16WindowAfterEveryShapeMutation) {
+// window_int16_wraps and window_int32_wraps (findings 25 and 26) are checked per sequence,
+// after the sequence's other rules: after every shape mutation (which may break a later or an
+// earlier sequence) each window that meets kernel.py's int16 or int32 positions, the rule's
+// mutation in every variant and sliding_window_too_large's INT32_MAX, gets the model's verdict
+// from the validator. Returns {cases, cases strict rejects with the rule}.
+std::pair<int, int> window_after_every_shape_mutation(V3MutationKind window_kind, int64_t variants,
+                                                      V3RuleId rule) {
   int cases = 0, rejected = 0;
   for (uint64_t seed = 1; seed <= 24; ++seed) {
     V3BuildOptions o = v3_edge_options();
@@ -207,30 +212,40 @@ TEST(V3Mutations, Int16WindowAfterEveryShapeMutation) {
     o.profile = kProfiles[seed % 3];
     o.min_seqs = 2;
     const V3CaseSpec spec = seeded_v3_spec(seed, 60, o);
-    if (!v3_mutation_applies(V3MutationKind::window_int16_wraps, spec)) continue;
+    if (!v3_mutation_applies(window_kind, spec)) continue;
     const V3Materialized base = materialize_v3(spec);
+    std::vector<V3Mutation> windows = {{V3MutationKind::sliding_window_too_large, 2}};
+    for (int64_t v = 0; v < variants; ++v) windows.push_back({window_kind, v});
     for (V3MutationKind kind : all_v3_mutation_kinds()) {
       if (v3_mutation_group(kind) != V3MutationGroup::kShape) continue;
       for (int64_t arg = 0; arg < 4; ++arg) {
-        for (const V3Mutation& window : {V3Mutation{V3MutationKind::window_int16_wraps, 0},
-                                         V3Mutation{V3MutationKind::window_int16_wraps, 1},
-                                         V3Mutation{V3MutationKind::window_int16_wraps, 2},
-                                         V3Mutation{V3MutationKind::window_int16_wraps, 3},
-                                         V3Mutation{V3MutationKind::window_int16_wraps, 4},
-                                         V3Mutation{V3MutationKind::sliding_window_too_large, 2}}) {
+        for (const V3Mutation& window : windows) {
           const std::vector<V3Mutation> ms = {{kind, arg}, window};
           if (!v3_mutations_compose(spec, ms)) continue;
           ++cases;
           V3MutatedCase m{base, {}};
           for (const V3Mutation& mu : ms) apply_v3_mutation(mu, spec, m.call, m.declared);
           const std::optional<V3Failure> want = expected_v3_failure(m.declared, Mode::kStrict);
-          rejected += want && want->rule == V3RuleId::window_int16_wraps;
+          rejected += want && want->rule == rule;
           std::string why;
           EXPECT_TRUE(check_v3_mutated(spec, ms, m, &why)) << why;
         }
       }
     }
   }
+  return {cases, rejected};
+}
+
+TEST(V3Mutations, Int16WindowAfterEveryShapeMutation) {
+  const auto [cases, rejected] = window_after_every_shape_mutation(
+      V3MutationKind::window_int16_wraps, 5, V3RuleId::window_int16_wraps);
+  EXPECT_GT(cases, 1000);
+  EXPECT_GT(rejected, 100);
+}
+
+TEST(V3Mutations, Int32WindowAfterEveryShapeMutation) {
+  const auto [cases, rejected] = window_after_every_shape_mutation(
+      V3MutationKind::window_int32_wraps, 3, V3RuleId::window_int32_wraps);
   EXPECT_GT(cases, 1000);
   EXPECT_GT(rejected, 100);
 }

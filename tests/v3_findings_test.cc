@@ -91,6 +91,9 @@ INSTANTIATE_TEST_SUITE_P(
         // Finding 25: on v6 the decode row (position 11) under window 32760 loses keys 8..11
         // (k + 32760 wraps past int16's 32767).
         V3Finding{"v3_window_int16_wraps", "window_int16_wraps", {0}, false},
+        // Finding 26: float32 q holds int32 positions on every generation: the decode row
+        // (position 11) under window 2147483639 loses keys 9..11 (9 + W wraps past int32).
+        V3Finding{"v3_window_int32_wraps", "window_int32_wraps", {0}, false},
         // Finding 15: sequence 0 (row 0) is in a prefill range that no pass computes.
         V3Finding{"v3_prefill_without_chunk_rows_unwritten", "prefill_without_chunk_size", {0}, true},
         // Finding 15: the decode pass computes row 0 of sequence 0 (q_len 2) without the causal

@@ -160,6 +160,7 @@ TEST(V3RuleTable, OrderFollowsTheSources) {
                                               "masked_block_overflows",
                                               "window_skips_cache_write",
                                               "window_int16_wraps",
+                                              "window_int32_wraps",
                                               "update_page_shared",
                                               "q_dtype_unsupported",
                                               "out_dtype_not_default",
@@ -538,6 +539,59 @@ TEST(V3Validate, WindowInt16Wraps) {
   EXPECT_EQ(rule_of(blocks, kStrict), "window_int16_wraps");
   // Only sequences below distribution[2] count.
   EXPECT_EQ(rule_of(with(32764, Spec{.kv_lens = {1, 5}, .cu = {0, 1, 1}, .dist = {1, 1, 1}}), kStrict),
+            "OK");
+}
+
+// Finding 26: where kernel.py's mask positions are int32 (float32 q on every generation,
+// bfloat16 q past pages_per_seq * page_size 32767 or on TPU v5), its window test
+// q < k + W wraps where k + W > 2147483647, and the key is masked although the definition
+// keeps it (measured in TPU interpret mode: corpus/findings/v3_window_int32_wraps.npz). The
+// last row of sequence 0 (kv 5: position 4) keeps key 4: 4 + 2147483643 fits, 4 + 2147483644
+// does not. hd64 tests q - W < k (no sum); bfloat16 q with int16 positions meets
+// window_int16_wraps first.
+TEST(V3Validate, WindowInt32Wraps) {
+  const auto with = [](int64_t window, Spec s = Spec{.q = DType::kFloat32, .kv = DType::kFloat32}) {
+    Case c = make(s);
+    c.p.sliding_window = window;
+    return c;
+  };
+  const std::string head = "window_int32_wraps: sequence 0 (kv_len=5) under sliding_window=";
+  const std::string tail = ": kernel.py adds the window to int32 key positions, where key + "
+                           "sliding_window wraps past 2147483647: the row at position 4 loses key ";
+  EXPECT_EQ(rule_of(with(2147483643), kStrict), "OK");
+  EXPECT_EQ(verdict(with(2147483644), kStrict),
+            head + "2147483644" + tail + "4, which the definition keeps.");
+  EXPECT_EQ(verdict(with(2147483647), kStrict),
+            head + "2147483647" + tail + "1, which the definition keeps.");
+  EXPECT_EQ(rule_of(with(2147483644), kNative), "OK");
+  // Past int32 the window itself is refused first.
+  EXPECT_EQ(rule_of(with(2147483648), kStrict), "sliding_window_too_large");
+  // bfloat16 q with int32 positions (pages_per_seq * page_size 2 x 16384 = 32768).
+  EXPECT_EQ(rule_of(with(2147483644, Spec{.ps = 2, .pps = 16384}), kStrict), "window_int32_wraps");
+  EXPECT_EQ(rule_of(with(2147483643, Spec{.ps = 2, .pps = 16384}), kStrict), "OK");
+  // bfloat16 q with int16 positions: the int16 rule comes first.
+  EXPECT_EQ(rule_of(with(2147483644, Spec{}), kStrict), "window_int16_wraps");
+  // hd64 subtracts the window from q's position: no sum to wrap.
+  EXPECT_EQ(rule_of(with(2147483647, Spec{.d = kHd64, .q = DType::kFloat32, .kv = DType::kFloat32}),
+                    kStrict),
+            "OK");
+  // Sequence 1, mixed (q 3, kv 9: positions 6..8), with and without the causal mask: its last
+  // row keeps key 8; 8 + 2147483639 fits, 8 + 2147483640 does not (sequence 0's 4 + W fits).
+  Case mixed = with(2147483640, Spec{.q = DType::kFloat32, .kv = DType::kFloat32, .kv_lens = {5, 9}});
+  EXPECT_EQ(verdict(mixed, kStrict),
+            "window_int32_wraps: sequence 1 (kv_len=9) under sliding_window=2147483640: kernel.py "
+            "adds the window to int32 key positions, where key + sliding_window wraps past "
+            "2147483647: the row at position 8 loses key 8, which the definition keeps.");
+  mixed.p.use_causal_mask = false;
+  EXPECT_EQ(rule_of(mixed, kStrict), "window_int32_wraps");
+  EXPECT_EQ(
+      rule_of(with(2147483639, Spec{.q = DType::kFloat32, .kv = DType::kFloat32, .kv_lens = {5, 9}}),
+              kStrict),
+      "OK");
+  // Only sequences below distribution[2] count.
+  EXPECT_EQ(rule_of(with(2147483647, Spec{.q = DType::kFloat32, .kv = DType::kFloat32,
+                                          .kv_lens = {1, 5}, .cu = {0, 1, 1}, .dist = {1, 1, 1}}),
+                    kStrict),
             "OK");
 }
 

@@ -16,6 +16,7 @@ Run from the repository root with the virtualenv of scripts/python_v3_venv.sh:
     build/v3venv/bin/python tools/make_v3_findings.py            write the cases, print the
                                                                  expectations.tsv lines
     build/v3venv/bin/python tools/make_v3_findings.py --verify   rerun the kernel on each
+    ... [--verify] NAME...                                       only the cases named
 """
 import argparse
 import os
@@ -77,6 +78,13 @@ def cases():
          "finding 25: bfloat16 q and pages_per_seq * page_size 12 <= 32767, so TPU v6's kernel.py "
          "holds mask positions in int16: under sliding_window 32760 the decode row at position 11 "
          "loses keys 8..11 (8 + 32760 wraps past 32767), which the definition keeps"),
+        ("v3_window_int32_wraps",
+         call(f32, seed=26, kv_lens=(12, 3), sliding_window=2**31 - 1 - 8,
+              d_block_sizes=(1, 8, 1, 4), p_block_sizes=(4, 4, 4, 4), m_block_sizes=(4, 4, 4, 4)),
+         "window_int32_wraps",
+         "finding 26: float32 q, so kernel.py holds mask positions in int32 on every TPU "
+         "generation: under sliding_window 2147483639 the decode row at position 11 loses keys "
+         "9..11 (9 + 2147483639 wraps past 2147483647), which the definition keeps"),
         ("v3_prefill_without_chunk_rows_unwritten",
          call(f32, seed=15, dist=(0, 1, 2), d_block_sizes=(1, 4, 1, 4),
               p_block_sizes=(4, 4, 4, 4), m_block_sizes=(4, 4, 4, 4)),
@@ -109,10 +117,19 @@ def run_kernel(case, name):
     return v3_pallas.run_v3_pallas(case, TPU_VERSION, name=name)
 
 
-def write():
+def chosen(only):
+    """cases(), or those named in only (a list of names; all when empty)."""
+    picked = [c for c in cases() if not only or c[0] in only]
+    missing = set(only or ()) - {c[0] for c in picked}
+    if missing:
+        sys.exit(f"no such case: {', '.join(sorted(missing))}")
+    return picked
+
+
+def write(only):
     import rpa  # pylint: disable=import-outside-toplevel
     rows = []
-    for name, case, rule, why in cases():
+    for name, case, rule, why in chosen(only):
         native, strict = rpa.validate(case, mode="native"), rpa.validate(case, mode="strict")
         if not native.valid or strict.rule != rule:
             sys.exit(f"{name}: native {native.rule or 'valid'}, strict {strict.rule or 'valid'}; "
@@ -124,7 +141,7 @@ def write():
     print("\n".join(rows))
 
 
-def verify():
+def verify(only):
     """Reruns the kernel on every v3 finding: the cache bit for bit and the output's NaNs where
     `expected` has them; the output's other elements bit for bit too where XLA compiles the
     kernel for this machine as it did for the one that wrote the case, else (XLA's CPU code
@@ -133,7 +150,8 @@ def verify():
     must each agree with the literal schedule."""
     import rpa  # pylint: disable=import-outside-toplevel
     failed = 0
-    for name, _, rule, _ in cases():
+    picked = chosen(only)
+    for name, _, rule, _ in picked:
         case = rpa.Case.load(os.path.join(OUT, name + ".npz"))
         bare = case.replace(expected=None, expected_kv_cache=None)
         out, cache = run_kernel(bare, name)
@@ -161,17 +179,18 @@ def verify():
         print(f"{name}: kernel {how}; literal {literal.verdict} "
               f"({literal.share_of_tolerance:.3g} of its tolerance), stored output "
               f"{stored.verdict}; strict {strict}{'' if strict == rule else ' (wanted ' + rule + ')'}")
-    print(f"make_v3_findings --verify: {len(cases()) - failed} passed, {failed} failed")
+    print(f"make_v3_findings --verify: {len(picked) - failed} passed, {failed} failed")
     return 1 if failed else 0
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--verify", action="store_true", help="rerun the kernel on each case")
+    parser.add_argument("names", nargs="*", help="only these cases (default: all)")
     args = parser.parse_args()
     if args.verify:
-        return verify()
-    write()
+        return verify(args.names)
+    write(args.names)
     return 0
 
 
