@@ -734,7 +734,8 @@ class Walk {
   // window_int16_wraps, which takes every such bfloat16 call that may run with int16 positions).
   std::optional<std::string> window_int32_wraps(int64_t i, int64_t kv_len) const {
     const int64_t w = *p_.sliding_window;
-    if (w < 1 || kv_len < 1 || kv_len - 1 + w <= kInt32Max) return std::nullopt;
+    // Native mode reaches here with any int64 window (sliding_window_too_large is strict's).
+    if (w < 1 || kv_len < 1 || w <= kInt32Max - (kv_len - 1)) return std::nullopt;
     return "sequence " + I(i) + " (kv_len=" + I(kv_len) + ") under sliding_window=" + I(w) +
            ": kernel.py adds the window to int32 key positions, where key + sliding_window "
            "wraps past 2147483647: the row at position " + I(kv_len - 1) + " loses key " +

@@ -564,8 +564,12 @@ TEST(V3Validate, WindowInt32Wraps) {
   EXPECT_EQ(verdict(with(2147483647), kStrict),
             head + "2147483647" + tail + "1, which the definition keeps.");
   EXPECT_EQ(rule_of(with(2147483644), kNative), "OK");
-  // Past int32 the window itself is refused first.
+  // Past int32 the window itself is refused first. Native mode takes any window: the walk
+  // still reaches this rule, and kv_len - 1 + W must not overflow int64 (UBSan; fuzz_validate
+  // found sliding_window_too_large's INT64_MAX seed in its first second).
   EXPECT_EQ(rule_of(with(2147483648), kStrict), "sliding_window_too_large");
+  EXPECT_EQ(rule_of(with(std::numeric_limits<int64_t>::max()), kStrict), "sliding_window_too_large");
+  EXPECT_EQ(rule_of(with(std::numeric_limits<int64_t>::max()), kNative), "OK");
   // bfloat16 q with int32 positions (pages_per_seq * page_size 2 x 16384 = 32768).
   EXPECT_EQ(rule_of(with(2147483644, Spec{.ps = 2, .pps = 16384}), kStrict), "window_int32_wraps");
   EXPECT_EQ(rule_of(with(2147483643, Spec{.ps = 2, .pps = 16384}), kStrict), "OK");
