@@ -12,6 +12,7 @@
 #include "cli/exit_codes.h"
 #include "kernel/dialect.h"
 #include "kernel/v3_validate.h"
+#include "kernel/validate.h"
 #include "properties/case_codec.h"
 #include "properties/generate.h"
 #include "properties/materialize.h"
@@ -19,6 +20,7 @@
 #include "properties/spec_model.h"
 #include "properties/v3_build_case.h"
 #include "properties/v3_materialize.h"
+#include "properties/production.h"
 
 namespace rpa {
 namespace {
@@ -58,6 +60,48 @@ int gen_v3(Dialect dialect, std::optional<uint64_t> seed, std::optional<int> siz
               v3_verdict_text(v3_validate(spec.dialect, m.inputs, m.params, Mode::kStrict)).c_str(),
               v3_verdict_text(v3_validate(spec.dialect, m.inputs, m.params, Mode::kJax)).c_str(),
               output.c_str());
+  return kExitOk;
+}
+
+// The production profile: a recipe from the seed or its prod: hex, the call of its dialect,
+// and the validators' verdicts (production calls are built valid; a rejection says which
+// rule a serving-shaped call runs into).
+int gen_production(Dialect dialect, std::optional<uint64_t> seed, const std::string& spec_text,
+                   const std::string& output) {
+  props::ProductionSpec spec;
+  if (seed) {
+    spec = props::seeded_production_spec(*seed, dialect);
+  } else {
+    std::optional<props::ProductionSpec> decoded = props::production_spec_from_hex(dialect, spec_text);
+    if (!decoded) {
+      return usage_error("--spec takes the prod: hex rpa gen printed, whole, with its --dialect (" +
+                         std::to_string(spec_text.size()) + " characters given)");
+    }
+    spec = std::move(*decoded);
+  }
+  Case c;
+  c.dialect = dialect;
+  std::string strict, native;
+  if (is_v3(dialect)) {
+    const props::V3Materialized m = props::materialize_v3(props::production_v3_case(spec));
+    strict = v3_verdict_text(v3_validate(dialect, m.inputs, m.params, Mode::kStrict));
+    native = v3_verdict_text(v3_validate(dialect, m.inputs, m.params, Mode::kJax));
+    c.v3_inputs = m.inputs;
+    c.v3_params = m.params;
+  } else {
+    const props::Materialized m = props::materialize(props::production_case(spec));
+    strict = props::verdict_text(validate(m.inputs, m.params, {.mode = Mode::kStrict}));
+    native = props::verdict_text(validate(m.inputs, m.params, {.mode = Mode::kJax}));
+    c.inputs = m.inputs;
+    c.params = m.params;
+  }
+  if (std::string err; !write_case_file(output, c, &err)) {
+    std::fprintf(stderr, "rpa: %s\n", err.c_str());
+    return kExitUnreadable;
+  }
+  std::printf("%s\n  spec: %s\n  strict: %s\n  %s: %s\nwrote %s\n", props::describe(spec).c_str(),
+              props::production_spec_hex(spec).c_str(), strict.c_str(),
+              is_v3(dialect) ? "native" : "jax", native.c_str(), output.c_str());
   return kExitOk;
 }
 
@@ -118,6 +162,13 @@ int gen_command(const std::vector<std::string_view>& args) {
   if (output.empty()) return usage_error("gen needs -o CASE.npz");
   if (!seed && (!profile.empty() || size || head_dim))
     return usage_error("--profile, --size and --head-dim go with --seed");
+  if (profile == props::kProductionProfile || spec_text.starts_with(props::kProductionSpecPrefix)) {
+    if (size || head_dim) {
+      return usage_error("--size and --head-dim do not go with profile production (the model "
+                         "and the bounds size its calls)");
+    }
+    return gen_production(dialect.value_or(Dialect::kJax), seed, spec_text, output);
+  }
   // A v3 spec names its dialect; --dialect, if given, must agree.
   if (has_spec && spec_text.starts_with(props::kV3SpecPrefix)) {
     const std::optional<props::V3CaseSpec> decoded = props::v3_spec_from_hex(spec_text);

@@ -20,7 +20,10 @@ std::optional<Profile> named_profile(std::string_view name) {
 }
 
 std::string unknown_profile(const std::string& name) {
-  return "profile takes decode, prefill, mixed, long or edge (got '" + name + "')";
+  if (name == kProductionProfile) {
+    return "profile production is a recipe of its own: it takes no size or head_dim";
+  }
+  return "profile takes decode, prefill, mixed, long, edge or production (got '" + name + "')";
 }
 
 }  // namespace
@@ -127,6 +130,11 @@ V3GenOptions v3_gen_options(Dialect d, const GenRequest& request) {
 V3CaseSpec seeded_v3_spec(uint64_t seed, int size, const V3BuildOptions& options) {
   RandomSource source(seed, std::clamp(size, 0, kFullSize));
   return build_v3_case(source, options);
+}
+
+ProductionSpec seeded_production_spec(uint64_t seed, Dialect d) {
+  RandomSource source(seed, kFullSize);
+  return build_production(source, d);
 }
 
 }  // namespace rpa::props

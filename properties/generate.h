@@ -12,13 +12,15 @@
 #include "properties/build_case.h"
 #include "properties/case_spec.h"
 #include "properties/mutation.h"
+#include "properties/production.h"
 #include "properties/v3_build_case.h"
 #include "properties/v3_case_spec.h"
 
 namespace rpa::props {
 
 // What to draw. profile: "" (any batch mix), "decode", "prefill", "mixed", "long" (the
-// long-context generator) or "edge" (one or two named mutations); head_dim fixes the head
+// long-context generator) or "edge" (one or two named mutations); "production" is drawn by
+// seeded_production_spec, not through these options; head_dim fixes the head
 // dimension (the Pallas kernel on the CPU traces multiples of 128 only).
 struct GenRequest {
   std::string profile;
@@ -62,5 +64,10 @@ V3GenOptions v3_gen_options(Dialect d, const GenRequest& request);
 
 // rpa gen --seed for a v3 dialect: RandomSource at `size` through build_v3_case.
 V3CaseSpec seeded_v3_spec(uint64_t seed, int size, const V3BuildOptions& options);
+
+// The production profile, of every dialect (properties/production.h): a recipe from the
+// seed, sized by its own bounds (no size, no head_dim: the model fixes it).
+inline constexpr std::string_view kProductionProfile = "production";
+ProductionSpec seeded_production_spec(uint64_t seed, Dialect d);
 
 }  // namespace rpa::props

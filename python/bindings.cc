@@ -48,6 +48,7 @@
 #include "oracle/v3_compare.h"
 #include "properties/case_codec.h"
 #include "properties/generate.h"
+#include "properties/production.h"
 #include "properties/materialize.h"
 #include "properties/mutation.h"
 #include "properties/random_source.h"
@@ -800,6 +801,38 @@ nb::tuple v3_gen_spec(const std::string& hex) {
   return v3_generated(*spec);
 }
 
+// rpa gen --profile production [--dialect D] --seed S, or --spec prod:HEX: the call, its spec
+// the prod: hex, no expected verdicts (production calls are built valid).
+nb::tuple production_generated(const props::ProductionSpec& spec) {
+  nb::tuple t = is_v3(spec.dialect) ? v3_generated(props::production_v3_case(spec))
+                                    : generated(props::production_case(spec));
+  return nb::make_tuple(t[0], t[1], props::production_spec_hex(spec), props::describe(spec),
+                        nb::none(), nb::none());
+}
+
+Dialect dialect_or_throw(const std::string& dialect) {
+  const std::optional<Dialect> d = parse_dialect(dialect);
+  if (!d) {
+    throw std::invalid_argument("dialect takes jax, tpu_inference_v3 or tpu_inference_v3_hd64 (got " +
+                                dialect + ")");
+  }
+  return *d;
+}
+
+nb::tuple production_gen(uint64_t seed, const std::string& dialect) {
+  return production_generated(props::seeded_production_spec(seed, dialect_or_throw(dialect)));
+}
+
+nb::tuple production_gen_spec(const std::string& hex, const std::string& dialect) {
+  const std::optional<props::ProductionSpec> spec =
+      props::production_spec_from_hex(dialect_or_throw(dialect), hex);
+  if (!spec) {
+    throw std::invalid_argument("spec takes the prod: hex rpa gen printed, whole, with its dialect (" +
+                                std::to_string(hex.size()) + " characters given)");
+  }
+  return production_generated(*spec);
+}
+
 // A v3 dialect's rule table: (name, in native mode, in strict mode, crash, []).
 nb::list v3_rules(const std::string& dialect) {
   const std::optional<Dialect> d = parse_dialect(dialect);
@@ -849,6 +882,8 @@ NB_MODULE(_rpa, m) {
   m.def("v3_check", &v3_check_case, "arrays"_a, "params"_a, "semantics"_a, "oracle"_a, "target"_a);
   m.def("v3_gen", &v3_gen, "seed"_a, "dialect"_a, "profile"_a, "size"_a, "head_dim"_a.none());
   m.def("v3_gen_spec", &v3_gen_spec, "hex"_a);
+  m.def("production_gen", &production_gen, "seed"_a, "dialect"_a);
+  m.def("production_gen_spec", &production_gen_spec, "hex"_a, "dialect"_a);
   m.def("v3_rules", &v3_rules, "dialect"_a);
   m.attr("default_max_bytes") = CaseReadOptions{}.max_bytes;
   m.attr("full_size") = props::kFullSize;

@@ -150,7 +150,7 @@ TEST(V3CaseGen, HexRefusesTruncatedPaddedAndJaxSpecs) {
 
 TEST(V3CaseGen, OptionErrors) {
   EXPECT_EQ(v3_gen_options(Dialect::kTpuInferenceV3, {.profile = "huge", .head_dim = {}}).error,
-            "profile takes decode, prefill, mixed, long or edge (got 'huge')");
+            "profile takes decode, prefill, mixed, long, edge or production (got 'huge')");
   EXPECT_EQ(v3_gen_options(Dialect::kTpuInferenceV3Hd64, {.profile = "", .head_dim = 128}).error,
             "head_dim takes 64 alone with dialect tpu_inference_v3_hd64 (got 128)");
   EXPECT_EQ(v3_gen_options(Dialect::kTpuInferenceV3, {.profile = "long", .head_dim = 256}).error,

@@ -1,0 +1,151 @@
+// Tests of the production profile (properties/production.h): every recipe replays from its
+// prod: hex and keeps its memory and work bounds; every item of the reach catalog (models,
+// head dims, dtypes, page sizes, max_model_len, slots, budgets, batch mixes, long contexts,
+// windows, soft caps, sinks, float8 scales, integer edges) is drawn within a few thousand
+// seeds; and production calls of each dialect are strict-valid, and the tiled kernel agrees
+// with the dense reference on them (the v3 ones through the literal schedule too).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "kernel/paged_kv_view.h"
+#include "kernel/tiled_kernel.h"
+#include "kernel/v3_kernel.h"
+#include "kernel/v3_program.h"
+#include "kernel/v3_validate.h"
+#include "kernel/validate.h"
+#include "oracle/compare.h"
+#include "oracle/tolerance.h"
+#include "oracle/v3_compare.h"
+#include "properties/generate.h"
+#include "properties/materialize.h"
+#include "properties/production.h"
+#include "properties/v3_materialize.h"
+#include "reference/dense_reference.h"
+#include "reference/v3_reference.h"
+
+namespace rpa::props {
+namespace {
+
+constexpr Dialect kDialects[] = {Dialect::kJax, Dialect::kTpuInferenceV3,
+                                 Dialect::kTpuInferenceV3Hd64};
+
+TEST(Production, EveryRecipeReplaysFromItsHexAndKeepsItsBounds) {
+  for (Dialect d : kDialects) {
+    for (uint64_t seed = 0; seed < 300; ++seed) {
+      const ProductionSpec s = seeded_production_spec(seed, d);
+      SCOPED_TRACE(describe(s));
+      const std::optional<ProductionSpec> back = production_spec_from_hex(d, production_spec_hex(s));
+      ASSERT_TRUE(back.has_value());
+      EXPECT_TRUE(*back == s);
+      EXPECT_LE(s.memory_bytes(), kProductionMemoryBytes);
+      EXPECT_LE(s.macs(), kProductionMacs);
+      ASSERT_FALSE(s.seqs.empty());
+      EXPECT_LE(static_cast<int64_t>(s.seqs.size()), s.max_num_seqs);
+      EXPECT_GE(s.max_num_seqs, kProductionMinSeqs);
+      EXPECT_LE(s.max_num_seqs, kProductionMaxSeqs);
+      EXPECT_LE(s.total_q_len(), s.padded_tokens());
+      EXPECT_LE(s.padded_tokens(), s.token_budget);
+      EXPECT_GE(s.pages_per_seq() * s.page_size, s.max_model_len);
+      for (const SeqSpec& q : s.seqs) {
+        EXPECT_GE(q.q_len, 1);
+        EXPECT_LE(q.q_len, q.kv_len);
+        EXPECT_LE(q.kv_len, s.max_model_len);
+      }
+    }
+  }
+  // A truncated hex is refused, not read as another call.
+  const std::string hex = production_spec_hex(seeded_production_spec(1, Dialect::kJax));
+  EXPECT_FALSE(production_spec_from_hex(Dialect::kJax, hex.substr(0, hex.size() - 2)));
+  EXPECT_FALSE(production_spec_from_hex(Dialect::kJax, hex.substr(5)));
+}
+
+// The reach table at the generator: how often each catalog item is drawn over 3000 seeds
+// (printed), and none of them never.
+TEST(Production, EveryCatalogItemIsReached) {
+  for (Dialect d : kDialects) {
+    std::map<std::string, int64_t> counts;
+    int64_t longest = 0;
+    for (const std::string& item : production_reach_catalog(d)) counts[item] = 0;
+    const int64_t seeds = 3000;
+    for (uint64_t seed = 0; seed < static_cast<uint64_t>(seeds); ++seed) {
+      const ProductionSpec s = seeded_production_spec(seed, d);
+      for (const std::string& item : production_reach_items(s)) ++counts[item];
+      longest = std::max(longest, s.max_kv_len());
+    }
+    std::printf("%s: %lld recipes, longest kv_len %lld\n", std::string(dialect_name(d)).c_str(),
+                static_cast<long long>(seeds), static_cast<long long>(longest));
+    for (const std::string& item : production_reach_catalog(d)) {
+      std::printf("  %-40s %6lld\n", item.c_str(), static_cast<long long>(counts[item]));
+      EXPECT_GT(counts[item], 0) << dialect_name(d) << ": " << item << " never drawn";
+    }
+  }
+}
+
+// A production call of each dialect: accepted by strict mode, and the tiled kernel within
+// the tolerance of the dense reference (kernel semantics); v3 also the literal schedule on
+// TPU v6 within its tolerance. Seeds chosen to cover a decode-heavy batch, a chunked
+// prefill, a float8 cache and an integer edge between them (the descriptions are printed).
+void check_jax(uint64_t seed) {
+  const ProductionSpec s = seeded_production_spec(seed, Dialect::kJax);
+  SCOPED_TRACE(describe(s));
+  const Materialized m = materialize(production_case(s));
+  const std::optional<Failure> f = validate(m.inputs, m.params, {.mode = Mode::kStrict});
+  ASSERT_FALSE(f) << f->message;
+  const Tensor out = tiled_attention(m.inputs, m.params, {.threads = 2});
+  const ReferenceResult ref = dense_reference(m.inputs, m.params, Semantics::kKernel);
+  const Comparison c = compare_outputs(out, ref.out, PagedKvView(m.inputs),
+                                       tolerance_for_case(m.inputs, m.params, ref));
+  EXPECT_TRUE(c.agree()) << describe_mismatch(c);
+}
+
+void check_v3(Dialect d, uint64_t seed) {
+  const ProductionSpec s = seeded_production_spec(seed, d);
+  SCOPED_TRACE(describe(s));
+  const V3Materialized m = materialize_v3(production_v3_case(s));
+  const std::optional<V3Failure> f = v3_validate(d, m.inputs, m.params, Mode::kStrict);
+  ASSERT_FALSE(f) << f->message;
+  const V3ReferenceResult ref = v3_reference(d, m.inputs, m.params, Semantics::kKernel);
+  const V3KernelResult got = v3_tiled_attention(d, m.inputs, m.params, {.threads = 2});
+  const V3Comparison c = v3_compare(d, m.inputs, m.params, ref, got.out, got.kv_cache,
+                                    {.float32_accumulators = true});
+  EXPECT_TRUE(c.agree()) << describe_v3_comparison(c);
+  const V3KernelResult literal = v3_literal_attention(d, m.inputs, m.params, {.tpu_version = 6});
+  const V3Comparison l = v3_compare(d, m.inputs, m.params, ref, literal.out, literal.kv_cache);
+  EXPECT_TRUE(l.agree()) << describe_v3_comparison(l);
+}
+
+// Under the sanitizers only the small calls run (the large ones are for answers, and take
+// minutes there); the release build runs both.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kSanitized = true;
+#else
+constexpr bool kSanitized = false;
+#endif
+#else
+constexpr bool kSanitized = false;
+#endif
+
+// Seed 0: a small batch; the others: jax 1 (251 MiB, an int32 window edge), kernel.py 6
+// (an int16 window edge at 32767), hd64 8 (decodes with sinks).
+TEST(ProductionAgreement, Jax) {
+  check_jax(0);
+  if (!kSanitized) check_jax(1);
+}
+TEST(ProductionAgreement, TpuInferenceV3) {
+  check_v3(Dialect::kTpuInferenceV3, 0);
+  if (!kSanitized) check_v3(Dialect::kTpuInferenceV3, 6);
+}
+TEST(ProductionAgreement, TpuInferenceV3Hd64) {
+  check_v3(Dialect::kTpuInferenceV3Hd64, 0);
+  if (!kSanitized) check_v3(Dialect::kTpuInferenceV3Hd64, 8);
+}
+
+}  // namespace
+}  // namespace rpa::props
