@@ -549,7 +549,10 @@ void write_case(const std::string& path, const ArrayMap& arrays, const ParamMap&
 
 // A generated spec as the Python side keeps it: (arrays, params, spec hex, description,
 // strict verdict, jax verdict), each verdict (rule, message) or None.
-nb::tuple generated(const props::CaseSpec& spec) {
+// A production call passes its own prod: hex and description (its expansion has no jax or
+// v3 hex).
+nb::tuple generated(const props::CaseSpec& spec, const std::optional<std::string>& hex = {},
+                    const std::optional<std::string>& description = {}) {
   const props::Materialized m = props::materialize(spec);
   auto verdict = [&](Mode mode) -> nb::object {
     const std::optional<Failure> f = props::expected_failure(m, mode);
@@ -560,8 +563,9 @@ nb::tuple generated(const props::CaseSpec& spec) {
   c.inputs = m.inputs;
   c.params = m.params;
   nb::tuple t = from_case(std::move(c));
-  return nb::make_tuple(t[0], t[1], props::spec_hex(spec), props::describe(spec),
-                        verdict(Mode::kStrict), verdict(Mode::kJax));
+  return nb::make_tuple(t[0], t[1], hex ? *hex : props::spec_hex(spec),
+                        description ? *description : props::describe(spec), verdict(Mode::kStrict),
+                        verdict(Mode::kJax));
 }
 
 props::BuildOptions options_or_throw(const props::GenOptions& g) {
@@ -763,15 +767,16 @@ nb::dict v3_check_case(const ArrayMap& arrays, const ParamMap& params,
 
 // A generated v3 spec as the Python side keeps it: (arrays, params, spec hex, description,
 // None, None): v3 generated cases are valid by construction.
-nb::tuple v3_generated(const props::V3CaseSpec& spec) {
+nb::tuple v3_generated(const props::V3CaseSpec& spec, const std::optional<std::string>& hex = {},
+                       const std::optional<std::string>& description = {}) {
   const props::V3Materialized m = props::materialize_v3(spec);
   Case c;
   c.dialect = spec.dialect;
   c.v3_inputs = m.inputs;
   c.v3_params = m.params;
   nb::tuple t = from_case(std::move(c));
-  return nb::make_tuple(t[0], t[1], props::v3_spec_hex(spec), props::describe(spec), nb::none(),
-                        nb::none());
+  return nb::make_tuple(t[0], t[1], hex ? *hex : props::v3_spec_hex(spec),
+                        description ? *description : props::describe(spec), nb::none(), nb::none());
 }
 
 // rpa gen --dialect D --seed S [--profile P] [--size N] [--head-dim H].
@@ -802,12 +807,11 @@ nb::tuple v3_gen_spec(const std::string& hex) {
 }
 
 // rpa gen --profile production [--dialect D] --seed S, or --spec prod:HEX: the call, its spec
-// the prod: hex, no expected verdicts (production calls are built valid).
+// the prod: hex; jax calls with the spec model's verdicts, as every generated jax case.
 nb::tuple production_generated(const props::ProductionSpec& spec) {
-  nb::tuple t = is_v3(spec.dialect) ? v3_generated(props::production_v3_case(spec))
-                                    : generated(props::production_case(spec));
-  return nb::make_tuple(t[0], t[1], props::production_spec_hex(spec), props::describe(spec),
-                        nb::none(), nb::none());
+  const std::string hex = props::production_spec_hex(spec), text = props::describe(spec);
+  return is_v3(spec.dialect) ? v3_generated(props::production_v3_case(spec), hex, text)
+                             : generated(props::production_case(spec), hex, text);
 }
 
 Dialect dialect_or_throw(const std::string& dialect) {
