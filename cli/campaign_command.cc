@@ -53,6 +53,7 @@
 #include "properties/random_source.h"
 #include "properties/spec_model.h"
 #include "properties/generate.h"
+#include "properties/production.h"
 #include "properties/v3_build_case.h"
 #include "properties/v3_case_spec.h"
 #include "properties/v3_materialize.h"
@@ -103,8 +104,15 @@ void run_raw_call(const props::Materialized& m, uint64_t seed, int64_t i, Stats&
   }
 }
 
+// The hex that replays a finding: the production recipe's when the case came from one (its
+// expansion is past the generators' codecs), else the spec's own.
+std::string replay_hex(const props::CaseSpec& spec, const std::string& production_hex) {
+  return production_hex.empty() ? props::spec_hex(spec) : production_hex;
+}
+
 // Threads alternate 1 and 2 over the valid cases.
-void run_case(const props::CaseSpec& spec, int64_t i, DotPasses passes, Stats& st) {
+void run_case(const props::CaseSpec& spec, const std::string& production_hex, int64_t i,
+              DotPasses passes, Stats& st) {
   ++st.cases;
   st.mutated += spec.mutations.empty() ? 0 : 1;
   const props::Materialized m = props::materialize(spec);
@@ -120,7 +128,7 @@ void run_case(const props::CaseSpec& spec, int64_t i, DotPasses passes, Stats& s
       record(st, {i, "validation (" + std::string(mode_name(mode)) + ")",
                   "spec model: " + props::verdict_text(want) +
                       " | validate: " + props::verdict_text(got),
-                  props::spec_hex(spec), ""});
+                  replay_hex(spec, production_hex), ""});
     }
     if (mode == Mode::kStrict) strict_valid = !got && !want;
   }
@@ -147,7 +155,7 @@ void run_case(const props::CaseSpec& spec, int64_t i, DotPasses passes, Stats& s
       ++st.budget_histogram[pair][budget_bin(c.agree() ? c.max_budget_used : INFINITY)];
       if (c.agree() && c.bias.biased()) {
         ++st.biased[pair];
-        record(st, {i, "kernel vs reference (bias)", bias_line(c), props::spec_hex(spec), ""});
+        record(st, {i, "kernel vs reference (bias)", bias_line(c), replay_hex(spec, production_hex), ""});
       }
     }
     if (kernel && std::isfinite(c.min_detectable_key_weight)) {
@@ -160,7 +168,7 @@ void run_case(const props::CaseSpec& spec, int64_t i, DotPasses passes, Stats& s
     }
     if (!c.agree()) {
       record(st, {i, "kernel vs reference (" + semantics_label(semantics) + ")",
-                  describe_mismatch(c), props::spec_hex(spec), ""});
+                  describe_mismatch(c), replay_hex(spec, production_hex), ""});
     }
   }
 }
@@ -180,15 +188,12 @@ std::optional<Dialect> v3_dialect_of(int64_t i) {
 // tpu-inference's own ref, so the kernel is not judged against it here. The check's power
 // (the least dropped key weight caught, whether an all-zero output fails) is tallied per
 // dialect and dtype pair.
-void run_v3_case(Dialect d, uint64_t seed, int64_t i, int max_size, Stats& st) {
-  props::V3BuildOptions options;
-  options.dialect = d;
-  const props::V3CaseSpec spec =
-      props::seeded_v3_spec(case_seed(seed, i), static_cast<int>(i % (max_size + 1)), options);
+// hex: the replay hex of the call (a production recipe's or the spec's).
+void run_v3_spec(const props::V3CaseSpec& spec, const std::string& hex, int64_t i, Stats& st) {
+  const Dialect d = spec.dialect;
   const std::string name(dialect_name(d));
   ++st.v3_cases[name];  // Stats::cases and validation_checks count the jax dialect's
   const props::V3Materialized m = props::materialize_v3(spec);
-  const std::string hex = props::v3_spec_hex(spec);
   bool strict_valid = false;
   for (int k = 0; k < 2; ++k) {
     const Mode mode = kV3Modes[k];
@@ -222,6 +227,31 @@ void run_v3_case(Dialect d, uint64_t seed, int64_t i, int max_size, Stats& st) {
   if (!c.agree()) {
     record(st, {i, "v3 kernel vs reference (kernel semantics)",
                 name + ": " + describe_v3_comparison(c), hex, ""});
+  }
+}
+
+void run_v3_case(Dialect d, uint64_t seed, int64_t i, int max_size, Stats& st) {
+  props::V3BuildOptions options;
+  options.dialect = d;
+  const props::V3CaseSpec spec =
+      props::seeded_v3_spec(case_seed(seed, i), static_cast<int>(i % (max_size + 1)), options);
+  run_v3_spec(spec, props::v3_spec_hex(spec), i, st);
+}
+
+// --profile production: case i is a production call (properties/production.h) of jax,
+// kernel.py and hd64 in turn, through the same checks as the other cases, and tallied in the
+// reach table.
+void run_production_case(uint64_t seed, int64_t i, DotPasses passes, Stats& st) {
+  constexpr Dialect kDialects[] = {Dialect::kJax, Dialect::kTpuInferenceV3,
+                                   Dialect::kTpuInferenceV3Hd64};
+  const Dialect d = kDialects[i % 3];
+  const props::ProductionSpec spec = props::seeded_production_spec(case_seed(seed, i), d);
+  st.reach.add(spec);
+  const std::string hex = props::production_spec_hex(spec);
+  if (is_v3(d)) {
+    run_v3_spec(props::production_v3_case(spec), hex, i, st);
+  } else {
+    run_case(props::production_case(spec), hex, i, passes, st);
   }
 }
 
@@ -397,6 +427,11 @@ std::string summary_text(const Stats& st, double seconds, uint64_t seed) {
   s += "\n  raw calls (fuzz_raw_inputs' decoder, valid cases with bytes changed): " +
        std::to_string(st.raw_calls) + ", strict accepted " +
        std::to_string(st.raw_strict_accepted) + ", run " + std::to_string(st.raw_ran);
+  if (!st.reach.empty()) {
+    s += "\n  production reach (each item: the calls that drew it):\n" +
+         st.reach.text("    ");
+    s.pop_back();
+  }
   s += "\n  Pallas kernel (TPU interpret mode): " + pallas_line(st);
   s += "\n  findings: " + std::to_string(st.findings_total) + "\n";
   for (const Finding& f : st.findings) {
@@ -467,6 +502,17 @@ std::string summary_json(const Stats& st, double seconds, uint64_t seed) {
   write_key_weights_json(j, st.v3_key_weights);
   j.key("could_not_reject_zero").value(st.v3_could_not_reject_zero);
   j.end_object();
+  if (!st.reach.empty()) {
+    j.key("production_reach").begin_object();
+    for (const auto& [d, r] : st.reach.by_dialect()) {
+      j.key(d).begin_object().key("calls").value(r.calls);
+      j.key("longest_kv_len").value(r.longest_kv_len).key("most_rows").value(r.most_rows);
+      j.key("highest_position").value(r.highest_position).key("items").begin_object();
+      for (const auto& [item, n] : r.items) j.key(item).value(n);
+      j.end_object().end_object();
+    }
+    j.end_object();
+  }
   j.key("findings_total").value(st.findings_total).key("findings").begin_array();
   for (const Finding& f : st.findings) {
     j.begin_object().key("check").value(f.check).key("detail").value(f.detail);
@@ -528,6 +574,20 @@ std::string summary_markdown(const Stats& st, double seconds, uint64_t seed) {
        " valid cases in fuzz_raw_inputs' raw form with one to four bytes changed: " +
        std::to_string(st.raw_strict_accepted) + " still strict-valid, " +
        std::to_string(st.raw_ran) + " run through the reference and the kernel.\n";
+  if (!st.reach.empty()) {
+    s += "\n## Production reach\n\n| dialect | calls | longest kv_len | most rows | highest "
+         "position |\n|---|---|---|---|---|\n";
+    for (const auto& [d, r] : st.reach.by_dialect()) {
+      s += "| " + d + " | " + std::to_string(r.calls) + " | " + std::to_string(r.longest_kv_len) +
+           " | " + std::to_string(r.most_rows) + " | " + std::to_string(r.highest_position) + " |\n";
+    }
+    s += "\n| dialect | item | calls |\n|---|---|---|\n";
+    for (const auto& [d, r] : st.reach.by_dialect()) {
+      for (const auto& [item, n] : r.items) {
+        s += "| " + d + " | " + item + " | " + std::to_string(n) + " |\n";
+      }
+    }
+  }
   s += "\n## Pallas kernel (TPU interpret mode)\n\n" + pallas_line(st) + "\n";
   s += "\n## Findings: " + std::to_string(st.findings_total) + "\n\n";
   for (const Finding& f : st.findings) {
@@ -598,12 +658,13 @@ std::optional<uint64_t> parse_u64(std::string_view v) {
 
 int campaign_command(const std::vector<std::string_view>& args) {
   uint64_t seconds = 60, seed = 1, max_size = 100, pallas = 0;
+  bool production = false;
   DotPasses passes = DotPasses::kSix;
   std::optional<std::string> report, junit;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     if (a != "--seconds" && a != "--seed" && a != "--report" && a != "--max-size" &&
-        a != "--pallas" && a != "--junit" && a != "--dot-passes") {
+        a != "--pallas" && a != "--junit" && a != "--dot-passes" && a != "--profile") {
       return usage_error("unknown option " + std::string(a));
     }
     if (i + 1 >= args.size()) return usage_error(std::string(a) + " needs a value");
@@ -611,6 +672,14 @@ int campaign_command(const std::vector<std::string_view>& args) {
     if (a == "--report" || a == "--junit") {
       if (v.empty()) return usage_error(std::string(a) + (a == "--junit" ? " needs a file" : " needs a directory"));
       (a == "--report" ? report : junit) = std::string(v);
+      continue;
+    }
+    if (a == "--profile") {
+      if (v != props::kProductionProfile) {
+        return usage_error("--profile takes production (without it the campaign draws every "
+                           "generator's mix; got '" + std::string(v) + "')");
+      }
+      production = true;
       continue;
     }
     if (a == "--dot-passes") {
@@ -685,12 +754,14 @@ int campaign_command(const std::vector<std::string_view>& args) {
       const int64_t kernel_before = mine.kernel_checks, findings_before = mine.findings_total;
       std::optional<props::CaseSpec> spec;
       try {
-        if (const std::optional<Dialect> d = v3_dialect_of(i)) {
+        if (production) {
+          run_production_case(seed, i, passes, mine);
+        } else if (const std::optional<Dialect> d = v3_dialect_of(i)) {
           run_v3_case(*d, seed, i, st.max_size, mine);
         } else {
           // The jax cases keep their own numbering (even valid, odd mutated).
           spec = case_spec(seed, i - (i + 1) / 4, st.max_size);
-          run_case(*spec, i, passes, mine);
+          run_case(*spec, "", i, passes, mine);
         }
       } catch (const std::exception& e) {  // nothing may escape a worker thread
         record(mine, {i, "exception", e.what(), spec ? props::spec_hex(*spec) : "", ""});

@@ -65,6 +65,7 @@ void merge_into(Stats& to, const Stats& from) {
     mine.insert(mine.end(), w.begin(), w.end());
   }
   to.v3_could_not_reject_zero += from.v3_could_not_reject_zero;
+  to.reach.merge(from.reach);
   for (const auto& [pair, n] : from.pair_checks) to.pair_checks[pair] += n;
   for (const auto& [pair, h] : from.budget_histogram) {
     BudgetHistogram& mine = to.budget_histogram[pair];

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernel/validate.h"
+#include "properties/production_reach.h"
 
 namespace rpa {
 
@@ -71,6 +72,8 @@ struct Stats {
   std::map<std::string, double> v3_tolerance_at_worst;
   KeyWeights v3_key_weights;
   int64_t v3_could_not_reject_zero = 0;
+  // --profile production: what the production calls reached (empty otherwise).
+  props::ProductionReach reach;
 };
 
 inline constexpr size_t kMaxFindings = 20;

@@ -66,18 +66,23 @@ int gen_v3(Dialect dialect, std::optional<uint64_t> seed, std::optional<int> siz
 // The production profile: a recipe from the seed or its prod: hex, the call of its dialect,
 // and the validators' verdicts (production calls are built valid; a rejection says which
 // rule a serving-shaped call runs into).
-int gen_production(Dialect dialect, std::optional<uint64_t> seed, const std::string& spec_text,
-                   const std::string& output) {
+int gen_production(Dialect dialect, bool dialect_given, std::optional<uint64_t> seed,
+                   const std::string& spec_text, const std::string& output) {
   props::ProductionSpec spec;
   if (seed) {
     spec = props::seeded_production_spec(*seed, dialect);
   } else {
-    std::optional<props::ProductionSpec> decoded = props::production_spec_from_hex(dialect, spec_text);
+    std::optional<props::ProductionSpec> decoded = props::production_spec_from_hex(spec_text);
     if (!decoded) {
-      return usage_error("--spec takes the prod: hex rpa gen printed, whole, with its --dialect (" +
+      return usage_error("--spec takes the prod: hex rpa gen printed, whole (" +
                          std::to_string(spec_text.size()) + " characters given)");
     }
     spec = std::move(*decoded);
+    if (dialect_given && spec.dialect != dialect) {
+      return usage_error("--spec names dialect " + std::string(dialect_name(spec.dialect)) +
+                         ", not " + std::string(dialect_name(dialect)));
+    }
+    dialect = spec.dialect;
   }
   Case c;
   c.dialect = dialect;
@@ -167,7 +172,8 @@ int gen_command(const std::vector<std::string_view>& args) {
       return usage_error("--size and --head-dim do not go with profile production (the model "
                          "and the bounds size its calls)");
     }
-    return gen_production(dialect.value_or(Dialect::kJax), seed, spec_text, output);
+    return gen_production(dialect.value_or(Dialect::kJax), dialect.has_value(), seed, spec_text,
+                          output);
   }
   // A v3 spec names its dialect; --dialect, if given, must agree.
   if (has_spec && spec_text.starts_with(props::kV3SpecPrefix)) {

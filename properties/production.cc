@@ -68,8 +68,14 @@ std::string range_text(int64_t v, std::initializer_list<int64_t> edges, const ch
   return std::string(what) + " " + std::to_string(lo) + "+";
 }
 
-auto visitor(Dialect d) {
-  return [d](auto& io, ProductionSpec& s) { visit_production(io, s, d); };
+// The codec's visit: the dialect first (so the hex names it, as a v3 spec's does), then the
+// recipe.
+auto visitor() {
+  return [](auto& io, ProductionSpec& s) {
+    int64_t d = static_cast<int64_t>(s.dialect);
+    io.num(d, 0, 2, {});
+    visit_production(io, s, static_cast<Dialect>(d));
+  };
 }
 
 }  // namespace
@@ -265,15 +271,15 @@ V3CaseSpec production_v3_case(const ProductionSpec& s) {
 }
 
 std::string production_spec_hex(const ProductionSpec& s) {
-  return std::string(kProductionSpecPrefix) + to_hex(encode_with(s, visitor(s.dialect)));
+  return std::string(kProductionSpecPrefix) + to_hex(encode_with(s, visitor()));
 }
 
-std::optional<ProductionSpec> production_spec_from_hex(Dialect d, std::string_view text) {
+std::optional<ProductionSpec> production_spec_from_hex(std::string_view text) {
   if (!text.starts_with(kProductionSpecPrefix)) return std::nullopt;
   const std::optional<std::vector<uint8_t>> bytes = from_hex(text.substr(kProductionSpecPrefix.size()));
-  if (!bytes) return std::nullopt;
-  ProductionSpec s = decode_with<ProductionSpec>(*bytes, visitor(d));
-  if (encode_with(s, visitor(d)) != *bytes) return std::nullopt;  // not canonical
+  if (!bytes || bytes->empty() || (*bytes)[0] > 2) return std::nullopt;
+  ProductionSpec s = decode_with<ProductionSpec>(*bytes, visitor());
+  if (encode_with(s, visitor()) != *bytes) return std::nullopt;  // not canonical
   return s;
 }
 

@@ -123,10 +123,11 @@ ProductionSpec build_production(Source& source, Dialect d) {
 CaseSpec production_case(const ProductionSpec& s);      // s.dialect == kJax
 V3CaseSpec production_v3_case(const ProductionSpec& s);  // s.dialect is a v3 dialect
 
-// The codec: `rpa gen --spec prod:HEX` (with --dialect for the v3 dialects).
+// The codec: `rpa gen --spec prod:HEX`, the dialect in the first byte, then the recipe's
+// choices. nullopt unless `text` is exactly the canonical form of a recipe.
 inline constexpr std::string_view kProductionSpecPrefix = "prod:";
 std::string production_spec_hex(const ProductionSpec& s);
-std::optional<ProductionSpec> production_spec_from_hex(Dialect d, std::string_view text);
+std::optional<ProductionSpec> production_spec_from_hex(std::string_view text);
 
 // What the reach table counts (docs/properties.md): each profile item the recipe reaches
 // ("model llama-3-8b", "page_size 256", "max_model_len 131072", "window > kv_len",

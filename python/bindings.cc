@@ -827,11 +827,10 @@ nb::tuple production_gen(uint64_t seed, const std::string& dialect) {
   return production_generated(props::seeded_production_spec(seed, dialect_or_throw(dialect)));
 }
 
-nb::tuple production_gen_spec(const std::string& hex, const std::string& dialect) {
-  const std::optional<props::ProductionSpec> spec =
-      props::production_spec_from_hex(dialect_or_throw(dialect), hex);
+nb::tuple production_gen_spec(const std::string& hex) {
+  const std::optional<props::ProductionSpec> spec = props::production_spec_from_hex(hex);
   if (!spec) {
-    throw std::invalid_argument("spec takes the prod: hex rpa gen printed, whole, with its dialect (" +
+    throw std::invalid_argument("spec takes the prod: hex rpa gen printed, whole (" +
                                 std::to_string(hex.size()) + " characters given)");
   }
   return production_generated(*spec);
@@ -887,7 +886,7 @@ NB_MODULE(_rpa, m) {
   m.def("v3_gen", &v3_gen, "seed"_a, "dialect"_a, "profile"_a, "size"_a, "head_dim"_a.none());
   m.def("v3_gen_spec", &v3_gen_spec, "hex"_a);
   m.def("production_gen", &production_gen, "seed"_a, "dialect"_a);
-  m.def("production_gen_spec", &production_gen_spec, "hex"_a, "dialect"_a);
+  m.def("production_gen_spec", &production_gen_spec, "hex"_a);
   m.def("v3_rules", &v3_rules, "dialect"_a);
   m.attr("default_max_bytes") = CaseReadOptions{}.max_bytes;
   m.attr("full_size") = props::kFullSize;

@@ -124,6 +124,41 @@ with tempfile.TemporaryDirectory() as tmp:
                        (["--dot-passes", "2"], "--dot-passes not 6, 3 or 1")]:
         q = rpa("campaign", *args)
         check(f"usage: {what}", q.returncode == 64 and q.stderr.startswith("rpa: "), q.stderr[:100])
+    # --profile production: every case a production call (jax, kernel.py, hd64 in turn), and a
+    # reach table whose counts add up to the calls. Seed 21's first calls are small (7 and
+    # 9 MiB): one second lets each worker take one.
+    prod = os.path.join(tmp, "production")
+    q = rpa("campaign", "--profile", "production", "--seconds", "1", "--seed", "21",
+            "--report", prod)
+    check("--profile production: exit 0", q.returncode == 0, q.stdout[-400:] + q.stderr[-400:])
+    with open(os.path.join(prod, "summary.json")) as f:
+        sp = json.load(f)
+    reach = sp.get("production_reach", {})
+    calls = {d: r["calls"] for d, r in reach.items()}
+    check("production: the jax call and the kernel.py call ran", calls.get("jax", 0) >= 1
+          and calls.get("tpu_inference_v3", 0) >= 1 and set(calls) <= {
+              "jax", "tpu_inference_v3", "tpu_inference_v3_hd64"}, str(calls))
+    check("production: every call went through the checks",
+          sp["cases"] == calls.get("jax", 0)
+          and sum(sp["v3"]["cases"].values()) == sum(calls.values()) - calls.get("jax", 0)
+          and sp["kernel_checks"] == sp["strict_verdicts"].get("valid", 0) == sp["cases"],
+          str(sp)[:400])
+    for d, r in reach.items():
+        models = sum(n for item, n in r["items"].items() if item.startswith("model "))
+        check(f"production reach {d}: one model per call, every item at most the calls",
+              models == r["calls"] and all(0 <= n <= r["calls"] for n in r["items"].values())
+              and "edge int32_window_at" in r["items"], str(r)[:300])
+        check(f"production reach {d}: the extremes", 0 < r["highest_position"] + 1
+              == r["longest_kv_len"] <= 131072 and r["most_rows"] >= 1, str(r)[:300])
+    check("production: no findings", sp["findings_total"] == 0, str(sp["findings"])[:300])
+    check("production: the summary prints the reach table",
+          "  production reach (each item: the calls that drew it):\n    jax: " in q.stdout
+          and "production calls, longest kv_len " in q.stdout, q.stdout[-1500:])
+    with open(os.path.join(prod, "summary.md")) as f:
+        check("production: markdown reach tables", "## Production reach" in f.read())
+    q = rpa("campaign", "--profile", "huge", "--seconds", "1")
+    check("usage: --profile takes production", q.returncode == 64
+          and "--profile takes production" in q.stderr, q.stderr[:200])
     blocked = os.path.join(tmp, "file")
     open(blocked, "w").close()
     q = rpa("campaign", "--seconds", "600", "--report", os.path.join(blocked, "sub"))

@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <map>
 #include <string>
 
 #include "kernel/paged_kv_view.h"
@@ -23,6 +22,7 @@
 #include "properties/generate.h"
 #include "properties/materialize.h"
 #include "properties/production.h"
+#include "properties/production_reach.h"
 #include "properties/v3_materialize.h"
 #include "reference/dense_reference.h"
 #include "reference/v3_reference.h"
@@ -38,7 +38,7 @@ TEST(Production, EveryRecipeReplaysFromItsHexAndKeepsItsBounds) {
     for (uint64_t seed = 0; seed < 300; ++seed) {
       const ProductionSpec s = seeded_production_spec(seed, d);
       SCOPED_TRACE(describe(s));
-      const std::optional<ProductionSpec> back = production_spec_from_hex(d, production_spec_hex(s));
+      const std::optional<ProductionSpec> back = production_spec_from_hex(production_spec_hex(s));
       ASSERT_TRUE(back.has_value());
       EXPECT_TRUE(*back == s);
       EXPECT_LE(s.memory_bytes(), kProductionMemoryBytes);
@@ -59,30 +59,24 @@ TEST(Production, EveryRecipeReplaysFromItsHexAndKeepsItsBounds) {
   }
   // A truncated hex is refused, not read as another call.
   const std::string hex = production_spec_hex(seeded_production_spec(1, Dialect::kJax));
-  EXPECT_FALSE(production_spec_from_hex(Dialect::kJax, hex.substr(0, hex.size() - 2)));
-  EXPECT_FALSE(production_spec_from_hex(Dialect::kJax, hex.substr(5)));
+  EXPECT_FALSE(production_spec_from_hex(hex.substr(0, hex.size() - 2)));
+  EXPECT_FALSE(production_spec_from_hex(hex.substr(5)));
 }
 
-// The reach table at the generator: how often each catalog item is drawn over 3000 seeds
-// (printed), and none of them never.
+// The reach table at the generator: how often each catalog item is drawn over 3000 seeds of
+// each dialect (printed), and none of them never.
 TEST(Production, EveryCatalogItemIsReached) {
+  ProductionReach reach;
   for (Dialect d : kDialects) {
-    std::map<std::string, int64_t> counts;
-    int64_t longest = 0;
-    for (const std::string& item : production_reach_catalog(d)) counts[item] = 0;
-    const int64_t seeds = 3000;
-    for (uint64_t seed = 0; seed < static_cast<uint64_t>(seeds); ++seed) {
-      const ProductionSpec s = seeded_production_spec(seed, d);
-      for (const std::string& item : production_reach_items(s)) ++counts[item];
-      longest = std::max(longest, s.max_kv_len());
-    }
-    std::printf("%s: %lld recipes, longest kv_len %lld\n", std::string(dialect_name(d)).c_str(),
-                static_cast<long long>(seeds), static_cast<long long>(longest));
-    for (const std::string& item : production_reach_catalog(d)) {
-      std::printf("  %-40s %6lld\n", item.c_str(), static_cast<long long>(counts[item]));
-      EXPECT_GT(counts[item], 0) << dialect_name(d) << ": " << item << " never drawn";
-    }
+    for (uint64_t seed = 0; seed < 3000; ++seed) reach.add(seeded_production_spec(seed, d));
   }
+  std::printf("%s", reach.text("").c_str());
+  EXPECT_EQ(reach.by_dialect().size(), 3u);
+  for (const auto& [d, r] : reach.by_dialect()) {
+    EXPECT_EQ(r.calls, 3000);
+    EXPECT_EQ(r.longest_kv_len, 131072) << d;
+  }
+  for (const std::string& item : reach.never_reached()) ADD_FAILURE() << item << " never drawn";
 }
 
 // A production call of each dialect: accepted by strict mode, and the tiled kernel within

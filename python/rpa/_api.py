@@ -464,8 +464,8 @@ def gen(seed: Optional[int] = None, *, profile: Optional[str] = None, size: int 
         head_dim: Optional[int] = None, spec: Optional[str] = None,
         dialect: str = "jax") -> Case:
     """A generated case, as ``rpa gen`` writes it: from a seed (profile "decode", "prefill",
-    "mixed", "long", "edge" or "production" (a serving-shaped call of a real model; its spec
-    starts with "prod:" and replays with the same dialect), None for any mix; size 0 to 400 scales the batch as in a
+    "mixed", "long", "edge" or "production" (a serving-shaped call of a real model, any
+    dialect; its spec starts with "prod:" and names the dialect), None for any mix; size 0 to 400 scales the batch as in a
     RapidCheck run; head_dim fixes the head dimension), or from the hex ``spec`` a property,
     the campaign or a generated case (``case.spec``) printed. dialect: "jax", or
     "tpu_inference_v3" / "tpu_inference_v3_hd64" (``rpa gen --dialect``: a valid v3 call;
@@ -476,7 +476,7 @@ def gen(seed: Optional[int] = None, *, profile: Optional[str] = None, size: int 
         if profile is not None or head_dim is not None:
             raise ValueError("profile and head_dim go with seed, not spec")
         if spec.startswith("prod:"):
-            return _generated(_call(_rpa.production_gen_spec, spec, dialect))
+            return _generated(_call(_rpa.production_gen_spec, spec))
         if spec.startswith("v3:"):
             return _generated(_call(_rpa.v3_gen_spec, spec))
         return _generated(_call(_rpa.gen_spec, spec))

@@ -116,18 +116,18 @@ def test_gen_dialect():
 @pytest.mark.parametrize("dialect", ["jax", V3, HD64])
 def test_gen_production(dialect):
     """The production profile through the Python door: the same call as rpa gen --profile
-    production draws for the seed, replayed from its prod: hex with its dialect, strict-valid,
+    production draws for the seed, replayed from its prod: hex (which names the dialect), strict-valid,
     and the kernel agrees with the reference on it. Seed 0 is a small call of each dialect."""
     case = rpa.gen(seed=0, profile="production", dialect=dialect)
     assert case.spec.startswith("prod:") and case.dialect == dialect
     assert "production call" in case.description
-    assert rpa.gen(spec=case.spec, dialect=dialect) == case
+    assert rpa.gen(spec=case.spec) == case
     assert rpa.validate(case, mode="strict").valid
     assert rpa.check(case, rpa.kernel(case) if dialect != "jax" else None).ok
     with pytest.raises(ValueError, match="head_dim does not go with profile production"):
         rpa.gen(seed=0, profile="production", head_dim=128)
     with pytest.raises(ValueError, match="prod: hex"):
-        rpa.gen(spec=case.spec[:-2], dialect=dialect)
+        rpa.gen(spec=case.spec[:-2])
 
 
 @pytest.mark.parametrize("dialect", [V3, HD64])
