@@ -27,6 +27,13 @@ std::optional<V3BlockSizes> v3_block_sizes(const V3Inputs& in, const V3Params& p
       pass == V3Pass::kDecode ? p.d_block_sizes : pass == V3Pass::kPrefill ? p.p_block_sizes : p.m_block_sizes;
   if (given) return given;
   if (tpu_version < 5 || tpu_version > 8) return std::nullopt;
+  // Shapes the defaults cannot be computed from (a malformed call: validation names it).
+  if (in.queries.rank() != 3 || in.keys.rank() != 3 || in.kv_cache.rank() < 2 ||
+      in.page_indices.rank() < 1 || in.kv_lens.rank() < 1 || in.queries.dim(1) <= 0 ||
+      in.queries.dim(2) <= 0 || in.keys.dim(1) <= 0 || in.kv_cache.dim(1) <= 0 ||
+      in.kv_lens.dim(0) <= 0 || in.queries.dim(1) < in.keys.dim(1)) {
+    return std::nullopt;
+  }
   // get_default_block_sizes (kernel.py).
   const DType kv = in.kv_cache.dtype();
   const int64_t packing = v3_kv_packing(kv);

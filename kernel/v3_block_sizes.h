@@ -20,7 +20,8 @@ V3Pass v3_pass_of(const V3Inputs& in, int64_t seq);
 
 // The pass's (bq_sz, bkv_sz, bq_csz, bkv_csz): the call's tuple when it names one, else
 // get_default_block_sizes on TPU generation tpu_version; nullopt when neither (a generation
-// off 5..8).
+// off 5..8, or shapes the defaults cannot be computed from: a rank off, a zero head count,
+// head_dim, page_size or max_num_seqs, fewer q heads than kv heads).
 std::optional<V3BlockSizes> v3_block_sizes(const V3Inputs& in, const V3Params& p, V3Pass pass,
                                            int tpu_version);
 

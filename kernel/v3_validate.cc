@@ -760,8 +760,9 @@ class Walk {
       b.candidates.emplace_back(*given, "");
     } else {
       for (int v : {5, 6, 7}) {
-        b.candidates.emplace_back(v3_pass_block_sizes(in_, p_, pass, v),
-                                  " (TPU v" + I(v) + "'s default " + letter + "_block_sizes)");
+        if (const std::optional<V3BlockSizes> d = v3_block_sizes(in_, p_, pass, v)) {
+          b.candidates.emplace_back(*d, " (TPU v" + I(v) + "'s default " + letter + "_block_sizes)");
+        }
       }
     }
     return b;

@@ -4,6 +4,7 @@
 // a source that runs out answers the low end of every range, and it never throws.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -52,6 +53,35 @@ class ByteSink {
  private:
   std::vector<uint8_t> bytes_;
 };
+
+// Walks a value's choices writing nothing: ok() is false once a choice lies outside its
+// range. (It does not encode, so a pick among listed options that is not among them reads
+// as the first: a caller compares the walked copy with the value too, as encodes() does.)
+class RangeCheck {
+ public:
+  static constexpr bool kEncodes = false;
+  void num(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t>) {
+    ok_ = ok_ && f >= lo && f <= std::max(hi, lo);
+  }
+  void sized(int64_t& f, int64_t lo, int64_t hi, std::initializer_list<int64_t> favourites) {
+    num(f, lo, hi, favourites);
+  }
+  void raw(std::span<std::byte>) {}
+  bool ok() const { return ok_; }
+
+ private:
+  bool ok_ = true;
+};
+
+// Whether `visit` can encode `value`: every choice in its range and every listed pick among
+// its options (the walked copy equals the value).
+template <class T, class Visit>
+bool encodes(const T& value, Visit visit) {
+  RangeCheck check;
+  T copy = value;
+  visit(check, copy);
+  return check.ok() && copy == value;
+}
 
 // A value that `visit(io, value)` names choice by choice (a generic callable, run on a
 // ByteSource or a ByteSink): decoded from bytes, or encoded to the bytes it decodes from.

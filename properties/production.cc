@@ -136,6 +136,11 @@ int64_t production_table_bytes(const ProductionSpec& s) {
   return 4 * (s.max_num_seqs * s.pages_per_seq() + 2 * s.max_num_seqs + 4);
 }
 
+bool production_int16_positions(const ProductionSpec& s) {
+  return s.dialect == Dialect::kTpuInferenceV3 && s.q_dtype == DType::kBFloat16 &&
+         s.pages_per_seq() * s.page_size <= 32767;
+}
+
 bool production_smem_fits(int64_t max_num_seqs, int64_t pages_per_seq) {
   return smem_need_bytes(max_num_seqs, pages_per_seq) <=
          default_target_profile().smem_capacity_bytes;
@@ -308,9 +313,16 @@ std::vector<std::string> production_reach_items(const ProductionSpec& s) {
   const bool positions = s.edge == ProductionEdge::kInt16PositionsBelow ||
                          s.edge == ProductionEdge::kInt16PositionsPast;
   // A positions edge is reached when its sequence fit the bounds (it runs to the last token).
-  if (s.edge != ProductionEdge::kNone &&
+  // An int32 window edge under int16 positions is the int16 one.
+  ProductionEdge e = s.edge;
+  if (production_int16_positions(s) && e == ProductionEdge::kInt32WindowAt) {
+    e = ProductionEdge::kInt16WindowAt;
+  } else if (production_int16_positions(s) && e == ProductionEdge::kInt32WindowBelow) {
+    e = ProductionEdge::kInt16WindowBelow;
+  }
+  if (e != ProductionEdge::kNone &&
       (!positions || (!s.seqs.empty() && s.seqs[0].kv_len == s.pages_per_seq() * s.page_size))) {
-    items.push_back("edge " + std::string(production_edge_name(s.edge)));
+    items.push_back("edge " + std::string(production_edge_name(e)));
   }
   return items;
 }

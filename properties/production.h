@@ -161,6 +161,9 @@ int64_t production_token_bytes(const ProductionSpec& s);
 int64_t production_cache_token_bytes(const ProductionSpec& s);
 // The arrays that grow with the slots and pages_per_seq (page_indices, kv_lens, cu_q_lens).
 int64_t production_table_bytes(const ProductionSpec& s);
+// Whether kernel.py holds the call's mask positions in int16 on TPU v6 and later (bfloat16
+// q, pages_per_seq * page_size <= 32767): its window edges are then int16's.
+bool production_int16_positions(const ProductionSpec& s);
 // Whether jax's prefetched index arrays for these slots and pages fit the default target's
 // SMEM (strict smem_budget_exceeded).
 bool production_smem_fits(int64_t max_num_seqs, int64_t pages_per_seq);
@@ -336,18 +339,19 @@ void visit_production(Io& io, ProductionSpec& s, Dialect d) {
     case ProductionEdge::kInt16WindowBelow:
       s.sliding_window = 32767 - kv_max;
       break;
+    // Where kernel.py holds positions in int16, its int32 edges are the int16 ones.
     case ProductionEdge::kInt32WindowAt:
-      s.sliding_window = int64_t{2147483647} - (kv_max - 1);
+      s.sliding_window = production_int16_positions(s) ? 32768 - kv_max
+                                                      : int64_t{2147483647} - (kv_max - 1);
       break;
     case ProductionEdge::kInt32WindowBelow:
-      s.sliding_window = int64_t{2147483646} - (kv_max - 1);
+      s.sliding_window = production_int16_positions(s) ? 32767 - kv_max
+                                                      : int64_t{2147483646} - (kv_max - 1);
       break;
     default:
       // kernel.py's int16 positions (bfloat16 q, pages_per_seq * page_size <= 32767) wrap
       // past key + window 32767 (finding 25, strict window_int16_wraps): windows stop there.
-      const bool int16 = d == Dialect::kTpuInferenceV3 && s.q_dtype == DType::kBFloat16 &&
-                         pps * S <= 32767;
-      const int64_t w_hi = int16 ? 32768 - kv_max : 32768;
+      const int64_t w_hi = production_int16_positions(s) ? 32768 - kv_max : 32768;
       maybe(io, s.sliding_window, [&](int64_t& w) {
         io.num(w, 1, w_hi, {m.window > 0 ? m.window : 4096, 128, 1024, 4096, w_hi});
       });

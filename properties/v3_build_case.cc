@@ -14,6 +14,10 @@ V3CaseSpec decode_v3_case(std::span<const uint8_t> bytes) {
   return build_v3_case(source, v3_widest_options());
 }
 
+bool v3_spec_encodes(const V3CaseSpec& spec) {
+  return encodes(spec, [](auto& io, auto& s) { visit_v3_case(io, s, v3_widest_options()); });
+}
+
 std::string v3_spec_hex(const V3CaseSpec& spec) {
   return std::string(kV3SpecPrefix) + to_hex(encode_v3_case(spec));
 }

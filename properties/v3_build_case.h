@@ -337,6 +337,8 @@ V3CaseSpec decode_v3_case(std::span<const uint8_t> bytes);
 // keeps a v3 replay line from reading as a jax spec).
 inline constexpr std::string_view kV3SpecPrefix = "v3:";
 std::string v3_spec_hex(const V3CaseSpec& spec);
+// Whether the codec can encode `spec` (a production call's expansion, say, it cannot).
+bool v3_spec_encodes(const V3CaseSpec& spec);
 // nullopt unless `text` is exactly the canonical form of a spec.
 std::optional<V3CaseSpec> v3_spec_from_hex(std::string_view text);
 

@@ -132,8 +132,11 @@ class Mutator {
         tuples.emplace_back(*pass_blocks(i), "");
       } else {
         for (int v : {5, 6, 7}) {
-          tuples.emplace_back(v3_pass_block_sizes(in_, p_, pass, v),
-                              " (TPU v" + I(v) + "'s default " + pass_letter(i) + "_block_sizes)");
+          // None where a shape mutation left nothing to compute the defaults from.
+          if (const std::optional<V3BlockSizes> b = v3_block_sizes(in_, p_, pass, v)) {
+            tuples.emplace_back(*b, " (TPU v" + I(v) + "'s default " + pass_letter(i) +
+                                        "_block_sizes)");
+          }
         }
       }
       for (bool cache_write : {false, true}) {
@@ -385,7 +388,8 @@ class Mutator {
   std::optional<V3BlockSizes>& tuple(int t) {
     return t == 0 ? p_.d_block_sizes : (t == 1 ? p_.p_block_sizes : p_.m_block_sizes);
   }
-  // kernel.py's block tuple t (picked by arg), which the generator always gives.
+  // kernel.py's block tuple t (picked by arg), which the generator always gives (a call
+  // without them gets none of these mutations: v3_mutation_applies).
   V3BlockSizes& some_tuple(int64_t selector, int& t) {
     t = static_cast<int>(selector % 3);
     return *tuple(t);
@@ -1310,6 +1314,24 @@ bool v3_mutation_in_dialect(V3MutationKind k, Dialect d) {
 bool v3_mutation_applies(V3MutationKind kind, const V3CaseSpec& s) {
   if (!v3_mutation_in_dialect(kind, s.dialect)) return false;
   const int64_t k = s.num_seqs();
+  // The mutations that edit kernel.py's block tuples need the call to name all three, as the
+  // generator's calls do; a production call leaves them to the kernel's defaults.
+  const V3Params& p = s.params;
+  const bool named_blocks = s.dialect == Dialect::kTpuInferenceV3Hd64 ||
+                            (p.d_block_sizes && p.p_block_sizes && p.m_block_sizes);
+  switch (kind) {
+    case V3MutationKind::block_bq_sizes:
+    case V3MutationKind::block_bkv_sizes:
+    case V3MutationKind::block_size_nonpositive:
+    case V3MutationKind::skip_kv_mask_kv_len:
+    case V3MutationKind::block_bkv_page:
+    case V3MutationKind::block_bkv_csz_page:
+    case V3MutationKind::kv_len_overflows_int32:
+      if (!named_blocks) return false;
+      break;
+    default:
+      break;
+  }
   const bool float8 = s.kv_dtype == DType::kFloat8E4M3FN || s.kv_dtype == DType::kFloat8E5M2;
   switch (kind) {
     case V3MutationKind::dtype_pair:

@@ -50,6 +50,11 @@ TEST(Production, EveryRecipeReplaysFromItsHexAndKeepsItsBounds) {
       EXPECT_LE(s.total_q_len(), s.padded_tokens());
       EXPECT_LE(s.padded_tokens(), s.token_budget);
       EXPECT_GE(s.pages_per_seq() * s.page_size, s.max_model_len);
+      // Key + window stays inside the type the program holds it in (findings 25 and 26).
+      if (s.sliding_window) {
+        const int64_t last = s.max_kv_len() - 1 + *s.sliding_window;
+        EXPECT_LE(last, production_int16_positions(s) ? 32767 : 2147483647);
+      }
       for (const SeqSpec& q : s.seqs) {
         EXPECT_GE(q.q_len, 1);
         EXPECT_LE(q.q_len, q.kv_len);

@@ -52,6 +52,30 @@ V3Inputs shaped(DType q, DType kv, int64_t hq, int64_t hkv, int64_t d, int64_t p
   return in;
 }
 
+// A malformed call (what a shape mutation makes: zero heads, head_dim, page_size or slots)
+// has no default block sizes, rather than a division by zero (found by the production
+// properties' v3 mutations on calls that leave the block sizes to the defaults); the
+// smallest well-formed call still has them.
+TEST(V3Program, NoDefaultBlockSizesForAMalformedCall) {
+  const V3Params none;
+  const V3Inputs ok = shaped(BF16, BF16, 1, 1, 1, 2, 1, 1, 1);
+  EXPECT_TRUE(v3_block_sizes(ok, none, V3Pass::kMixed, 6).has_value());
+  for (const V3Inputs& in : {shaped(BF16, BF16, 8, 0, 128, 16, 512, 8, 4),
+                             shaped(BF16, BF16, 0, 1, 128, 16, 512, 8, 4),
+                             shaped(BF16, BF16, 8, 1, 0, 16, 512, 8, 4),
+                             shaped(BF16, BF16, 8, 1, 128, 0, 512, 8, 4),
+                             shaped(BF16, BF16, 8, 1, 128, 16, 512, 0, 4),
+                             shaped(BF16, BF16, 1, 2, 128, 16, 512, 8, 4)}) {
+    for (V3Pass pass : {V3Pass::kDecode, V3Pass::kPrefill, V3Pass::kMixed}) {
+      EXPECT_FALSE(v3_block_sizes(in, none, pass, 6).has_value());
+    }
+  }
+  V3Inputs flat = shaped(BF16, BF16, 8, 1, 128, 16, 512, 8, 4);
+  flat.queries = Tensor(BF16, {512, 8 * 128});
+  EXPECT_FALSE(v3_block_sizes(flat, none, V3Pass::kMixed, 6).has_value());
+  EXPECT_THROW(v3_pass_block_sizes(flat, none, V3Pass::kMixed, 6), V3ProgramError);
+}
+
 TEST(V3Program, DefaultBlockSizesAreTpuInferences) {
   const V3Params none;
   const V3Inputs a = shaped(BF16, BF16, 8, 1, 128, 16, 512, 256, 1024);
