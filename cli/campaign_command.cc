@@ -291,15 +291,20 @@ struct PallasCheck {
   std::string python, args, verdict_prefix, what;
 };
 
-PallasCheck jax_pallas_check(uint64_t n, uint64_t seed) {
-  return {jax_python(), "-m rpa.jax.cross_check --pallas " + std::to_string(n) + " --seed " +
+// production: N production calls (of at most 8 sequences) instead of N generated cases.
+PallasCheck jax_pallas_check(uint64_t n, uint64_t seed, bool production) {
+  const std::string count = std::to_string(n);
+  return {jax_python(), "-m rpa.jax.cross_check --pallas " +
+                            (production ? "0 --production " + count : count) + " --seed " +
                             std::to_string(seed),
           "cross_check_jax pallas: ", "JAX's kernel"};
 }
 
-PallasCheck v3_pallas_check(uint64_t n, uint64_t seed) {
-  return {v3_python(), "-m rpa.jax.v3_cross_check --cases 0 --reference 0 --scenarios none "
-                       "--pallas " + std::to_string(2 * n) + " --seed " + std::to_string(seed),
+PallasCheck v3_pallas_check(uint64_t n, uint64_t seed, bool production) {
+  return {v3_python(), "-m rpa.jax.v3_cross_check --cases 0 --reference 0 --scenarios none " +
+                           (production ? "--pallas-production " + std::to_string(n)
+                                       : "--pallas " + std::to_string(2 * n)) +
+                           " --seed " + std::to_string(seed),
           "v3_cross_check: ", "tpu-inference's v3 kernels"};
 }
 
@@ -328,14 +333,14 @@ PallasRun run_pallas_check(const PallasCheck& c, const std::filesystem::path& lo
 
 // Runs both checks, writes their lines into st.pallas and records a finding per check that
 // failed or gave no verdict.
-void run_pallas_checks(uint64_t n, uint64_t seed, const std::optional<std::string>& report,
-                       Stats& st) {
+void run_pallas_checks(uint64_t n, uint64_t seed, bool production,
+                       const std::optional<std::string>& report, Stats& st) {
   const std::filesystem::path dir =
       report ? std::filesystem::path(*report) : std::filesystem::temp_directory_path();
   const std::string tag = report ? "" : "-" + std::to_string(getpid());
   const std::pair<PallasCheck, std::string> checks[] = {
-      {jax_pallas_check(n, seed), "pallas" + tag + ".log"},
-      {v3_pallas_check(n, seed), "pallas-v3" + tag + ".log"}};
+      {jax_pallas_check(n, seed, production), "pallas" + tag + ".log"},
+      {v3_pallas_check(n, seed, production), "pallas-v3" + tag + ".log"}};
   for (const auto& [check, name] : checks) {
     const std::filesystem::path log = dir / name;
     std::fprintf(stderr, "rpa campaign: %llu cases %sthrough %s (log %s)\n",
@@ -792,7 +797,7 @@ int campaign_command(const std::vector<std::string_view>& args) {
                static_cast<long long>(st.cases), static_cast<long long>(st.kernel_checks),
                static_cast<long long>(st.findings_total), workers, tty ? "" : "\n");
   if (tty) std::fprintf(stderr, "\n");
-  if (pallas > 0) run_pallas_checks(pallas, seed, report, st);
+  if (pallas > 0) run_pallas_checks(pallas, seed, production, report, st);
   const double took = elapsed();
   std::printf("%s", summary_text(st, took, seed).c_str());
 

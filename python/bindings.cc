@@ -48,7 +48,9 @@
 #include "oracle/v3_compare.h"
 #include "properties/case_codec.h"
 #include "properties/generate.h"
+#include "properties/byte_source.h"
 #include "properties/production.h"
+#include "properties/production_reach.h"
 #include "properties/materialize.h"
 #include "properties/mutation.h"
 #include "properties/random_source.h"
@@ -836,6 +838,42 @@ nb::tuple production_gen_spec(const std::string& hex) {
   return production_generated(*spec);
 }
 
+// The Hypothesis strategy's decoder for production calls: the bytes (most significant first)
+// through the recipe's visit for the dialect, then the call as production_gen makes it.
+nb::tuple production_decode(const nb::bytes& data, const std::string& dialect) {
+  const Dialect d = dialect_or_throw(dialect);
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(data.c_str()), data.size());
+  return production_generated(props::decode_with<props::ProductionSpec>(
+      bytes, [d](auto& io, props::ProductionSpec& s) { props::visit_production(io, s, d); },
+      props::ByteOrder::kBig));
+}
+
+// A production recipe without its arrays (cheap): what a caller picking calls to run reads.
+nb::dict production_recipe(uint64_t seed, const std::string& dialect) {
+  const props::ProductionSpec s = props::seeded_production_spec(seed, dialect_or_throw(dialect));
+  nb::dict d;
+  d["spec"] = props::production_spec_hex(s);
+  d["description"] = props::describe(s);
+  d["num_seqs"] = static_cast<int64_t>(s.seqs.size());
+  d["head_dim"] = s.shape().head_dim;
+  d["max_kv_len"] = s.max_kv_len();
+  d["memory_bytes"] = s.memory_bytes();
+  d["macs"] = s.macs();
+  return d;
+}
+
+// The reach table (properties/production_reach.h) of the calls these prod: hexes name:
+// (its text, the catalog items none of them reached as "dialect: item").
+nb::tuple production_reach(const std::vector<std::string>& specs, const std::string& indent) {
+  props::ProductionReach reach;
+  for (const std::string& hex : specs) {
+    const std::optional<props::ProductionSpec> s = props::production_spec_from_hex(hex);
+    if (!s) throw std::invalid_argument("not a prod: spec: " + hex.substr(0, 40));
+    reach.add(*s);
+  }
+  return nb::make_tuple(reach.text(indent), reach.never_reached());
+}
+
 // A v3 dialect's rule table: (name, in native mode, in strict mode, crash, []).
 nb::list v3_rules(const std::string& dialect) {
   const std::optional<Dialect> d = parse_dialect(dialect);
@@ -887,6 +925,9 @@ NB_MODULE(_rpa, m) {
   m.def("v3_gen_spec", &v3_gen_spec, "hex"_a);
   m.def("production_gen", &production_gen, "seed"_a, "dialect"_a);
   m.def("production_gen_spec", &production_gen_spec, "hex"_a);
+  m.def("production_recipe", &production_recipe, "seed"_a, "dialect"_a);
+  m.def("production_decode", &production_decode, "data"_a, "dialect"_a);
+  m.def("production_reach", &production_reach, "specs"_a, "indent"_a);
   m.def("v3_rules", &v3_rules, "dialect"_a);
   m.attr("default_max_bytes") = CaseReadOptions{}.max_bytes;
   m.attr("full_size") = props::kFullSize;

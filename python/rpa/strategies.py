@@ -116,3 +116,21 @@ def invalid_cases(rule: Optional[str] = None, *, mutation: Optional[str] = None,
 
 
 __all__ = ["cases", "invalid_cases", "DEFAULT_MAX_BYTES"]
+
+
+def production_calls(dialect: str = "jax", *,
+                     max_bytes: int = DEFAULT_MAX_BYTES) -> st.SearchStrategy[Case]:
+    """Production calls (docs/properties.md, "The production profile"): what vLLM's TPU
+    runner sends the kernel, 128-512 slots, token budgets to 8192, a real model's heads,
+    max_model_len to 128K and the integer edges, each under 256 MiB of arrays; strict-valid.
+    dialect: "jax", "tpu_inference_v3" or "tpu_inference_v3_hd64". A call takes seconds to
+    build and to check: set max_examples low (a few to a few dozen). Shrinking lowers the
+    bytes, and with them the model index, the slots, the budget and the lengths. A failing
+    example's ``spec`` ("prod:...") replays it with ``rpa gen --spec``."""
+    _rpa.production_decode(b"", dialect)  # a known dialect? (raises ValueError)
+
+    def build(data: bytes) -> Case:
+        arrays, params, spec, description, _strict, _jax = _rpa.production_decode(data, dialect)
+        return Case._from_native((arrays, params), spec=spec, description=description)
+
+    return st.binary(max_size=max_bytes).map(build)

@@ -88,3 +88,23 @@ def test_bad_strategy_arguments_fail_at_definition():
         strategies.invalid_cases(mode="lenient")
     with pytest.raises(ValueError, match="head_dim"):
         strategies.cases(head_dim=256, max_head_dim=128)
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(strategies.production_calls("tpu_inference_v3_hd64"))
+def test_production_calls_are_strict_valid_and_replay(case):
+    """Production calls through Hypothesis: strict-valid, replayed by their prod: spec, and the
+    tiled kernel agrees with the reference (a few: each takes seconds)."""
+    assert case.spec.startswith("prod:") and "production call" in case.description
+    assert rpa.validate(case, mode="strict").valid, case.description
+    assert rpa.gen(spec=case.spec) == case
+    assert rpa.check(case, rpa.kernel(case)).ok
+
+
+def test_production_calls_shrink_to_the_smallest_recipe():
+    """The empty byte string is the low end of every choice: the first model, float32 q...
+    and Hypothesis's minimal example of any production call is that one."""
+    smallest = find(strategies.production_calls("jax"), lambda case: True)
+    assert "llama-3-8b" in smallest.description and "128 slots" in smallest.description
+    with pytest.raises(ValueError, match="dialect"):
+        strategies.production_calls("nope")

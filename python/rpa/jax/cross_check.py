@@ -679,7 +679,25 @@ def generate_pallas_case(seed, profile, size):
         return None, f"{type(e).__name__}: {lines[-1] if lines else ''}"
 
 
-def run_pallas_mode(kernel, count, seed, size_max, paths, keep, min_generated=0):
+def run_pallas_production(kernel, count, seed, tally):
+    """count production calls (rpa.jax.production.interpret_calls: head_dim a multiple of 128,
+    at most 8 sequences and 64 MiB) through the Pallas-mode checks; returns the specs of those
+    checked, for the reach table."""
+    from rpa.jax import production  # pylint: disable=import-outside-toplevel
+    specs = []
+    for i, recipe in enumerate(production.interpret_calls("jax", count, seed,
+                                                          head_dim_multiple=128)):
+        start = time.monotonic()
+        case = rpa.gen(spec=recipe["spec"])
+        check_pallas_case(kernel, case, f"production #{i} ({recipe['spec']})", tally)
+        specs.append(recipe["spec"])
+        print(f"     production #{i}: {time.monotonic() - start:.1f} s; "
+              + recipe["description"].replace("\n", "\n     "), flush=True)
+    return specs
+
+
+def run_pallas_mode(kernel, count, seed, size_max, paths, keep, min_generated=0,
+                    production_count=0):
     """The Pallas mode: `count` generated cases from `seed` and the case files in paths
     that Pallas can trace. Prints a line per case and the summary; returns True if none
     failed and the Pallas kernel ran on at least min_generated of the generated cases."""
@@ -738,6 +756,7 @@ def run_pallas_mode(kernel, count, seed, size_max, paths, keep, min_generated=0)
         if not check_pallas_case(kernel, case, label, tally):
             keep_case(None, case, name)
         generated_ran += tally.pallas_ran - ran_before
+    production_specs = run_pallas_production(kernel, production_count, seed, tally)
     elapsed = time.monotonic() - start
 
     print("\ncases by outcome:")
@@ -776,11 +795,14 @@ def run_pallas_mode(kernel, count, seed, size_max, paths, keep, min_generated=0)
         print(f"{skipped} case files skipped (Pallas cannot trace them)")
     print(f"{tally.passed + tally.failed} cases in {elapsed:.1f} s; the Pallas kernel ran on "
           f"{generated_ran} of the {count} generated ones and "
-          f"{tally.pallas_ran - generated_ran} case files")
+          f"{tally.pallas_ran - generated_ran} case files and production calls")
     if generated_ran < min_generated:
         tally.failed += 1
         print(f"DIFF the Pallas kernel ran on {generated_ran} generated cases, fewer than "
               f"--min-generated {min_generated}")
+    if production_count:
+        from rpa.jax import production  # pylint: disable=import-outside-toplevel
+        production.print_reach(production_specs)
     print(f"cross_check_jax pallas: {tally.passed} passed, {tally.failed} failed")
     return tally.failed == 0
 
@@ -806,6 +828,10 @@ def main(argv=None):
                         help="run JAX's Pallas kernel in TPU interpret mode on N generated "
                         "cases and on the case files given (--pallas 0: those only) against "
                         "rpa's literal schedule, validation, reference and default schedule")
+    parser.add_argument("--production", type=int, default=0, metavar="K",
+                        help="--pallas: also K production calls (rpa.gen profile="
+                        "\"production\", head_dim a multiple of 128, at most 8 sequences) "
+                        "through the same checks, with the reach table")
     parser.add_argument("--min-generated", type=int, default=0, metavar="K",
                         help="--pallas: fail unless the Pallas kernel ran (did not raise) on "
                         "at least K of the generated cases")
@@ -851,7 +877,7 @@ def main(argv=None):
         ok = run_reference(kernel, args.reference, args.seed, args.keep, args.jit) and ok
     if args.pallas is not None:
         ok = run_pallas_mode(kernel, args.pallas, args.seed, args.size_max, args.paths,
-                             args.keep, args.min_generated) and ok
+                             args.keep, args.min_generated, args.production) and ok
     return 0 if ok else 1
 
 

@@ -521,6 +521,26 @@ def run_pallas(count: int, seed: int, scenarios: str, tally: Tally, pallas: Pall
             print(f"  {dialect} {name}: {time.perf_counter() - start:.1f} s", flush=True)
 
 
+def run_production(count: int, seed: int, tally: Tally, pallas: PallasTally) -> list[str]:
+    """count production calls of each v3 dialect (rpa.jax.production.interpret_calls: at most
+    8 sequences and 64 MiB) through the kernels, on TPU v5, v6, v7 in turn; returns their
+    specs, for the reach table."""
+    import rpa  # pylint: disable=import-outside-toplevel
+    from rpa.jax import production, v3_cases, v3_pallas  # pylint: disable=import-outside-toplevel
+    specs = []
+    for dialect in v3_cases.DIALECTS:
+        for i, recipe in enumerate(production.interpret_calls(dialect, count, seed)):
+            version = v3_pallas.TPU_VERSIONS[i % 3]
+            start = time.perf_counter()
+            check_pallas(rpa.gen(spec=recipe["spec"]),
+                         f"production #{i} ({dialect}, v{version}): {recipe['spec']}", tally,
+                         pallas, version)
+            specs.append(recipe["spec"])
+            print(f"  production #{i} ({dialect}): {time.perf_counter() - start:.1f} s\n    "
+                  + recipe["description"].replace("\n", "\n    "), flush=True)
+    return specs
+
+
 def print_pallas(pallas: PallasTally) -> None:
     print(f"pallas: tpu-inference's v3 kernels in TPU interpret mode ran {pallas.ran} cases "
           f"({pallas.seconds:.1f} s); rpa.check of each strict-valid run, kernel semantics")
@@ -575,6 +595,10 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="K strict-valid calls of each batch layout (decode only, prefill "
                         "only with chunk_prefill_size, mixed) and dialect from rpa.gen through "
                         "the kernels, on TPU v5, v6, v7 in turn (default 0)")
+    parser.add_argument("--pallas-production", type=int, default=0, metavar="K",
+                        help="K production calls (rpa.gen profile=\"production\") of each "
+                        "dialect with at most 8 sequences through the kernels, with the reach "
+                        "table (default 0)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--replay", nargs="+", metavar="CASE.npz",
                         help="check saved cases instead")
@@ -595,12 +619,17 @@ def main(argv: Optional[list[str]] = None) -> int:
             run_validation(args.cases, args.seed, tally)
             print_validation(tally)
             print(f"validation: {time.perf_counter() - start:.1f} s", flush=True)
-        if args.pallas or args.pallas_scenarios != "none" or args.pallas_layouts:
+        if (args.pallas or args.pallas_scenarios != "none" or args.pallas_layouts
+                or args.pallas_production):
             t = time.perf_counter()
             pallas = PallasTally()
             run_pallas(args.pallas, args.seed, args.pallas_scenarios, tally, pallas)
             run_layouts(args.pallas_layouts, args.seed, tally, pallas)
+            specs = run_production(args.pallas_production, args.seed, tally, pallas)
             print_pallas(pallas)
+            if args.pallas_production:
+                from rpa.jax import production  # pylint: disable=import-outside-toplevel
+                production.print_reach(specs)
             print(f"pallas: {time.perf_counter() - t:.1f} s", flush=True)
         if args.reference or args.scenarios != "none":
             t = time.perf_counter()
