@@ -811,11 +811,13 @@ void Mutator::apply(V3MutationKind kind) {
       // Strict names it once, right after the scalar options.
       strict(R::page_size_zero, "page_size=0 must be positive.",
              rank_of(R::chunk_prefill_nonpositive) + 1);
-      if (!hd64_) {
-        // kernel.py: bkv_sz % page_size in the decode tuple, after its first two checks.
+      if (!hd64_ && (p_.d_block_sizes || p_.p_block_sizes || p_.m_block_sizes)) {
+        // kernel.py: bkv_sz % page_size in the first named tuple, after its first two checks.
         native(R::page_size_zero, "ZeroDivisionError: integer modulo by zero");
       } else if (k() > 0) {
-        // hd64: cdiv(kv_len, page_size) asserts in sequence 0's dynamic checks.
+        // hd64, and kernel.py leaving every tuple to its defaults (a production call; checked
+        // against tpu-inference 0.32.0: cdiv asserts): cdiv(kv_len, page_size) asserts in
+        // sequence 0's dynamic checks.
         native(R::page_size_zero, "AssertionError", rank_of(R::q_len_range) + 1);
       }
       return;
