@@ -48,10 +48,14 @@ int64_t next_power_of_2(int64_t v) {
   return p;
 }
 
-bool int16_edge(ProductionEdge e) {
+}  // namespace
+
+bool production_edge_is_int16(ProductionEdge e) {
   return e == ProductionEdge::kInt16PositionsBelow || e == ProductionEdge::kInt16PositionsPast ||
          e == ProductionEdge::kInt16WindowAt || e == ProductionEdge::kInt16WindowBelow;
 }
+
+namespace {
 
 Profile profile_of(const std::vector<SeqSpec>& seqs) {
   bool decode = false, prefill = false;
@@ -113,7 +117,7 @@ std::string_view production_edge_name(ProductionEdge e) {
 }
 
 bool production_edge_applies(Dialect d, ProductionEdge e) {
-  return !int16_edge(e) || d == Dialect::kTpuInferenceV3;
+  return !production_edge_is_int16(e) || d == Dialect::kTpuInferenceV3;
 }
 
 int64_t vllm_page_size(int64_t max_model_len) {

@@ -66,6 +66,8 @@ inline constexpr ProductionEdge kProductionEdges[] = {
     ProductionEdge::kInt16WindowBelow,   ProductionEdge::kInt32WindowAt,
     ProductionEdge::kInt32WindowBelow};
 std::string_view production_edge_name(ProductionEdge e);
+// Whether the edge is one of kernel.py's int16 positions.
+bool production_edge_is_int16(ProductionEdge e);
 // Whether a dialect's program has the quantity (int16 positions are kernel.py's).
 bool production_edge_applies(Dialect d, ProductionEdge e);
 
@@ -186,19 +188,15 @@ void visit_production(Io& io, ProductionSpec& s, Dialect d) {
 
   std::vector<ProductionEdge> edges;
   for (ProductionEdge e : kProductionEdges) {
-    const bool int16 = e == ProductionEdge::kInt16PositionsBelow ||
-                       e == ProductionEdge::kInt16PositionsPast ||
-                       e == ProductionEdge::kInt16WindowAt || e == ProductionEdge::kInt16WindowBelow;
-    if (production_edge_applies(d, e) && (!int16 || s.q_dtype == DType::kBFloat16)) edges.push_back(e);
+    if (production_edge_applies(d, e) && (!production_edge_is_int16(e) || s.q_dtype == DType::kBFloat16)) {
+      edges.push_back(e);
+    }
   }
   int64_t e = 0;
   for (size_t k = 0; k < edges.size(); ++k) e = edges[k] == s.edge ? static_cast<int64_t>(k) : e;
   io.num(e, 0, static_cast<int64_t>(edges.size()) - 1, {0, 0});
   s.edge = edges[static_cast<size_t>(e)];
-  const bool int16_edge = s.edge == ProductionEdge::kInt16PositionsBelow ||
-                          s.edge == ProductionEdge::kInt16PositionsPast ||
-                          s.edge == ProductionEdge::kInt16WindowAt ||
-                          s.edge == ProductionEdge::kInt16WindowBelow;
+  const bool int16_edge = production_edge_is_int16(s.edge);
 
   if (int16_edge) {
     s.max_model_len = s.edge == ProductionEdge::kInt16PositionsPast ? kInt16PositionsPastLen

@@ -35,6 +35,7 @@
 #include "properties/mutation.h"
 #include "properties/production.h"
 #include "properties/random_source.h"
+#include "properties/sanitized.h"
 #include "properties/spec_model.h"
 #include "properties/v3_kernel_check.h"
 #include "properties/v3_materialize.h"
@@ -46,17 +47,6 @@
 namespace rpa::props {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
 
 int64_t env_count(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);

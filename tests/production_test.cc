@@ -25,6 +25,7 @@
 #include "properties/spec_model.h"
 #include "properties/production.h"
 #include "properties/production_reach.h"
+#include "properties/sanitized.h"
 #include "properties/v3_materialize.h"
 #include "properties/v3_mutation.h"
 #include "properties/v3_spec_model.h"
@@ -178,17 +179,6 @@ void check_v3(Dialect d, uint64_t seed) {
 
 // Under the sanitizers only the small calls run (the large ones are for answers, and take
 // minutes there); the release build runs both.
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-#else
-constexpr bool kSanitized = false;
-#endif
 
 // Seed 0: a small batch; the others: jax 1 (251 MiB, an int32 window edge), kernel.py 6
 // (an int16 window edge at 32767), hd64 8 (decodes with sinks).
