@@ -6,7 +6,10 @@
 //   build/bench/rpa_bench [--benchmark_filter=kernel/decode] [--benchmark_format=json]
 //
 // The reference gets a short minimum time (one iteration on prefill, where one call takes
-// seconds), so the whole binary runs in about a minute on 2 cores.
+// seconds), so the workloads run in about a minute on 2 cores. Then production/NAME: each
+// fixed production-size call of bench/production.h, built and run through every
+// implementation once, its stages' seconds as counters (about three minutes in all;
+// --benchmark_filter=-production leaves them out).
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -15,6 +18,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench/production.h"
 #include "bench/workloads.h"
 #include "kernel/tiled_kernel.h"
 #include "reference/dense_reference.h"
@@ -54,6 +58,19 @@ void bm_reference(benchmark::State& state, const Workload* w) {
   set_counters(state, *w);
 }
 
+// One production call per iteration (one iteration: a call takes seconds to a minute). The
+// kernels must agree with the reference; a disagreement fails the benchmark.
+void bm_production(benchmark::State& state, const rpa::bench::ProductionBenchCall* call) {
+  for (auto _ : state) {
+    const rpa::bench::ProductionTiming t = rpa::bench::time_production_call(*call, 0);
+    for (const rpa::bench::ProductionStage& s : t.stages) {
+      state.counters[s.name + " s"] = s.seconds;
+      if (!s.agree) state.SkipWithError((s.name + " disagreed: " + s.mismatch).c_str());
+    }
+    state.SetLabel(std::to_string(t.num_seqs) + " seqs, kv_len up to " + std::to_string(t.max_kv_len));
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -89,6 +106,13 @@ int main(int argc, char** argv) {
     } else {
       b->MinTime(0.2);
     }
+  }
+  for (const rpa::bench::ProductionBenchCall& call : rpa::bench::production_bench_calls()) {
+    const std::string name = "production/" + std::string(call.name);
+    benchmark::RegisterBenchmark(name.c_str(), bm_production, &call)
+        ->Iterations(1)
+        ->UseRealTime()
+        ->Unit(benchmark::kSecond);
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bench/workloads.h"
+#include "cli/bench_production.h"
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
@@ -454,23 +455,36 @@ int bench_command(const std::vector<std::string_view>& args) {
   std::string preset_name = "quick";
   std::string threads_arg = "1,2,all";
   bool json = false;
+  bool threads_given = false;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--json") {
       json = true;
     } else if (args[i] == "--preset" || args[i] == "--threads") {
       if (i + 1 >= args.size()) return usage_error(std::string(args[i]) + " needs a value");
       (args[i] == "--preset" ? preset_name : threads_arg) = args[i + 1];
+      threads_given = threads_given || args[i] == "--threads";
       ++i;
     } else {
       return usage_error("bench: unexpected argument '" + std::string(args[i]) + "'");
     }
   }
-  const std::optional<Preset> preset = find_preset(preset_name);
-  if (!preset) return usage_error("--preset takes quick, decode, prefill, mixed, v3 or v3-decode");
   const std::optional<std::vector<int>> sweep = parse_thread_sweep(threads_arg);
   if (!sweep) {
     return usage_error("--threads takes a comma-separated list of thread counts (1 to 4096) and "
                        "'all', e.g. 1,2,all; got '" + threads_arg + "'");
+  }
+  if (is_production_preset(preset_name)) {
+    // One thread count for the tiled kernel (default: every core); each stage runs once.
+    if (!threads_given) return bench_production(preset_name, 0, json);
+    if (sweep->size() != 1) {
+      return usage_error("--preset production takes one thread count, got '" + threads_arg + "'");
+    }
+    return bench_production(preset_name, sweep->front(), json);
+  }
+  const std::optional<Preset> preset = find_preset(preset_name);
+  if (!preset) {
+    return usage_error("--preset takes quick, decode, prefill, mixed, v3, v3-decode, production "
+                       "or production:NAME");
   }
 
   const std::string date = bench::now_string();

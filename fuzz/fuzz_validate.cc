@@ -4,7 +4,9 @@
 // An input tagged v3 (target_inputs.h: kV3Tag) is a generated tpu-inference v3 case (either
 // dialect) with 0-2 named v3 mutations instead, checked by the v3 spec model's entry point
 // (properties/v3_spec_model.h: check_v3_validation, both modes' rule and exact message, and
-// v3_validate_all's first failure).
+// v3_validate_all's first failure). An input tagged production (kProductionTag) is a
+// production call of any dialect (properties/production.h) with 0-2 named mutations,
+// materialized with zeros and checked the same way.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -19,7 +21,10 @@
 #include "kernel/validate.h"
 #include "properties/case_codec.h"
 #include "properties/materialize.h"
+#include "properties/production.h"
 #include "properties/spec_model.h"
+#include "properties/v3_materialize.h"
+#include "properties/v3_mutation.h"
 #include "properties/v3_spec_model.h"
 
 namespace {
@@ -35,9 +40,48 @@ using namespace rpa;
   std::abort();
 }
 
+// A production call (target_inputs.h: kProductionTag), materialized with zeros.
+void check_production(const fuzz::ProductionValidateInput& v) {
+  const std::string replay = "production call " + props::production_spec_hex(v.spec) + "\n" +
+                             props::describe(v.spec) + "\n";
+  if (v.spec.dialect == Dialect::kJax) {
+    props::CaseSpec c = props::production_case(v.spec);
+    c.mutations = v.mutations;
+    const props::Materialized m = props::materialize(c, props::Contents::kZeros);
+    for (Mode mode : {Mode::kStrict, Mode::kJax}) {
+      const std::optional<Failure> want = props::expected_failure(m, mode);
+      const fuzz::ValidationCheck got = fuzz::check_validation(m.inputs, m.params, {.mode = mode});
+      if (got.verdict != want || got.problem) {
+        std::fprintf(stderr,
+                     "fuzz_validate (production): %s mode: spec model says %s, validate says "
+                     "%s%s%s\n%s",
+                     std::string(mode_name(mode)).c_str(), props::verdict_text(want).c_str(),
+                     props::verdict_text(got.verdict).c_str(), got.problem ? "; " : "",
+                     got.problem ? got.problem->c_str() : "", replay.c_str());
+        std::abort();
+      }
+    }
+    return;
+  }
+  const props::V3CaseSpec c = props::production_v3_case(v.spec);
+  props::V3MutatedCase m{props::materialize_v3(c, props::Contents::kZeros), {}};
+  for (const props::V3Mutation& mutation : v.v3_mutations) {
+    props::apply_v3_mutation(mutation, c, m.call, m.declared);
+  }
+  std::string why;
+  if (!props::check_v3_mutated(c, v.v3_mutations, m, &why)) {
+    std::fprintf(stderr, "fuzz_validate (production): %s%s", why.c_str(), replay.c_str());
+    std::abort();
+  }
+}
+
 }  // namespace
 
 int rpa::fuzz::fuzz_validate(const uint8_t* data, size_t size) {
+  if (const auto production = fuzz::production_payload(std::span<const uint8_t>(data, size))) {
+    check_production(fuzz::decode_production_validate(*production));
+    return 0;
+  }
   if (const auto v3 = fuzz::v3_payload(std::span<const uint8_t>(data, size))) {
     const fuzz::V3ValidateInput v = fuzz::decode_v3_validate(*v3);
     std::string why;

@@ -86,6 +86,25 @@ std::vector<uint8_t> encode_v3_validate(const V3ValidateInput& v) {
   return with_v3_tag(props::encode_with(v, [](auto& io, auto& x) { visit_v3_validate(io, x); }));
 }
 
+std::optional<std::span<const uint8_t>> production_payload(std::span<const uint8_t> bytes) {
+  if (bytes.size() < 2 || bytes[0] != kProductionTag[0] || bytes[1] != kProductionTag[1]) {
+    return std::nullopt;
+  }
+  return bytes.subspan(2);
+}
+
+ProductionValidateInput decode_production_validate(std::span<const uint8_t> payload) {
+  return props::decode_with<ProductionValidateInput>(
+      payload, [](auto& io, auto& v) { visit_production_validate(io, v); });
+}
+
+std::vector<uint8_t> encode_production_validate(const ProductionValidateInput& v) {
+  std::vector<uint8_t> payload =
+      props::encode_with(v, [](auto& io, auto& x) { visit_production_validate(io, x); });
+  payload.insert(payload.begin(), {kProductionTag[0], kProductionTag[1]});
+  return payload;
+}
+
 V3DifferentialInput decode_v3_differential(std::span<const uint8_t> payload) {
   return props::decode_with<V3DifferentialInput>(
       payload, [](auto& io, auto& d) { visit_v3_differential(io, d); });

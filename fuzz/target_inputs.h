@@ -9,8 +9,11 @@
 #include <span>
 #include <vector>
 
+#include "kernel/dialect.h"
+
 #include "properties/build_case.h"
 #include "properties/case_spec.h"
+#include "properties/production.h"
 #include "properties/v3_build_case.h"
 #include "properties/v3_case_spec.h"
 #include "properties/v3_mutation.h"
@@ -95,17 +98,18 @@ struct V3ValidateInput {
 std::vector<props::V3MutationKind> v3_mutation_choices(
     const props::V3CaseSpec& spec, const std::vector<props::V3Mutation>& before);
 
+// 0-2 named v3 mutations of spec, as v3_mutation_choices allows them; each with an argument
+// 0..kMaxV3MutationArg. visit_v3_validate's last choices, and the production part's.
 template <class Io>
-void visit_v3_validate(Io& io, V3ValidateInput& v) {
-  props::visit_v3_case(io, v.spec, v3_validate_options());
-  int64_t count = static_cast<int64_t>(v.mutations.size());
+void visit_v3_mutations(Io& io, const props::V3CaseSpec& spec, std::vector<props::V3Mutation>& mutations) {
+  int64_t count = static_cast<int64_t>(mutations.size());
   io.num(count, 0, 2, {});
   std::vector<props::V3Mutation> chosen;
   for (int64_t i = 0; i < count; ++i) {
-    const std::vector<props::V3MutationKind> choices = v3_mutation_choices(v.spec, chosen);
+    const std::vector<props::V3MutationKind> choices = v3_mutation_choices(spec, chosen);
     if (choices.empty()) break;
-    props::V3Mutation m = i < static_cast<int64_t>(v.mutations.size())
-                              ? v.mutations[static_cast<size_t>(i)]
+    props::V3Mutation m = i < static_cast<int64_t>(mutations.size())
+                              ? mutations[static_cast<size_t>(i)]
                               : props::V3Mutation{choices.front(), 0};
     int64_t k = 0;
     for (size_t c = 0; c < choices.size(); ++c) {
@@ -115,10 +119,57 @@ void visit_v3_validate(Io& io, V3ValidateInput& v) {
     io.num(m.arg, 0, kMaxV3MutationArg, {0});
     chosen.push_back({choices[static_cast<size_t>(k)], m.arg});
   }
-  v.mutations = chosen;
+  mutations = chosen;
+}
+
+template <class Io>
+void visit_v3_validate(Io& io, V3ValidateInput& v) {
+  props::visit_v3_case(io, v.spec, v3_validate_options());
+  visit_v3_mutations(io, v.spec, v.mutations);
 }
 
 V3ValidateInput decode_v3_validate(std::span<const uint8_t> payload);
+
+// fuzz_validate's production part (issue 33; properties/production.h): an input that starts
+// with these two bytes is a production call, the calls vLLM's TPU runner builds (128-512
+// slots, token budgets to 8192, real models' heads, max_model_len to 128K, the programs'
+// integer edges), of any dialect, with 0-2 named mutations (jax: as visit_case draws them,
+// under validate_options()'s counts; v3: as visit_v3_validate). Validation reads shapes,
+// index arrays and keywords alone, so the target materializes the call with zeros
+// (Contents::kZeros): a call of up to 256 MiB costs its allocation, not its data. The jax
+// and v3 inputs never start with it (`rpa_fuzz_seeds check`).
+inline constexpr uint8_t kProductionTag[2] = {'P', 'R'};
+std::optional<std::span<const uint8_t>> production_payload(std::span<const uint8_t> bytes);
+
+struct ProductionValidateInput {
+  props::ProductionSpec spec;
+  std::vector<props::MutationSpec> mutations;      // a jax call's
+  std::vector<props::V3Mutation> v3_mutations;     // a v3 call's
+};
+
+// The dialect (jax, tpu_inference_v3, tpu_inference_v3_hd64), its recipe, its mutations.
+template <class Io>
+void visit_production_validate(Io& io, ProductionValidateInput& v) {
+  constexpr Dialect kDialects[] = {Dialect::kJax, Dialect::kTpuInferenceV3,
+                                   Dialect::kTpuInferenceV3Hd64};
+  int64_t d = 0;
+  for (int64_t k = 0; k < 3; ++k) d = kDialects[k] == v.spec.dialect ? k : d;
+  io.num(d, 0, 2, {});
+  props::visit_production(io, v.spec, kDialects[d]);
+  if (v.spec.dialect == Dialect::kJax) {
+    props::CaseSpec c = props::production_case(v.spec);
+    c.mutations = v.mutations;
+    props::visit_mutations(io, c, validate_options());
+    v.mutations = c.mutations;
+    v.v3_mutations.clear();
+  } else {
+    visit_v3_mutations(io, props::production_v3_case(v.spec), v.v3_mutations);
+    v.mutations.clear();
+  }
+}
+
+ProductionValidateInput decode_production_validate(std::span<const uint8_t> payload);
+std::vector<uint8_t> encode_production_validate(const ProductionValidateInput& v);  // with the tag
 std::vector<uint8_t> encode_v3_validate(const V3ValidateInput& v);          // with the tag
 std::vector<uint8_t> encode_v3_differential(const V3DifferentialInput& d);  // with the tag
 

@@ -35,7 +35,9 @@
 #include "kernel/validate.h"
 #include "properties/build_case.h"
 #include "properties/case_codec.h"
+#include "properties/generate.h"
 #include "properties/materialize.h"
+#include "properties/production.h"
 #include "properties/random_source.h"
 #include "properties/spec_model.h"
 #include "properties/v3_build_case.h"
@@ -267,6 +269,53 @@ Seeds validate_seeds() {
       break;
     }
   }
+  // Production calls (tagged): per dialect, the first two recipes of at most 16 MiB, the first
+  // of at most 64 MiB at each integer edge the dialect has, and the first small one with its
+  // first mutation and with two (a jax pair of groups, a v3 pair that composes).
+  for (Dialect d : {Dialect::kJax, Dialect::kTpuInferenceV3, Dialect::kTpuInferenceV3Hd64}) {
+    const std::string prefix = "prod-" + std::string(dialect_name(d)) + "-";
+    auto add_production = [&](const std::string& name, const fuzz::ProductionValidateInput& v) {
+      seeds[name] = fuzz::encode_production_validate(v);
+      const fuzz::ProductionValidateInput back =
+          fuzz::decode_production_validate(*fuzz::production_payload(seeds[name]));
+      if (back.spec != v.spec || back.mutations != v.mutations || back.v3_mutations != v.v3_mutations) {
+        round_trip_failed(name);
+      }
+    };
+    std::set<props::ProductionEdge> edges;
+    int small = 0;
+    for (uint64_t seed = 0; seed < 3000; ++seed) {
+      const props::ProductionSpec spec = props::seeded_production_spec(seed, d);
+      const int64_t bytes = spec.memory_bytes();
+      std::string tail = std::to_string(seed);
+      tail.insert(tail.begin(), '-');
+      if (spec.edge != props::ProductionEdge::kNone && bytes <= (int64_t{64} << 20) &&
+          edges.insert(spec.edge).second) {
+        add_production(prefix + std::string(props::production_edge_name(spec.edge)) + tail, {spec, {}, {}});
+      }
+      if (small >= 2 || bytes > (int64_t{16} << 20)) continue;
+      add_production(prefix + "valid" + tail, {spec, {}, {}});
+      if (small++ > 0) continue;
+      if (d == Dialect::kJax) {
+        CaseSpec c = props::production_case(spec);
+        for (props::MutationKind k : props::all_mutation_kinds()) {
+          if (!props::mutation_applies(k, c)) continue;
+          if (c.mutations.empty() || props::mutation_group(c.mutations[0].kind) != props::mutation_group(k)) {
+            c.mutations.push_back({k, 1});
+            if (c.mutations.size() == 2) break;
+          }
+        }
+        add_production(prefix + "mutated" + tail, {spec, {c.mutations[0]}, {}});
+        add_production(prefix + "pair" + tail, {spec, c.mutations, {}});
+      } else {
+        const props::V3CaseSpec c = props::production_v3_case(spec);
+        const props::V3Mutation a{fuzz::v3_mutation_choices(c, {}).front(), 1};
+        const props::V3Mutation b{fuzz::v3_mutation_choices(c, {a}).back(), 1};
+        add_production(prefix + "mutated" + tail, {spec, {}, {a}});
+        add_production(prefix + "pair" + tail, {spec, {}, {a, b}});
+      }
+    }
+  }
   return seeds;
 }
 
@@ -377,6 +426,15 @@ Seeds raw_seeds() {
 // decode(encode(decode(x))) == decode(x): what a target's decoder builds from any bytes, its
 // encoder writes as bytes that decode to the same thing.
 bool validate_round_trips(const std::vector<uint8_t>& bytes) {
+  if (const auto production = fuzz::production_payload(bytes)) {
+    const fuzz::ProductionValidateInput v = fuzz::decode_production_validate(*production);
+    const fuzz::ProductionValidateInput w =
+        fuzz::decode_production_validate(*fuzz::production_payload(fuzz::encode_production_validate(v)));
+    const bool composes = v.spec.dialect == Dialect::kJax ||
+                          props::v3_mutations_compose(props::production_v3_case(v.spec), v.v3_mutations);
+    return w.spec == v.spec && w.mutations == v.mutations && w.v3_mutations == v.v3_mutations &&
+           composes;
+  }
   if (const auto v3 = fuzz::v3_payload(bytes)) {
     const fuzz::V3ValidateInput v = fuzz::decode_v3_validate(*v3);
     const fuzz::V3ValidateInput w =
@@ -501,13 +559,14 @@ int check(const fs::path& corpus) {
   for (const Target& t : kTargets) {
     int tagged = 0;
     for (const auto& [name, bytes] : t.seeds()) {
-      if (name.rfind("v3-", 0) != 0 && fuzz::v3_payload(bytes)) {
+      const bool v3 = name.rfind("v3-", 0) == 0, production = name.rfind("prod-", 0) == 0;
+      if ((!v3 && fuzz::v3_payload(bytes)) || (!production && fuzz::production_payload(bytes))) {
         ++tagged;
-        std::printf("  %s/%s: a jax seed that starts with the v3 tag\n", t.name, name.c_str());
+        std::printf("  %s/%s: starts with another dialect's tag\n", t.name, name.c_str());
       }
     }
     verdict(tagged == 0, std::string(t.name) + ": " + std::to_string(tagged) +
-                             " jax seeds start with the v3 tag");
+                             " seeds start with another part's tag (v3, production)");
   }
 
   // Codec symmetry on every input there (seeds, regressions, merged inputs).
@@ -531,10 +590,15 @@ int check(const fs::path& corpus) {
   std::set<std::string> classes;
   std::set<props::MutationKind> mutations;
   std::set<props::V3MutationKind> v3_mutations;
+  std::set<Dialect> production_dialects;
   size_t files = 0;
   for (const auto& entry : fs::directory_iterator(corpus / "fuzz" / "fuzz_validate")) {
     ++files;
     const std::vector<uint8_t> bytes = read_file(entry.path());
+    if (const auto production = fuzz::production_payload(bytes)) {
+      production_dialects.insert(fuzz::decode_production_validate(*production).spec.dialect);
+      continue;
+    }
     if (const auto v3 = fuzz::v3_payload(bytes)) {
       for (const props::V3Mutation& mu : fuzz::decode_v3_validate(*v3).mutations) {
         v3_mutations.insert(mu.kind);
@@ -554,6 +618,10 @@ int check(const fs::path& corpus) {
     if (b && m.inputs.page_indices.rank() == 2 && *b == m.inputs.page_indices.dim(1) + 1) {
       classes.insert("num_kv_pages_per_block pages_per_seq + 1");
     }
+  }
+  for (Dialect d : {Dialect::kJax, Dialect::kTpuInferenceV3, Dialect::kTpuInferenceV3Hd64}) {
+    verdict(production_dialects.contains(d), "fuzz_validate corpus: no production call of " +
+                                                 std::string(dialect_name(d)));
   }
   for (props::V3MutationKind k : props::all_v3_mutation_kinds()) {
     verdict(v3_mutations.contains(k), "fuzz_validate corpus: no v3 input has mutation " +

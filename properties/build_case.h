@@ -168,6 +168,9 @@ inline constexpr int64_t kTileableKvHeads[] = {1, 2, 4, 8};
 inline constexpr int64_t kTileableKvHeadsFloat8[] = {2, 4, 8};
 
 template <class Io>
+void visit_mutations(Io& io, CaseSpec& s, const BuildOptions& options);
+
+template <class Io>
 void visit_case(Io& io, CaseSpec& s, const BuildOptions& options) {
   if (options.profile) {
     s.profile = *options.profile;
@@ -308,6 +311,14 @@ void visit_case(Io& io, CaseSpec& s, const BuildOptions& options) {
     maybe(io, p.vmem_limit_bytes, limit);
   }
 
+  visit_mutations(io, s, options);
+}
+
+// The named mutations of a drawn case: min_mutations to max_mutations of them, each applying
+// to s, no two of one group, only of options.mutation_kinds where that is set. visit_case's
+// last choices; the production calls of fuzz_validate draw theirs the same way.
+template <class Io>
+void visit_mutations(Io& io, CaseSpec& s, const BuildOptions& options) {
   int64_t count = static_cast<int64_t>(s.mutations.size());
   io.num(count, options.min_mutations, options.max_mutations, {});
   s.mutations.resize(static_cast<size_t>(count));

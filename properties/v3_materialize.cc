@@ -52,7 +52,7 @@ class DataStream {
 
 }  // namespace
 
-V3Materialized materialize_v3(const V3CaseSpec& s) {
+V3Materialized materialize_v3(const V3CaseSpec& s, Contents contents) {
   DataStream data(static_cast<uint64_t>(s.data_seed));
   const int64_t n = s.num_seqs(), slots = s.max_num_seqs(), pps = s.pages_per_seq();
   const int64_t pages = s.total_num_pages(), tokens = s.max_num_tokens();
@@ -111,6 +111,16 @@ V3Materialized materialize_v3(const V3CaseSpec& s) {
   const int32_t i = static_cast<int32_t>(s.num_decode);
   const int32_t j = static_cast<int32_t>(s.num_decode + s.num_prefill);
   in.distribution = Tensor::from_int32({3}, std::vector<int32_t>{i, j, static_cast<int32_t>(n)});
+
+  if (contents == Contents::kZeros) {
+    const V3CacheLayout layout(s.dialect, s.kv_dtype, hkv, d);
+    in.queries = Tensor(s.q_dtype, {tokens, hq, d});
+    in.keys = Tensor(s.kv_dtype, {tokens, hkv, d});
+    in.values = Tensor(s.kv_dtype, {tokens, hkv, d});
+    in.kv_cache = Tensor(s.kv_dtype, layout.cache_shape(pages, ps));
+    if (s.sink != V3Sink::kNone) in.attention_sink = Tensor(DType::kFloat32, {hq});
+    return m;
+  }
 
   // q, k, v: data on the rows sequences own, garbage below.
   auto rows = [&](DType t, int64_t heads) {

@@ -10,6 +10,7 @@ Usage: cli_bench_test.py RPA_BINARY REPO_ROOT
 import json
 import os
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from cli_harness import check, finish, rpa  # noqa: E402  (reads argv)
@@ -70,6 +71,34 @@ def main():
     for q in pairs:
         check(f"pair {q['dtype']}: 43 rounds (2 x 21 + 1), ordered quartiles",
               q["rounds"] == 43 and 0 < q["p25"] <= q["median"] <= q["p75"], q)
+
+    # A production-size call (bench/production.h) through every implementation, once.
+    p = rpa("bench", "--preset", "production:jax-long", "--threads", "1", "--json")
+    check("bench --preset production:jax-long exits 0", p.returncode == 0, f"rc={p.returncode} {p.stderr[-400:]!r}")
+    j = json.loads(p.stdout)
+    calls = j["calls"]
+    check("one call, the one named", [c["name"] for c in calls] == ["jax-long"], calls)
+    c = calls[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        g = rpa("gen", "--profile", "production", "--dialect", "jax", "--seed", str(c["seed"]), "-o",
+                os.path.join(tmp, "call.npz"))
+    check("its spec is rpa gen's for the same seed", f"spec: {c['spec']}" in g.stdout, (c["spec"], g.stdout[-300:]))
+    check("a production-size call: 2^30 multiply-adds, a 128K-token sequence",
+          c["macs"] == 1 << 30 and c["max_kv_len"] == 131072 and c["memory_bytes"] > 100 << 20, c)
+    stages = [s["name"] for s in c["stages"]]
+    check("every stage, in order", stages == ["materialize", "validate", "reference", "tiled", "literal"], stages)
+    check("every stage timed", all(s["seconds"] > 0 for s in c["stages"]), c["stages"])
+    check("both kernels checked and agreeing",
+          [s.get("agree") for s in c["stages"]] == [None, None, None, True, True], c["stages"])
+    check("the total is the stages' sum",
+          abs(c["total_seconds"] - sum(s["seconds"] for s in c["stages"])) < 1e-9, c)
+    check("all_agree", j["all_agree"] is True and j["threads"] == 1, j)
+    p = rpa("bench", "--preset", "production:nope")
+    check("an unknown call name is a usage error naming the calls",
+          p.returncode == 64 and "jax-long" in p.stderr, (p.returncode, p.stderr[:200]))
+    p = rpa("bench", "--preset", "production", "--threads", "1,2")
+    check("production takes one thread count", p.returncode == 64 and "one thread count" in p.stderr,
+          (p.returncode, p.stderr[:200]))
 
 
 main()

@@ -1,0 +1,127 @@
+// fuzz_validate's production part (fuzz/target_inputs.h: kProductionTag): the decoder reaches
+// every dialect and its mutations from arbitrary bytes, round-trips, and the target's check
+// holds on production calls up to the profile's 256 MiB; materializing with zeros gives the
+// same index arrays and the same verdicts as with data (validation reads no data).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "fuzz/target_inputs.h"
+#include "fuzz/targets.h"
+#include "kernel/v3_validate.h"
+#include "kernel/validate.h"
+#include "properties/generate.h"
+#include "properties/materialize.h"
+#include "properties/production.h"
+#include "properties/spec_model.h"
+#include "properties/v3_materialize.h"
+#include "properties/v3_mutation.h"
+#include "properties/v3_spec_model.h"
+
+namespace rpa::fuzz {
+namespace {
+
+std::vector<uint8_t> random_bytes(std::mt19937_64& rng, size_t n) {
+  std::vector<uint8_t> out(n);
+  for (uint8_t& b : out) b = static_cast<uint8_t>(rng());
+  return out;
+}
+
+TEST(FuzzProduction, TheTagSelectsTheProductionPartAndNothingElse) {
+  const std::vector<uint8_t> tagged = {'P', 'R', 1, 2};
+  ASSERT_TRUE(production_payload(tagged));
+  EXPECT_EQ(production_payload(tagged)->size(), 2u);
+  EXPECT_FALSE(production_payload(std::vector<uint8_t>{'P'}));
+  EXPECT_FALSE(production_payload(std::vector<uint8_t>{'P', 'Q', 1}));
+  EXPECT_FALSE(production_payload(std::vector<uint8_t>{'V', '3', 1}));
+  EXPECT_FALSE(v3_payload(tagged));
+}
+
+TEST(FuzzProduction, RandomBytesReachEveryDialectAndMutationsAndRoundTrip) {
+  std::mt19937_64 rng(33);
+  std::set<Dialect> dialects;
+  int jax_mutated = 0, v3_mutated = 0, edges = 0;
+  for (int i = 0; i < 600; ++i) {
+    const std::vector<uint8_t> bytes = random_bytes(rng, 16 + static_cast<size_t>(rng() % 200));
+    const ProductionValidateInput v = decode_production_validate(bytes);
+    dialects.insert(v.spec.dialect);
+    jax_mutated += !v.mutations.empty();
+    v3_mutated += !v.v3_mutations.empty();
+    edges += v.spec.edge != props::ProductionEdge::kNone;
+    EXPECT_LE(v.spec.memory_bytes(), props::kProductionMemoryBytes);
+    EXPECT_LE(v.spec.macs(), props::kProductionMacs);
+    EXPECT_TRUE(v.spec.dialect == Dialect::kJax ? v.v3_mutations.empty() : v.mutations.empty());
+    const ProductionValidateInput w =
+        decode_production_validate(*production_payload(encode_production_validate(v)));
+    EXPECT_EQ(w.spec, v.spec);
+    EXPECT_EQ(w.mutations, v.mutations);
+    EXPECT_EQ(w.v3_mutations, v.v3_mutations);
+  }
+  EXPECT_EQ(dialects.size(), 3u);
+  EXPECT_GT(jax_mutated, 20);
+  EXPECT_GT(v3_mutated, 40);
+  EXPECT_GT(edges, 20);
+}
+
+// What the target checks, on the largest recipes too: it aborts on a disagreement.
+TEST(FuzzProduction, TheTargetHoldsOnProductionCallsOfEveryDialect) {
+  for (Dialect d : {Dialect::kJax, Dialect::kTpuInferenceV3, Dialect::kTpuInferenceV3Hd64}) {
+    // seed 7 / 409 / 1460: the largest arrays of the first 1500 recipes (255 MiB or more).
+    for (uint64_t seed : {uint64_t{0}, uint64_t{3}, d == Dialect::kJax ? uint64_t{7}
+                                                    : d == Dialect::kTpuInferenceV3 ? uint64_t{409}
+                                                                                     : uint64_t{1460}}) {
+      ProductionValidateInput v{props::seeded_production_spec(seed, d), {}, {}};
+      SCOPED_TRACE(props::describe(v.spec));
+      const std::vector<uint8_t> valid = encode_production_validate(v);
+      EXPECT_EQ(fuzz_validate(valid.data(), valid.size()), 0);
+      if (d == Dialect::kJax) {
+        const props::CaseSpec c = props::production_case(v.spec);
+        for (props::MutationKind k : props::all_mutation_kinds()) {
+          if (props::mutation_applies(k, c)) v.mutations.push_back({k, 2});
+          if (v.mutations.size() == 1) break;
+        }
+      } else {
+        const props::V3CaseSpec c = props::production_v3_case(v.spec);
+        v.v3_mutations = {{v3_mutation_choices(c, {}).back(), 3}};
+      }
+      const std::vector<uint8_t> mutated = encode_production_validate(v);
+      EXPECT_EQ(fuzz_validate(mutated.data(), mutated.size()), 0);
+    }
+  }
+}
+
+// The zeros the target materializes: the same index arrays and keywords as the data, and so
+// the same verdict in both modes, with every v3 mutation that applies to a small call.
+TEST(FuzzProduction, ZerosGiveTheSameVerdictsAsData) {
+  for (Dialect d : {Dialect::kTpuInferenceV3, Dialect::kTpuInferenceV3Hd64}) {
+    const props::V3CaseSpec c = props::production_v3_case(props::seeded_production_spec(0, d));
+    const props::V3Materialized data = props::materialize_v3(c);
+    const props::V3Materialized zeros = props::materialize_v3(c, props::Contents::kZeros);
+    EXPECT_EQ(zeros.inputs.kv_lens, data.inputs.kv_lens);
+    EXPECT_EQ(zeros.inputs.page_indices, data.inputs.page_indices);
+    EXPECT_EQ(zeros.inputs.cu_q_lens, data.inputs.cu_q_lens);
+    EXPECT_EQ(zeros.inputs.distribution, data.inputs.distribution);
+    EXPECT_EQ(zeros.inputs.queries.shape(), data.inputs.queries.shape());
+    EXPECT_EQ(zeros.inputs.kv_cache.shape(), data.inputs.kv_cache.shape());
+    EXPECT_EQ(zeros.inputs.attention_sink.has_value(), data.inputs.attention_sink.has_value());
+    int checked = 0;
+    for (props::V3MutationKind k : v3_mutation_choices(c, {})) {
+      props::V3MutatedCase a{data, {}}, b{zeros, {}};
+      props::apply_v3_mutation({k, 1}, c, a.call, a.declared);
+      props::apply_v3_mutation({k, 1}, c, b.call, b.declared);
+      for (Mode mode : {Mode::kStrict, Mode::kJax}) {
+        EXPECT_EQ(v3_validate(d, b.call.inputs, b.call.params, mode),
+                  v3_validate(d, a.call.inputs, a.call.params, mode))
+            << props::v3_mutation_name(k);
+      }
+      ++checked;
+    }
+    EXPECT_GT(checked, 30);
+  }
+}
+
+}  // namespace
+}  // namespace rpa::fuzz
