@@ -34,16 +34,27 @@ std::optional<V3BlockSizes> v3_block_sizes(const V3Inputs& in, const V3Params& p
       in.kv_lens.dim(0) <= 0 || in.queries.dim(1) < in.keys.dim(1)) {
     return std::nullopt;
   }
+  const V3BlockShape shape{.kv_dtype = in.kv_cache.dtype(),
+                           .kv_heads = in.keys.dim(1),
+                           .q_heads = in.queries.dim(1),
+                           .head_dim = in.queries.dim(2),
+                           .max_num_tokens = in.queries.dim(0),
+                           .page_size = in.kv_cache.dim(1),
+                           .pages_per_seq = in.page_indices.dim(0) / in.kv_lens.dim(0)};
+  return v3_default_block_sizes(shape, pass, tpu_version);
+}
+
+std::optional<V3BlockSizes> v3_default_block_sizes(const V3BlockShape& s, V3Pass pass, int tpu_version) {
+  if (tpu_version < 5 || tpu_version > 8) return std::nullopt;
   // get_default_block_sizes (kernel.py).
-  const DType kv = in.kv_cache.dtype();
-  const int64_t packing = v3_kv_packing(kv);
-  const int64_t hkv = in.keys.dim(1), hq = in.queries.dim(1);
+  const int64_t packing = v3_kv_packing(s.kv_dtype);
+  const int64_t hkv = s.kv_heads, hq = s.q_heads;
   const int64_t heads_x2 = next_pow2(v3_align(hkv * 2, packing));
-  const int64_t head_dim = v3_align(in.queries.dim(2), 128);
+  const int64_t head_dim = v3_align(s.head_dim, 128);
   const int64_t qph = next_pow2(hq / hkv);
-  const int64_t max_q = next_pow2(in.queries.dim(0));
-  const int64_t page_size = in.kv_cache.dim(1);
-  const int64_t pps = in.page_indices.dim(0) / in.kv_lens.dim(0);
+  const int64_t max_q = next_pow2(s.max_num_tokens);
+  const int64_t page_size = s.page_size;
+  const int64_t pps = s.pages_per_seq;
   const int64_t max_kv = pps * page_size;
   const int64_t peak = 16 * 1024 * 1024 * packing / 4 / head_dim / heads_x2;
   int64_t bq, bkv, bq_c, bkv_c;

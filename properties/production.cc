@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "kernel/target_profile.h"
+#include "kernel/v3_block_sizes.h"
 #include "kernel/v3_cache_layout.h"
 #include "kernel/vmem_budget.h"
 #include "properties/byte_source.h"
@@ -158,6 +159,36 @@ int64_t ProductionSpec::total_q_len() const {
 
 int64_t ProductionSpec::padded_tokens() const {
   return std::min(next_power_of_2(std::max<int64_t>(total_q_len(), 16)), token_budget);
+}
+
+bool production_window_skips_cache_write(const ProductionSpec& s) {
+  if (s.dialect != Dialect::kTpuInferenceV3 || !s.sliding_window || s.seqs.empty()) return false;
+  const ProductionModel& m = s.shape();
+  const V3BlockShape shape{.kv_dtype = s.kv_dtype,
+                           .kv_heads = m.kv_heads,
+                           .q_heads = m.q_heads,
+                           .head_dim = m.head_dim,
+                           .max_num_tokens = s.padded_tokens(),
+                           .page_size = s.page_size,
+                           .pages_per_seq = s.pages_per_seq()};
+  const int64_t w = *s.sliding_window;
+  for (int64_t i = 0; i < static_cast<int64_t>(s.seqs.size()); ++i) {
+    const SeqSpec& q = s.seqs[static_cast<size_t>(i)];
+    const bool decode = i < s.num_decode, prefill = !decode && i < s.num_decode + s.num_prefill;
+    const V3Pass pass = decode ? V3Pass::kDecode : prefill ? V3Pass::kPrefill : V3Pass::kMixed;
+    const int64_t rows = decode ? 1 : q.q_len, gap = q.kv_len - q.q_len;
+    for (int version : {5, 6, 7}) {
+      const std::optional<V3BlockSizes> b = v3_default_block_sizes(shape, pass, version);
+      if (!b || (*b)[0] <= 0 || (*b)[1] <= 0) continue;
+      // The last query block reads from its first row's window, floored to bkv_sz; the new
+      // tokens are written from the blocks it reads (v3_mutation.cc, declare_window_rules).
+      const int64_t bq = decode || prefill ? std::min((*b)[0], rows) : (*b)[0];
+      const int64_t last = (q.q_len - 1) / bq * bq;
+      const int64_t from = std::max<int64_t>(gap + last - w, 0) / (*b)[1] * (*b)[1];
+      if (gap / (*b)[1] * (*b)[1] < from) return true;
+    }
+  }
+  return false;
 }
 
 int64_t ProductionSpec::max_kv_len() const {
@@ -324,8 +355,10 @@ std::vector<std::string> production_reach_items(const ProductionSpec& s) {
   } else if (production_int16_positions(s) && e == ProductionEdge::kInt32WindowBelow) {
     e = ProductionEdge::kInt16WindowBelow;
   }
-  if (e != ProductionEdge::kNone &&
-      (!positions || (!s.seqs.empty() && s.seqs[0].kv_len == s.pages_per_seq() * s.page_size))) {
+  // A window edge is reached when the call kept its window (production_window_skips_cache_write).
+  const bool reached = positions ? !s.seqs.empty() && s.seqs[0].kv_len == s.pages_per_seq() * s.page_size
+                                 : s.sliding_window.has_value();
+  if (e != ProductionEdge::kNone && reached) {
     items.push_back("edge " + std::string(production_edge_name(e)));
   }
   return items;

@@ -166,6 +166,14 @@ int64_t production_table_bytes(const ProductionSpec& s);
 // Whether kernel.py holds the call's mask positions in int16 on TPU v6 and later (bfloat16
 // q, pages_per_seq * page_size <= 32767): its window edges are then int16's.
 bool production_int16_positions(const ProductionSpec& s);
+// Whether kernel.py would leave new tokens of some sequence unwritten under the recipe's
+// sliding window with TPU v5, v6 or v7's default block sizes (finding 24, strict
+// window_skips_cache_write): its last query block reads KV blocks from its first row's window
+// on, floored to bkv_sz, and writes the new tokens only from those. The recipe then draws no
+// window: a production call is strict-valid (fuzz_validate found a window edge of 15 with a
+// 149-row chunk, the first time it drew production calls).
+bool production_window_skips_cache_write(const ProductionSpec& s);
+
 // Whether jax's prefetched index arrays for these slots and pages fit the default target's
 // SMEM (strict smem_budget_exceeded).
 bool production_smem_fits(int64_t max_num_seqs, int64_t pages_per_seq);
@@ -355,6 +363,7 @@ void visit_production(Io& io, ProductionSpec& s, Dialect d) {
       });
   }
   if (s.sliding_window && *s.sliding_window < 1) s.sliding_window = 1;
+  if (production_window_skips_cache_write(s)) s.sliding_window.reset();
   maybe(io, s.soft_cap, [&](double& c) {
     int64_t k = c == kProductionSoftCaps[1] ? 1 : 0;
     io.num(k, 0, 1, {m.soft_cap == kProductionSoftCaps[1] ? 1 : 0});

@@ -73,6 +73,66 @@ TEST(Production, EveryRecipeReplaysFromItsHexAndKeepsItsBounds) {
   EXPECT_FALSE(production_spec_from_hex(hex.substr(5)));
 }
 
+// Every recipe is a strict-valid call (v3: in both modes; jax mode gives the spec model's
+// verdict), validated on its arrays materialized with zeros (validation reads no data; the
+// zeroing of up to 256 MiB a call is the cost, so 120 recipes a dialect).
+// fuzz_validate found a kernel.py window edge that strict window_skips_cache_write rightly
+// rejects (corpus/fuzz/fuzz_validate/regression-prod-v3-window-skips-cache-write); the
+// generator now drops such windows.
+TEST(Production, EveryRecipeIsStrictValid) {
+  const int recipes = kSanitized ? 30 : 120;
+  for (Dialect d : kDialects) {
+    for (uint64_t seed = 0; seed < static_cast<uint64_t>(recipes); ++seed) {
+      const ProductionSpec s = seeded_production_spec(seed, d);
+      SCOPED_TRACE(describe(s) + "\n  spec: " + production_spec_hex(s));
+      EXPECT_FALSE(production_window_skips_cache_write(s));
+      if (d == Dialect::kJax) {
+        // jax mode is JAX's validators and its Pallas program's (head_dim 64 does not trace):
+        // the spec model's verdict.
+        const Materialized m = materialize(production_case(s), Contents::kZeros);
+        const std::optional<Failure> f = validate(m.inputs, m.params, {.mode = Mode::kStrict});
+        EXPECT_FALSE(f) << "strict: " << f->message;
+        EXPECT_EQ(validate(m.inputs, m.params, {.mode = Mode::kJax}), expected_failure(m, Mode::kJax));
+        continue;
+      }
+      const V3Materialized m = materialize_v3(production_v3_case(s), Contents::kZeros);
+      for (Mode mode : {Mode::kStrict, Mode::kJax}) {
+        const std::optional<V3Failure> f = v3_validate(d, m.inputs, m.params, mode);
+        EXPECT_FALSE(f) << (mode == Mode::kJax ? "native" : "strict") << ": " << f->message;
+      }
+    }
+  }
+}
+
+// production_window_skips_cache_write is strict window_skips_cache_write's verdict on the call:
+// small windows set on kernel.py recipes (at most 64 MiB) are rejected exactly where it says.
+TEST(Production, TheDroppedWindowsAreTheOnesStrictRejects) {
+  int skips = 0, keeps = 0;
+  for (uint64_t seed = 0; seed < (kSanitized ? 200u : 600u); ++seed) {
+    const ProductionSpec base = seeded_production_spec(seed, Dialect::kTpuInferenceV3);
+    if (base.memory_bytes() > (int64_t{64} << 20)) continue;
+    for (int64_t w : {1, 15, 128, 512}) {
+      ProductionSpec s = base;
+      s.sliding_window = w;
+      // Only windows inside the int16 positions' range (else window_int16_wraps comes first).
+      if (production_int16_positions(s) && s.max_kv_len() - 1 + w > 32767) continue;
+      SCOPED_TRACE(describe(s));
+      const V3Materialized m = materialize_v3(production_v3_case(s), Contents::kZeros);
+      const std::optional<V3Failure> f =
+          v3_validate(Dialect::kTpuInferenceV3, m.inputs, m.params, Mode::kStrict);
+      const bool skip = production_window_skips_cache_write(s);
+      EXPECT_EQ(f.has_value(), skip) << (f ? f->message : "valid");
+      if (f) {
+        EXPECT_EQ(f->rule, V3RuleId::window_skips_cache_write) << f->message;
+      }
+      (skip ? skips : keeps) += 1;
+    }
+  }
+  std::printf("windows strict rejects: %d, keeps: %d\n", skips, keeps);
+  EXPECT_GT(skips, kSanitized ? 0 : 5);
+  EXPECT_GT(keeps, 5);
+}
+
 // The reach table at the generator: how often each catalog item is drawn over 3000 seeds of
 // each dialect (printed), and none of them never.
 TEST(Production, EveryCatalogItemIsReached) {
