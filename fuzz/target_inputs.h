@@ -101,12 +101,16 @@ std::vector<props::V3MutationKind> v3_mutation_choices(
 // 0-2 named v3 mutations of spec, as v3_mutation_choices allows them; each with an argument
 // 0..kMaxV3MutationArg. visit_v3_validate's last choices, and the production part's.
 template <class Io>
-void visit_v3_mutations(Io& io, const props::V3CaseSpec& spec, std::vector<props::V3Mutation>& mutations) {
+void visit_v3_mutations(Io& io, const props::V3CaseSpec& spec, std::vector<props::V3Mutation>& mutations,
+                        bool allow_shape = true) {
   int64_t count = static_cast<int64_t>(mutations.size());
   io.num(count, 0, 2, {});
   std::vector<props::V3Mutation> chosen;
   for (int64_t i = 0; i < count; ++i) {
-    const std::vector<props::V3MutationKind> choices = v3_mutation_choices(spec, chosen);
+    std::vector<props::V3MutationKind> choices = v3_mutation_choices(spec, chosen);
+    if (!allow_shape) std::erase_if(choices, [](props::V3MutationKind k) {
+      return props::v3_mutation_group(k) == props::V3MutationGroup::kShape;
+    });
     if (choices.empty()) break;
     props::V3Mutation m = i < static_cast<int64_t>(mutations.size())
                               ? mutations[static_cast<size_t>(i)]
@@ -134,11 +138,15 @@ V3ValidateInput decode_v3_validate(std::span<const uint8_t> payload);
 // with these two bytes is a production call, the calls vLLM's TPU runner builds (128-512
 // slots, token budgets to 8192, real models' heads, max_model_len to 128K, the programs'
 // integer edges), of any dialect, with 0-2 named mutations (jax: as visit_case draws them,
-// under validate_options()'s counts; v3: as visit_v3_validate). Validation reads shapes,
+// under validate_options()'s counts; v3: as visit_v3_validate). A shape mutation
+// reallocates arrays, up to 32 times larger (rows_not_computed: 16 float32 combined heads
+// for 2 float8 ones), so calls over kProductionShapeMutationBytes draw parameter mutations
+// only: the target's 512 MB allocation limit holds. Validation reads shapes,
 // index arrays and keywords alone, so the target materializes the call with zeros
 // (Contents::kZeros): a call of up to 256 MiB costs its allocation, not its data. The jax
 // and v3 inputs never start with it (`rpa_fuzz_seeds check`).
 inline constexpr uint8_t kProductionTag[2] = {'P', 'R'};
+inline constexpr int64_t kProductionShapeMutationBytes = int64_t{16} << 20;
 std::optional<std::span<const uint8_t>> production_payload(std::span<const uint8_t> bytes);
 
 struct ProductionValidateInput {
@@ -156,14 +164,21 @@ void visit_production_validate(Io& io, ProductionValidateInput& v) {
   for (int64_t k = 0; k < 3; ++k) d = kDialects[k] == v.spec.dialect ? k : d;
   io.num(d, 0, 2, {});
   props::visit_production(io, v.spec, kDialects[d]);
+  const bool allow_shape = v.spec.memory_bytes() <= kProductionShapeMutationBytes;
   if (v.spec.dialect == Dialect::kJax) {
     props::CaseSpec c = props::production_case(v.spec);
     c.mutations = v.mutations;
-    props::visit_mutations(io, c, validate_options());
+    props::BuildOptions o = validate_options();
+    if (!allow_shape) {
+      for (props::MutationKind k : props::all_mutation_kinds()) {
+        if (props::mutation_group(k) != props::MutationGroup::kShape) o.mutation_kinds.push_back(k);
+      }
+    }
+    props::visit_mutations(io, c, o);
     v.mutations = c.mutations;
     v.v3_mutations.clear();
   } else {
-    visit_v3_mutations(io, props::production_v3_case(v.spec), v.v3_mutations);
+    visit_v3_mutations(io, props::production_v3_case(v.spec), v.v3_mutations, allow_shape);
     v.mutations.clear();
   }
 }

@@ -66,6 +66,33 @@ TEST(FuzzProduction, RandomBytesReachEveryDialectAndMutationsAndRoundTrip) {
   EXPECT_GT(edges, 20);
 }
 
+// Shape mutations reallocate arrays up to 32 times larger: only calls of at most
+// kProductionShapeMutationBytes draw them (fuzz_validate ran out of its 512 MB allocation
+// limit on rows_not_computed of a larger jax call: corpus/fuzz/fuzz_validate/
+// regression-prod-jax-shape-mutation-oom).
+TEST(FuzzProduction, OnlySmallCallsDrawShapeMutations) {
+  std::mt19937_64 rng(34);
+  int large_mutated = 0, small_shape = 0;
+  for (int i = 0; i < 1500; ++i) {
+    const ProductionValidateInput v = decode_production_validate(random_bytes(rng, 24 + static_cast<size_t>(rng() % 200)));
+    const bool small = v.spec.memory_bytes() <= kProductionShapeMutationBytes;
+    for (const props::MutationSpec& m : v.mutations) {
+      const bool shape = props::mutation_group(m.kind) == props::MutationGroup::kShape;
+      EXPECT_TRUE(small || !shape) << props::mutation_name(m.kind);
+      small_shape += small && shape;
+      large_mutated += !small;
+    }
+    for (const props::V3Mutation& m : v.v3_mutations) {
+      const bool shape = props::v3_mutation_group(m.kind) == props::V3MutationGroup::kShape;
+      EXPECT_TRUE(small || !shape) << props::v3_mutation_name(m.kind);
+      small_shape += small && shape;
+      large_mutated += !small;
+    }
+  }
+  EXPECT_GT(large_mutated, 20);  // large calls still draw parameter mutations
+  EXPECT_GT(small_shape, 5);     // and small ones shape mutations
+}
+
 // What the target checks, on the largest recipes too: it aborts on a disagreement.
 TEST(FuzzProduction, TheTargetHoldsOnProductionCallsOfEveryDialect) {
   for (Dialect d : {Dialect::kJax, Dialect::kTpuInferenceV3, Dialect::kTpuInferenceV3Hd64}) {
@@ -77,16 +104,29 @@ TEST(FuzzProduction, TheTargetHoldsOnProductionCallsOfEveryDialect) {
       SCOPED_TRACE(props::describe(v.spec));
       const std::vector<uint8_t> valid = encode_production_validate(v);
       EXPECT_EQ(fuzz_validate(valid.data(), valid.size()), 0);
+      // The first mutation the decoder may draw on the call (a shape one only on small calls).
+      const bool small = v.spec.memory_bytes() <= kProductionShapeMutationBytes;
       if (d == Dialect::kJax) {
         const props::CaseSpec c = props::production_case(v.spec);
         for (props::MutationKind k : props::all_mutation_kinds()) {
-          if (props::mutation_applies(k, c)) v.mutations.push_back({k, 2});
-          if (v.mutations.size() == 1) break;
+          if (props::mutation_applies(k, c) &&
+              (small || props::mutation_group(k) != props::MutationGroup::kShape)) {
+            v.mutations.push_back({k, 2});
+            break;
+          }
         }
       } else {
         const props::V3CaseSpec c = props::production_v3_case(v.spec);
-        v.v3_mutations = {{v3_mutation_choices(c, {}).back(), 3}};
+        for (props::V3MutationKind k : v3_mutation_choices(c, {})) {
+          if (small || props::v3_mutation_group(k) != props::V3MutationGroup::kShape) {
+            v.v3_mutations = {{k, 3}};
+          }
+        }
       }
+      ASSERT_EQ(v.mutations.size() + v.v3_mutations.size(), 1u);
+      const ProductionValidateInput back = decode_production_validate(*production_payload(encode_production_validate(v)));
+      ASSERT_EQ(back.mutations, v.mutations);
+      ASSERT_EQ(back.v3_mutations, v.v3_mutations);
       const std::vector<uint8_t> mutated = encode_production_validate(v);
       EXPECT_EQ(fuzz_validate(mutated.data(), mutated.size()), 0);
     }
