@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "kernel/dialect.h"
-
 #include "properties/build_case.h"
 #include "properties/case_spec.h"
 #include "properties/production.h"
