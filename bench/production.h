@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "kernel/dialect.h"
+#include "core/dialect.h"
 
 namespace rpa::bench {
 

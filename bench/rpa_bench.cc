@@ -20,8 +20,8 @@
 
 #include "bench/production.h"
 #include "bench/workloads.h"
-#include "kernel/tiled_kernel.h"
-#include "reference/dense_reference.h"
+#include "kernel/jax_kernel.h"
+#include "reference/jax_reference.h"
 
 namespace {
 

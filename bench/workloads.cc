@@ -15,11 +15,11 @@
 
 #include <Eigen/Core>
 
-#include "kernel/paged_kv_view.h"
-#include "kernel/rule.h"
-#include "kernel/v3_cache_layout.h"
-#include "kernel/v3_validate.h"
-#include "kernel/validate.h"
+#include "core/paged_kv_view.h"
+#include "core/v3_cache_layout.h"
+#include "validation/jax_rule.h"
+#include "validation/jax_validate.h"
+#include "validation/v3_validate.h"
 
 namespace rpa::bench {
 namespace {

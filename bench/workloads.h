@@ -10,12 +10,12 @@
 #include <string_view>
 #include <vector>
 
-#include "kernel/dialect.h"
-#include "kernel/dtype.h"
-#include "kernel/inputs.h"
-#include "kernel/params.h"
-#include "kernel/v3_inputs.h"
-#include "kernel/v3_params.h"
+#include "core/dialect.h"
+#include "core/dtype.h"
+#include "core/jax_inputs.h"
+#include "core/jax_params.h"
+#include "core/v3_inputs.h"
+#include "core/v3_params.h"
 
 namespace rpa::bench {
 

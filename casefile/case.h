@@ -4,12 +4,12 @@
 
 #include <optional>
 
-#include "kernel/dialect.h"
-#include "kernel/inputs.h"
-#include "kernel/params.h"
-#include "kernel/tensor.h"
-#include "kernel/v3_inputs.h"
-#include "kernel/v3_params.h"
+#include "core/dialect.h"
+#include "core/jax_inputs.h"
+#include "core/jax_params.h"
+#include "core/tensor.h"
+#include "core/v3_inputs.h"
+#include "core/v3_params.h"
 
 namespace rpa {
 

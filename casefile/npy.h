@@ -9,8 +9,8 @@
 #include <string_view>
 #include <vector>
 
-#include "kernel/dtype.h"
-#include "kernel/tensor.h"
+#include "core/dtype.h"
+#include "core/tensor.h"
 
 namespace rpa {
 

@@ -19,17 +19,17 @@
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
-#include "cli/json_writer.h"
-#include "cli/number_text.h"
-#include "kernel/paged_kv_view.h"
-#include "kernel/python_repr.h"
-#include "kernel/tiled_kernel.h"
+#include "core/paged_kv_view.h"
+#include "core/python_repr.h"
+#include "kernel/jax_kernel.h"
 #include "kernel/v3_kernel.h"
 #include "oracle/compare.h"
 #include "oracle/tolerance.h"
 #include "oracle/v3_compare.h"
-#include "reference/dense_reference.h"
+#include "reference/jax_reference.h"
 #include "reference/v3_reference.h"
+#include "service/json_writer.h"
+#include "service/number_text.h"
 
 namespace rpa {
 namespace {

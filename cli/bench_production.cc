@@ -8,8 +8,8 @@
 #include "bench/workloads.h"
 #include "cli/cli_args.h"
 #include "cli/exit_codes.h"
-#include "cli/json_writer.h"
-#include "kernel/dialect.h"
+#include "core/dialect.h"
+#include "service/json_writer.h"
 
 namespace rpa {
 namespace {

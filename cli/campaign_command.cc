@@ -28,37 +28,37 @@
 #include "casefile/case_file.h"
 #include "cli/campaign_report.h"
 #include "cli/campaign_stats.h"
-#include "cli/check_case.h"
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
-#include "cli/json_writer.h"
 #include "cli/junit_report.h"
-#include "cli/v3_commands.h"
-#include "fuzz/raw_call.h"
+#include "core/paged_kv_view.h"
+#include "core/python_repr.h"
+#include "fuzz/jax_raw_call.h"
 #include "fuzz/raw_check.h"
-#include "kernel/paged_kv_view.h"
-#include "kernel/python_repr.h"
-#include "kernel/tiled_kernel.h"
+#include "kernel/jax_kernel.h"
 #include "kernel/v3_kernel.h"
-#include "kernel/v3_validate.h"
-#include "kernel/validate.h"
 #include "oracle/compare.h"
 #include "oracle/dot_precision.h"
 #include "oracle/tolerance.h"
 #include "oracle/v3_compare.h"
-#include "properties/build_case.h"
 #include "properties/case_codec.h"
-#include "properties/materialize.h"
-#include "properties/random_source.h"
-#include "properties/spec_model.h"
 #include "properties/generate.h"
+#include "properties/jax_build_case.h"
+#include "properties/jax_materialize.h"
+#include "properties/jax_spec_model.h"
 #include "properties/production.h"
+#include "properties/random_source.h"
 #include "properties/v3_build_case.h"
 #include "properties/v3_case_spec.h"
 #include "properties/v3_materialize.h"
-#include "reference/dense_reference.h"
+#include "reference/jax_reference.h"
 #include "reference/v3_reference.h"
+#include "service/check_case.h"
+#include "service/json_writer.h"
+#include "service/v3_run_case.h"
+#include "validation/jax_validate.h"
+#include "validation/v3_validate.h"
 
 namespace rpa {
 namespace {
@@ -79,7 +79,7 @@ props::CaseSpec case_spec(uint64_t seed, int64_t i, int max_size) {
   return props::build_case(source, options);
 }
 
-// fuzz_raw_inputs' decoder and checks in process: the raw form (fuzz/raw_call.h) of a valid
+// fuzz_raw_inputs' decoder and checks in process: the raw form (fuzz/jax_raw_call.h) of a valid
 // case with one to four bytes changed, three times in four among the bytes before q's and
 // kv_pages' contents (shapes, dtypes, parameters, index arrays: what validation reads).
 void run_raw_call(const props::Materialized& m, uint64_t seed, int64_t i, Stats& st) {

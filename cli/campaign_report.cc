@@ -9,16 +9,16 @@
 
 #include "bench/workloads.h"
 #include "casefile/case_file.h"
-#include "cli/number_text.h"
-#include "cli/v3_commands.h"
 #include "cli/xml_escape.h"
-#include "kernel/python_repr.h"
-#include "kernel/rule.h"
-#include "kernel/v3_rule.h"
+#include "core/python_repr.h"
 #include "properties/case_codec.h"
-#include "properties/materialize.h"
+#include "properties/jax_materialize.h"
 #include "properties/v3_build_case.h"
 #include "properties/v3_materialize.h"
+#include "service/number_text.h"
+#include "service/v3_run_case.h"
+#include "validation/jax_rule.h"
+#include "validation/v3_rule.h"
 
 namespace rpa {
 namespace {

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "cli/number_text.h"
+#include "service/number_text.h"
 
 namespace rpa {
 

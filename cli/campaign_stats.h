@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "kernel/validate.h"
 #include "properties/production_reach.h"
+#include "validation/jax_validate.h"
 
 namespace rpa {
 

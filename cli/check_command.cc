@@ -8,14 +8,14 @@
 #include <vector>
 
 #include "cli/case_paths.h"
-#include "cli/check_case.h"
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/junit_report.h"
 #include "cli/v3_commands.h"
-#include "kernel/python_repr.h"
+#include "core/python_repr.h"
 #include "oracle/compare.h"
+#include "service/check_case.h"
 
 namespace rpa {
 namespace {

@@ -1,6 +1,5 @@
 #include "cli/cli_args.h"
 
-#include <charconv>
 #include <cstdio>
 
 #include "cli/exit_codes.h"
@@ -114,17 +113,6 @@ int usage_error(const std::string& what) {
   return kExitUsage;
 }
 
-namespace {
-
-std::optional<int64_t> parse_int(std::string_view s) {
-  int64_t v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
-  return v;
-}
-
-}  // namespace
-
 std::string parse_cli_args(const std::vector<std::string_view>& args,
                            const std::set<std::string_view>& allowed, CliArgs& out,
                            bool many_paths) {
@@ -141,64 +129,14 @@ std::string parse_cli_args(const std::vector<std::string_view>& args,
       out.json = true;
       continue;
     }
-    if (a == "--all") {
-      out.all = true;
+    if (a == "-o" || a == "--junit") {
+      if (i + 1 >= args.size()) return std::string(a) + " needs a value";
+      (a == "-o" ? out.output : out.junit) = args[++i];
       continue;
     }
-    if (a == "--allow-bias") {
-      out.allow_bias = true;
-      continue;
-    }
-    if (a == "--literal") {
-      out.literal = true;
-      continue;
-    }
-    if (a == "--schedule" && i + 1 < args.size()) {
-      const std::string_view v = args[++i];
-      if (v != "default" && v != "literal") return "--schedule takes default or literal";
-      out.literal = v == "literal";
-      continue;
-    }
-    if (i + 1 >= args.size()) return std::string(a) + " needs a value";
-    const std::string_view v = args[++i];
-    if (a == "--mode") {
-      // native: the case's dialect's own validators; jax names the jax dialect's.
-      if (v == "jax" || v == "native") {
-        out.validate.mode = Mode::kJax;
-      } else if (v == "strict") {
-        out.validate.mode = Mode::kStrict;
-      } else {
-        return "--mode takes native, jax or strict";
-      }
-    } else if (a == "--target") {
-      const auto profile = find_target_profile(v);
-      if (!profile) return "--target takes one of v2 v3 v4 v4i v5e v5p v6e 7x";
-      out.validate.target = *profile;
-    } else if (a == "--max-bytes") {
-      const auto n = parse_int(v);
-      if (!n || *n < 0) return "--max-bytes takes a non-negative byte count";
-      out.read.max_bytes = *n;
-    } else if (a == "--oracle") {
-      if (v != "reference" && v != "literal") return "--oracle takes reference or literal";
-      out.oracle = v;
-    } else if (a == "--semantics") {
-      out.semantics = parse_semantics(v);
-      if (!out.semantics) return "--semantics takes kernel or reference";
-    } else if (a == "--dot-passes") {
-      const auto passes = parse_dot_passes(v);
-      if (!passes) return "--dot-passes takes 6, 3 or 1";
-      out.dot_passes = *passes;
-    } else if (a == "--impl") {
-      out.impl = v;
-    } else if (a == "-o") {
-      out.output = v;
-    } else if (a == "--junit") {
-      out.junit = v;
-    } else if (a == "--threads") {
-      const auto n = parse_int(v);
-      if (!n || *n < 1 || *n > 1024) return "--threads takes a count from 1 to 1024";
-      out.threads = static_cast<int>(*n);
-    }
+    std::optional<std::string> err = parse_case_option(args, i, out);
+    if (!err) return "unknown option " + std::string(a);
+    if (!err->empty()) return *err;
   }
   if (out.path.empty()) return "no case file given";
   return "";
@@ -214,56 +152,6 @@ std::optional<Case> read_case_or_report(const CliArgs& args) {
         JsonWriter().begin_object().key("error").value(read.error).end_object().str().c_str());
   }
   return std::nullopt;
-}
-
-std::string failure_line(const Failure& f, Mode mode) {
-  const RuleInfo& info = rule_info(f.rule);
-  std::string line = std::string(info.name) + ": " + f.message;
-  if (mode == Mode::kJax && info.jax_crash) {
-    line += " [JAX crashes or misbehaves here instead of raising ValueError]";
-  }
-  return line;
-}
-
-void write_failure_json(JsonWriter& j, const Failure& f, Mode mode) {
-  const RuleInfo& info = rule_info(f.rule);
-  j.key("rule").value(info.name).key("message").value(f.message);
-  if (mode == Mode::kJax && info.jax_crash) j.key("jax_crash").value(true);
-}
-
-std::optional<Rejection> compute_rejection(const Case& c, const CliArgs& args,
-                                           bool needs_definition) {
-  const Mode mode = args.validate.mode;
-  if (std::optional<Failure> f = validate(c.inputs, c.params, args.validate)) {
-    return Rejection{"rejected in " + std::string(mode_name(mode)) + " mode by " +
-                         failure_line(*f, mode),
-                     f, mode};
-  }
-  if (mode == Mode::kStrict || !needs_definition) return std::nullopt;
-  ValidateOptions strict = args.validate;
-  strict.mode = Mode::kStrict;
-  if (std::optional<Failure> f = validate(c.inputs, c.params, strict)) {
-    return Rejection{"accepted in " + std::string(mode_name(mode)) +
-                         " mode, but the output is undefined: rejected in strict mode by " +
-                         failure_line(*f, Mode::kStrict),
-                     f, Mode::kStrict};
-  }
-  return std::nullopt;
-}
-
-std::optional<Rejection> literal_jax_rejection(const Case& c, const CliArgs& args) {
-  if (std::optional<Rejection> r = compute_rejection(c, args, /*needs_definition=*/false)) {
-    return r;
-  }
-  const DType qt = c.inputs.q.dtype(), kt = c.inputs.kv_pages.dtype();
-  if (is_kernel_q_dtype(qt) && (is_kernel_kv_dtype(kt) || is_pallas_extra_kv_dtype(kt))) {
-    return std::nullopt;
-  }
-  return Rejection{"the literal schedule computes q in float32 or bfloat16 and KV in float32, "
-                   "bfloat16, float8, float16 or integers up to 32 bits (got q " +
-                       std::string(dtype_name(qt)) + ", kv_pages " +
-                       std::string(dtype_name(kt)) + ")",
-                   std::nullopt, args.validate.mode};
 }
 
 void report_rejection(const CliArgs& args, const Rejection& r) {
@@ -287,13 +175,6 @@ bool literal_jax_ok(const Case& c, const CliArgs& args) {
   const std::optional<Rejection> r = literal_jax_rejection(c, args);
   if (r) report_rejection(args, *r);
   return !r;
-}
-
-KernelOptions kernel_options(const CliArgs& args) {
-  return KernelOptions{.threads = args.threads,
-                       .target = args.validate.target,
-                       .literal_schedule = args.literal,
-                       .untuned_blocks = args.literal && args.validate.mode == Mode::kJax};
 }
 
 }  // namespace rpa

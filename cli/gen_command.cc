@@ -10,17 +10,17 @@
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
-#include "kernel/dialect.h"
-#include "kernel/v3_validate.h"
-#include "kernel/validate.h"
+#include "core/dialect.h"
 #include "properties/case_codec.h"
 #include "properties/generate.h"
-#include "properties/materialize.h"
+#include "properties/jax_materialize.h"
+#include "properties/jax_spec_model.h"
+#include "properties/production.h"
 #include "properties/random_source.h"
-#include "properties/spec_model.h"
 #include "properties/v3_build_case.h"
 #include "properties/v3_materialize.h"
-#include "properties/production.h"
+#include "validation/jax_validate.h"
+#include "validation/v3_validate.h"
 
 namespace rpa {
 namespace {

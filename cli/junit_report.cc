@@ -5,8 +5,8 @@
 #include <cstring>
 #include <fstream>
 
-#include "cli/number_text.h"
 #include "cli/xml_escape.h"
+#include "service/number_text.h"
 
 namespace rpa {
 

@@ -28,14 +28,14 @@
 #include <string>
 #include <vector>
 
-#include "cli/check_case.h"
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/junit_report.h"
 #include "fuzz/targets.h"
-#include "kernel/v3_validate.h"
-#include "kernel/validate.h"
+#include "service/check_case.h"
+#include "validation/jax_validate.h"
+#include "validation/v3_validate.h"
 
 namespace rpa {
 namespace {

@@ -4,8 +4,8 @@
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
-#include "cli/run_case.h"
 #include "cli/v3_commands.h"
+#include "service/jax_run_case.h"
 
 namespace rpa {
 

@@ -1,69 +1,17 @@
 // rpa validate and rpa run on a case of a tpu-inference v3 dialect (DESIGN.md sections 8 and
-// 16): the commands read the case, see its dialect and hand it here. Validation is the v3
-// rule table's (kernel/v3_validate.h) in native or strict mode; run computes with the v3
-// reference (reference/v3_reference.h) and writes `out` and `kv_cache_out`.
+// 16): the commands read the case, see its dialect and hand it here; what they print of the
+// service's v3 gate and run (service/v3_run_case.h).
 #pragma once
-
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <string_view>
 
 #include "casefile/case.h"
 #include "cli/cli_args.h"
-#include "cli/json_writer.h"
-#include "kernel/tensor.h"
-#include "kernel/v3_program.h"
-#include "kernel/v3_rule.h"
+#include "service/v3_run_case.h"
 
 namespace rpa {
 
-// "native" or "strict": Mode::kJax is a dialect's native mode.
-std::string_view v3_mode_name(Mode m);
-
-// "rule_id: message", with a note where tpu-inference crashes there instead of raising its
-// ValueError.
-std::string v3_failure_line(const V3Failure& f, Mode mode);
-// Adds "rule", "message" (and "jax_crash": native mode's crash rules) to an open JSON object.
-void write_v3_failure_json(JsonWriter& j, const V3Failure& f, Mode mode);
-
-// The validation gate of computing a v3 case: the chosen mode, then strict (only a
-// strict-valid case has a defined output). nullopt when it may be computed.
-struct V3Rejection {
-  V3Failure failure;
-  Mode mode = Mode::kStrict;
-};
-std::optional<V3Rejection> v3_compute_rejection(const Case& c, Mode mode);
-
-// Says a rejection as the commands do: "PATH: rejected in MODE mode (DIALECT) by RULE: ..." on
-// stderr and, with --json, {"valid": false, "mode", "dialect", "rule", "message"} on stdout.
-std::string v3_rejection_line(const CliArgs& a, Dialect d, const V3Rejection& r);
+// Prints a rejection as the commands do: the line on stderr and, with --json, {"valid": false,
+// "mode", "dialect", "rule", "message"} on stdout.
 void report_v3_rejection(const CliArgs& a, Dialect d, const V3Rejection& r);
-
-// rpa run's computation of a v3 case, as the command and the Python binding do it: the
-// strict gate (v3_compute_rejection in a.validate.mode, then strict), then a.impl: the v3
-// reference in a.reference_semantics(), or v3_tiled_attention with a.threads; with
-// a.literal, the gate is a.validate.mode's alone and the literal v3 schedule runs
-// (kernel/v3_program.h, on a.validate.target's generation), which computes what the kernel
-// does on any input the mode accepts, or stops where the kernel does not return.
-// Precondition: run_options_error(a) is "".
-struct V3RunOutcome {
-  std::optional<V3Rejection> rejection;  // set when validation rejected the case
-  std::optional<Tensor> out;             // otherwise [T, Hq, D] in the queries' dtype
-  std::optional<Tensor> kv_cache;        // and the cache after the call
-  // The literal schedule: why the kernel does not return on this input, as "KIND: what"
-  // (KIND trace, run or hang; kernel/v3_program.h); out and kv_cache are then unset.
-  std::optional<std::string> kernel_stop;
-  // The literal schedule: why it cannot run this call (an hd64 call without its block sizes).
-  std::optional<std::string> not_applicable;
-};
-
-// The literal v3 schedule's options for these arguments (the target's generation).
-V3ProgramOptions v3_program_options(const CliArgs& a);
-V3RunOutcome v3_run_case(const Case& c, const CliArgs& a);
-
-// The rows a strict-valid v3 case defines: cu_q_lens[distribution[2]].
-int64_t v3_rows(const Case& c);
 
 // rpa validate on a v3 case (args parsed, case read); returns the exit code.
 int validate_v3(const Case& c, const CliArgs& a);

@@ -20,7 +20,7 @@
 
 #include "casefile/case_file.h"
 #include "fuzz/targets.h"
-#include "kernel/validate.h"
+#include "validation/jax_validate.h"
 
 namespace {
 

@@ -3,7 +3,7 @@
 // the dense reference within the case's tolerance. The definition holds on every generated
 // case; where strict mode rejects one because the Pallas kernel departs from it
 // (stale_kv_block, rows_not_computed), the literal schedule, which is the Pallas program, is
-// compared on every other row (properties/departed_rows.h). On disagreement it prints the
+// compared on every other row (properties/jax_departed_rows.h). On disagreement it prints the
 // first mismatch, the case and the command that replays it (`rpa check --schedule literal`
 // for the literal schedule), then aborts.
 // An input tagged v3 (target_inputs.h: kV3Tag) is a thread count and a generated
@@ -20,24 +20,24 @@
 #include <string>
 #include <utility>
 
+#include "core/paged_kv_view.h"
 #include "fuzz/target_inputs.h"
 #include "fuzz/targets.h"
-#include "kernel/paged_kv_view.h"
-#include "kernel/tiled_kernel.h"
+#include "kernel/jax_kernel.h"
 #include "kernel/v3_kernel.h"
-#include "kernel/v3_validate.h"
-#include "kernel/validate.h"
 #include "oracle/compare.h"
 #include "oracle/tolerance.h"
 #include "oracle/v3_compare.h"
 #include "properties/case_codec.h"
-#include "properties/departed_rows.h"
-#include "properties/materialize.h"
-#include "properties/spec_model.h"
+#include "properties/jax_departed_rows.h"
+#include "properties/jax_materialize.h"
+#include "properties/jax_spec_model.h"
 #include "properties/v3_build_case.h"
 #include "properties/v3_materialize.h"
-#include "reference/dense_reference.h"
+#include "reference/jax_reference.h"
 #include "reference/v3_reference.h"
+#include "validation/jax_validate.h"
+#include "validation/v3_validate.h"
 
 namespace {
 

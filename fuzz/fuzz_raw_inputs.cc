@@ -12,7 +12,7 @@
 #include <optional>
 #include <span>
 
-#include "fuzz/raw_call.h"
+#include "fuzz/jax_raw_call.h"
 #include "fuzz/raw_check.h"
 #include "fuzz/target_inputs.h"
 #include "fuzz/targets.h"

@@ -18,14 +18,14 @@
 #include "fuzz/target_inputs.h"
 #include "fuzz/targets.h"
 #include "fuzz/validation_check.h"
-#include "kernel/validate.h"
 #include "properties/case_codec.h"
-#include "properties/materialize.h"
+#include "properties/jax_materialize.h"
+#include "properties/jax_spec_model.h"
 #include "properties/production.h"
-#include "properties/spec_model.h"
 #include "properties/v3_materialize.h"
 #include "properties/v3_mutation.h"
 #include "properties/v3_spec_model.h"
+#include "validation/jax_validate.h"
 
 namespace {
 

@@ -7,15 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "core/paged_kv_view.h"
 #include "fuzz/validation_check.h"
-#include "kernel/paged_kv_view.h"
-#include "kernel/target_profile.h"
-#include "kernel/tiled_kernel.h"
+#include "kernel/jax_kernel.h"
 #include "kernel/v3_kernel.h"
-#include "kernel/v3_validate.h"
 #include "oracle/v3_compare.h"
-#include "reference/dense_reference.h"
+#include "reference/jax_reference.h"
 #include "reference/v3_reference.h"
+#include "validation/target_profile.h"
+#include "validation/v3_validate.h"
 
 namespace rpa::fuzz {
 namespace {

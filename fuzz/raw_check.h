@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "fuzz/raw_call.h"
+#include "fuzz/jax_raw_call.h"
 #include "fuzz/v3_raw_call.h"
 
 namespace rpa::fuzz {

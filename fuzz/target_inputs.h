@@ -9,9 +9,9 @@
 #include <span>
 #include <vector>
 
-#include "kernel/dialect.h"
-#include "properties/build_case.h"
-#include "properties/case_spec.h"
+#include "core/dialect.h"
+#include "properties/jax_build_case.h"
+#include "properties/jax_case_spec.h"
 #include "properties/production.h"
 #include "properties/v3_build_case.h"
 #include "properties/v3_case_spec.h"

@@ -12,10 +12,10 @@
 #include <span>
 #include <vector>
 
-#include "fuzz/raw_call.h"
-#include "kernel/dialect.h"
-#include "kernel/v3_inputs.h"
-#include "kernel/v3_params.h"
+#include "core/dialect.h"
+#include "core/v3_inputs.h"
+#include "core/v3_params.h"
+#include "fuzz/jax_raw_call.h"
 
 namespace rpa::fuzz {
 

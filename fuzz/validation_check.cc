@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "properties/spec_model.h"
+#include "properties/jax_spec_model.h"
 
 namespace rpa::fuzz {
 

@@ -1,14 +1,14 @@
 // The check fuzz_validate and fuzz_raw_inputs both make on every call: validate()'s verdict
-// is the first failure validate_all() lists (kernel/validate.h promises it).
+// is the first failure validate_all() lists (validation/jax_validate.h promises it).
 #pragma once
 
 #include <optional>
 #include <string>
 
-#include "kernel/inputs.h"
-#include "kernel/params.h"
-#include "kernel/rule.h"
-#include "kernel/validate.h"
+#include "core/jax_inputs.h"
+#include "core/jax_params.h"
+#include "validation/jax_rule.h"
+#include "validation/jax_validate.h"
 
 namespace rpa::fuzz {
 

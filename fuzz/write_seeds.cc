@@ -27,22 +27,22 @@
 #include <utility>
 #include <vector>
 
-#include "fuzz/raw_call.h"
+#include "fuzz/jax_raw_call.h"
 #include "fuzz/target_inputs.h"
 #include "fuzz/v3_raw_call.h"
-#include "kernel/rule.h"
-#include "kernel/target_profile.h"
-#include "kernel/validate.h"
-#include "properties/build_case.h"
 #include "properties/case_codec.h"
 #include "properties/generate.h"
-#include "properties/materialize.h"
+#include "properties/jax_build_case.h"
+#include "properties/jax_materialize.h"
+#include "properties/jax_spec_model.h"
 #include "properties/production.h"
 #include "properties/random_source.h"
-#include "properties/spec_model.h"
 #include "properties/v3_build_case.h"
 #include "properties/v3_materialize.h"
 #include "properties/v3_mutation.h"
+#include "validation/jax_rule.h"
+#include "validation/jax_validate.h"
+#include "validation/target_profile.h"
 
 namespace {
 

@@ -6,10 +6,10 @@
 #include <stdexcept>
 #include <utility>
 
-#include "kernel/attention_math.h"
-#include "kernel/paged_kv_view.h"
-#include "kernel/params.h"
-#include "kernel/v3_cache_layout.h"
+#include "core/attention_math.h"
+#include "core/jax_params.h"
+#include "core/paged_kv_view.h"
+#include "core/v3_cache_layout.h"
 
 namespace rpa {
 
@@ -61,7 +61,7 @@ Tensor v3_tiled_attention_in_place(Dialect d, const V3Inputs& in, Tensor& cache,
                                    const KernelOptions& options) {
   if (options.literal_schedule) {
     throw std::invalid_argument(
-        "v3_tiled_attention: the literal v3 schedule is v3_literal_attention (kernel/v3_program.h)");
+        "v3_tiled_attention: the literal v3 schedule is v3_literal_attention (schedule/v3_program.h)");
   }
   const bool hd64 = d == Dialect::kTpuInferenceV3Hd64;
   AttentionMath math = attention_math(d, p, in.queries.dtype());

@@ -1,22 +1,18 @@
 // tpu-inference v3 on the tiled kernel (DESIGN.md section 16): the fused KV-cache update, then
-// the default schedule's math core (kernel/tiled_kernel.h) over the updated cache, read in
+// the default schedule's math core (kernel/jax_kernel.h) over the updated cache, read in
 // place in its packed layout.
 #pragma once
 
 #include <cstdint>
 
-#include "kernel/dialect.h"
-#include "kernel/tensor.h"
-#include "kernel/tiled_kernel.h"
-#include "kernel/v3_inputs.h"
-#include "kernel/v3_params.h"
+#include "core/dialect.h"
+#include "core/tensor.h"
+#include "core/v3_inputs.h"
+#include "core/v3_params.h"
+#include "core/v3_result.h"
+#include "kernel/jax_kernel.h"
 
 namespace rpa {
-
-struct V3KernelResult {
-  Tensor out;       // [T, Hq, D] in the queries' dtype; rows >= cu_q_lens[distribution[2]] are 0
-  Tensor kv_cache;  // the cache after the fused update (the input's when update_kv_cache is off)
-};
 
 // KV pages per online-softmax step: kernel.py's mixed-pass KV compute block (m_block_sizes'
 // bkv_csz / page_size) when given, hd64's num_kv_pages_per_block when given, else 2048 tokens'
@@ -32,7 +28,7 @@ int64_t v3_kv_pages_per_block(Dialect d, const V3Inputs& in, const V3Params& p);
 void v3_fused_update(Dialect d, const V3Inputs& in, Tensor& cache);
 
 // Precondition: the dialect's strict validation accepted (in, p); options.literal_schedule is
-// false (the literal v3 schedule is v3_literal_attention, kernel/v3_program.h; here it is
+// false (the literal v3 schedule is v3_literal_attention, schedule/v3_program.h; here it is
 // std::invalid_argument). Thread count and
 // block size change no bit of `out` beyond float32 rounding, and no bit of `kv_cache`.
 V3KernelResult v3_tiled_attention(Dialect d, const V3Inputs& in, const V3Params& p,

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "kernel/dtype.h"
+#include "core/dtype.h"
 
 namespace rpa {
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "kernel/python_repr.h"
+#include "core/python_repr.h"
 
 namespace rpa {
 namespace {

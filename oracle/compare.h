@@ -7,8 +7,8 @@
 #include <optional>
 #include <string>
 
-#include "kernel/paged_kv_view.h"
-#include "kernel/tensor.h"
+#include "core/paged_kv_view.h"
+#include "core/tensor.h"
 #include "oracle/bias.h"
 #include "oracle/tolerance.h"
 

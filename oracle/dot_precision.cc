@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "reference/dense_reference.h"
+#include "reference/jax_reference.h"
 
 namespace rpa {
 

@@ -7,8 +7,8 @@
 #include <stdexcept>
 #include <vector>
 
-#include "kernel/paged_kv_view.h"
-#include "kernel/pallas_program.h"
+#include "core/paged_kv_view.h"
+#include "schedule/jax_program.h"
 
 namespace rpa {
 

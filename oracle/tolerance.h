@@ -7,12 +7,12 @@
 #include <memory>
 #include <vector>
 
-#include "kernel/dtype.h"
-#include "kernel/inputs.h"
-#include "kernel/params.h"
-#include "kernel/tiled_kernel.h"
+#include "core/dtype.h"
+#include "core/jax_inputs.h"
+#include "core/jax_params.h"
+#include "kernel/jax_kernel.h"
 #include "oracle/dot_precision.h"
-#include "reference/dense_reference.h"
+#include "reference/jax_reference.h"
 
 namespace rpa {
 

@@ -5,12 +5,12 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "kernel/python_repr.h"
-#include "kernel/attention_math.h"
-#include "kernel/v3_cache_layout.h"
-#include "kernel/v3_program.h"
+#include "core/attention_math.h"
+#include "core/python_repr.h"
+#include "core/v3_cache_layout.h"
 #include "oracle/compare.h"
 #include "oracle/tolerance.h"
+#include "schedule/v3_program.h"
 
 namespace rpa {
 namespace {

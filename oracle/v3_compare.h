@@ -60,11 +60,11 @@
 #include <string>
 #include <vector>
 
-#include "kernel/dialect.h"
-#include "kernel/tensor.h"
-#include "kernel/v3_inputs.h"
+#include "core/dialect.h"
+#include "core/tensor.h"
+#include "core/v3_inputs.h"
+#include "core/v3_params.h"
 #include "kernel/v3_kernel.h"
-#include "kernel/v3_params.h"
 #include "reference/v3_reference.h"
 
 namespace rpa {
@@ -136,7 +136,7 @@ V3Comparison v3_compare(Dialect d, const V3Inputs& in, const V3Params& p,
                         const V3ReferenceResult& r, const Tensor& out, const Tensor& kv_cache_out,
                         const V3ToleranceOptions& o = {});
 
-// The schedule tolerance of a v3 output against the literal v3 schedule's (kernel/v3_program.h;
+// The schedule tolerance of a v3 output against the literal v3 schedule's (schedule/v3_program.h;
 // DESIGN.md section 6): two runs of the same program, which differ only in the order of each
 // float32 dot (q.K over the head's lanes, p.V over a compute block's tokens) and in the last
 // bits of exp and tanh, and where that moves a rounding to the accumulation dtype A. Per

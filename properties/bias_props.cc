@@ -16,14 +16,14 @@
 #include <cstdio>
 #include <cstring>
 
-#include "kernel/paged_kv_view.h"
-#include "kernel/tiled_kernel.h"
-#include "kernel/validate.h"
+#include "core/paged_kv_view.h"
+#include "kernel/jax_kernel.h"
 #include "oracle/compare.h"
 #include "oracle/tolerance.h"
-#include "properties/materialize.h"
-#include "properties/rc_case.h"
-#include "reference/dense_reference.h"
+#include "properties/jax_materialize.h"
+#include "properties/jax_rc_case.h"
+#include "reference/jax_reference.h"
+#include "validation/jax_validate.h"
 
 namespace rpa::props {
 namespace {

@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "properties/build_case.h"
 #include "properties/byte_source.h"
-#include "properties/case_spec.h"
+#include "properties/jax_build_case.h"
+#include "properties/jax_case_spec.h"
 
 namespace rpa::props {
 

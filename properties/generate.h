@@ -9,9 +9,9 @@
 #include <string>
 #include <string_view>
 
-#include "properties/build_case.h"
-#include "properties/case_spec.h"
-#include "properties/mutation.h"
+#include "properties/jax_build_case.h"
+#include "properties/jax_case_spec.h"
+#include "properties/jax_mutation.h"
 #include "properties/production.h"
 #include "properties/v3_build_case.h"
 #include "properties/v3_case_spec.h"

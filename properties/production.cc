@@ -5,13 +5,13 @@
 #include <numeric>
 #include <sstream>
 
-#include "kernel/target_profile.h"
-#include "kernel/v3_block_sizes.h"
-#include "kernel/v3_cache_layout.h"
-#include "kernel/vmem_budget.h"
+#include "core/v3_cache_layout.h"
 #include "properties/byte_source.h"
 #include "properties/case_codec.h"
 #include "properties/random_source.h"
+#include "schedule/v3_block_sizes.h"
+#include "validation/jax_vmem_budget.h"
+#include "validation/target_profile.h"
 
 namespace rpa::props {
 namespace {

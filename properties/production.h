@@ -24,10 +24,10 @@
 #include <string_view>
 #include <vector>
 
-#include "kernel/dialect.h"
-#include "kernel/dtype.h"
-#include "properties/build_case.h"
-#include "properties/case_spec.h"
+#include "core/dialect.h"
+#include "core/dtype.h"
+#include "properties/jax_build_case.h"
+#include "properties/jax_case_spec.h"
 #include "properties/v3_case_spec.h"
 
 namespace rpa::props {

@@ -21,28 +21,28 @@
 #include <string>
 #include <vector>
 
-#include "kernel/paged_kv_view.h"
-#include "kernel/tiled_kernel.h"
+#include "core/paged_kv_view.h"
+#include "kernel/jax_kernel.h"
 #include "kernel/v3_kernel.h"
-#include "kernel/v3_program.h"
-#include "kernel/v3_validate.h"
-#include "kernel/validate.h"
 #include "oracle/compare.h"
 #include "oracle/tolerance.h"
 #include "oracle/v3_compare.h"
 #include "properties/generate.h"
-#include "properties/materialize.h"
-#include "properties/mutation.h"
+#include "properties/jax_materialize.h"
+#include "properties/jax_mutation.h"
+#include "properties/jax_spec_model.h"
 #include "properties/production.h"
 #include "properties/random_source.h"
 #include "properties/sanitized.h"
-#include "properties/spec_model.h"
 #include "properties/v3_kernel_check.h"
 #include "properties/v3_materialize.h"
 #include "properties/v3_mutation.h"
 #include "properties/v3_spec_model.h"
-#include "reference/dense_reference.h"
+#include "reference/jax_reference.h"
 #include "reference/v3_reference.h"
+#include "schedule/v3_program.h"
+#include "validation/jax_validate.h"
+#include "validation/v3_validate.h"
 
 namespace rpa::props {
 namespace {

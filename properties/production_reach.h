@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "kernel/dialect.h"
+#include "core/dialect.h"
 #include "properties/production.h"
 
 namespace rpa::props {

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernel/dtype.h"
-#include "kernel/paged_kv_view.h"
+#include "core/dtype.h"
+#include "core/paged_kv_view.h"
 
 namespace rpa::props {
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernel/inputs.h"
-#include "kernel/params.h"
+#include "core/jax_inputs.h"
+#include "core/jax_params.h"
 
 namespace rpa::props {
 

@@ -5,7 +5,7 @@
 // every choice in order with its range; ranges depend only on earlier choices and options
 // only narrow them, so a spec built under any options encodes under v3_widest_options().
 //
-// Every spec it builds is strict-valid (kernel/v3_validate.h): q float32 | bfloat16, KV
+// Every spec it builds is strict-valid (validation/v3_validate.h): q float32 | bfloat16, KV
 // float32 | bfloat16 | float8, out_dtype the default, 0 <= i <= j <= k <= N, decode rows
 // q_len 1, prefill rows q_len == chunk_prefill_size, 0 < q_len <= kv_len, page_size a
 // multiple of the KV packing, block tuples that tile (bq_sz % bq_csz == 0, bkv_sz % bkv_csz
@@ -22,8 +22,8 @@
 #include <string_view>
 #include <vector>
 
-#include "kernel/v3_cache_layout.h"
-#include "properties/build_case.h"
+#include "core/v3_cache_layout.h"
+#include "properties/jax_build_case.h"
 #include "properties/v3_case_spec.h"
 
 namespace rpa::props {

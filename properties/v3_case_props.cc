@@ -1,6 +1,6 @@
 // Properties of the v3 case generator (DESIGN.md sections 9 and 16): every spec RapidCheck
 // draws replays from its bytes, and its materialized call is valid in both modes of its
-// dialect (kernel/v3_validate.h), so a v3 property that finds a disagreement prints a
+// dialect (validation/v3_validate.h), so a v3 property that finds a disagreement prints a
 // replayable valid case.
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -8,10 +8,10 @@
 
 #include <string>
 
-#include "kernel/v3_validate.h"
 #include "properties/v3_build_case.h"
 #include "properties/v3_materialize.h"
 #include "properties/v3_rc_case.h"
+#include "validation/v3_validate.h"
 
 namespace rpa::props {
 namespace {

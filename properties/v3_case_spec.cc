@@ -6,8 +6,8 @@
 #include <sstream>
 #include <type_traits>
 
-#include "kernel/python_repr.h"
-#include "kernel/v3_cache_layout.h"
+#include "core/python_repr.h"
+#include "core/v3_cache_layout.h"
 
 namespace rpa::props {
 namespace {

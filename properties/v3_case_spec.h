@@ -11,10 +11,10 @@
 #include <string_view>
 #include <vector>
 
-#include "kernel/dialect.h"
-#include "kernel/dtype.h"
-#include "kernel/v3_params.h"
-#include "properties/case_spec.h"
+#include "core/dialect.h"
+#include "core/dtype.h"
+#include "core/v3_params.h"
+#include "properties/jax_case_spec.h"
 
 namespace rpa::props {
 

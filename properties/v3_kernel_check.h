@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "kernel/tensor.h"
+#include "core/tensor.h"
 #include "kernel/v3_kernel.h"
-#include "kernel/v3_validate.h"
 #include "oracle/tolerance.h"
 #include "oracle/v3_compare.h"
 #include "properties/v3_materialize.h"
 #include "reference/v3_reference.h"
+#include "validation/v3_validate.h"
 
 namespace rpa::props {
 

@@ -16,13 +16,13 @@
 #include <vector>
 
 #include "kernel/v3_kernel.h"
-#include "kernel/v3_program.h"
-#include "kernel/v3_validate.h"
 #include "oracle/v3_compare.h"
 #include "properties/v3_kernel_check.h"
 #include "properties/v3_materialize.h"
 #include "properties/v3_rc_case.h"
 #include "reference/v3_reference.h"
+#include "schedule/v3_program.h"
+#include "validation/v3_validate.h"
 
 namespace rpa::props {
 namespace {
@@ -72,7 +72,7 @@ RC_GTEST_PROP(V3Kernel, IsDeterministic, ()) {
   }
 }
 
-// The literal v3 schedule (kernel/v3_program.h: tpu-inference's program step by step, with
+// The literal v3 schedule (schedule/v3_program.h: tpu-inference's program step by step, with
 // its out_dtype accumulators) on strict-valid calls of either dialect, on a drawn TPU
 // generation (hd64 calls without block sizes get drawn ones; the program needs them): the
 // cache bit for bit and the output within the v3 kernel's tolerance of the definition, and

@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "kernel/dtype.h"
-#include "kernel/tensor.h"
-#include "kernel/v3_cache_layout.h"
+#include "core/dtype.h"
+#include "core/tensor.h"
+#include "core/v3_cache_layout.h"
 #include "properties/random_source.h"
 
 namespace rpa::props {

@@ -4,9 +4,9 @@
 // overwrite (or, without update_kv_cache, the whole sequence pre-filled).
 #pragma once
 
-#include "kernel/v3_inputs.h"
-#include "kernel/v3_params.h"
-#include "properties/materialize.h"
+#include "core/v3_inputs.h"
+#include "core/v3_params.h"
+#include "properties/jax_materialize.h"
 #include "properties/v3_case_spec.h"
 
 namespace rpa::props {

@@ -17,20 +17,20 @@
 #include <string>
 #include <vector>
 
-#include "kernel/dtype.h"
-#include "kernel/heads_per_block.h"
-#include "kernel/inputs.h"
-#include "kernel/params.h"
-#include "kernel/tiled_kernel.h"
-#include "kernel/v3_cache_layout.h"
+#include "core/dtype.h"
+#include "core/jax_inputs.h"
+#include "core/jax_params.h"
+#include "core/v3_cache_layout.h"
+#include "kernel/jax_kernel.h"
 #include "kernel/v3_kernel.h"
-#include "kernel/validate.h"
 #include "oracle/v3_compare.h"
-#include "properties/spec_model.h"
+#include "properties/jax_spec_model.h"
 #include "properties/v3_kernel_check.h"
 #include "properties/v3_materialize.h"
 #include "properties/v3_rc_case.h"
 #include "reference/v3_reference.h"
+#include "validation/jax_heads_per_block.h"
+#include "validation/jax_validate.h"
 
 namespace rpa::props {
 namespace {

@@ -8,11 +8,11 @@
 #include <utility>
 #include <vector>
 
-#include "kernel/float32_scalar.h"
-#include "kernel/python_repr.h"
-#include "kernel/tensor.h"
-#include "kernel/v3_cache_layout.h"
-#include "kernel/v3_program.h"
+#include "core/float32_scalar.h"
+#include "core/python_repr.h"
+#include "core/tensor.h"
+#include "core/v3_cache_layout.h"
+#include "schedule/v3_program.h"
 
 namespace rpa::props {
 namespace {
@@ -227,7 +227,7 @@ class Mutator {
   }
 
   // Whether a per-sequence rule checked before window_int16_wraps fails at sequence i in
-  // strict mode (kernel/v3_validate.cc's sequence(): q_len_range, the decode and prefill
+  // strict mode (validation/v3_validate.cc's sequence(): q_len_range, the decode and prefill
   // q_lens, page_count_too_large, page_index_out_of_range, kv_len_overflows_int32, the
   // skip_kv_mask rules), as a kShape mutation may have left it.
   bool stops_at(int64_t i, int64_t pps, int64_t S) {
@@ -252,7 +252,7 @@ class Mutator {
 
   // sink_group_unpacked, in each mode where the mutated call reaches it: an hd64 call with
   // a well-formed float32 sink whose q heads per kv head are not a multiple of q's packing
-  // (kernel/v3_validate.cc's sink_group). Any mutation can make one: a sink where the
+  // (validation/v3_validate.cc's sink_group). Any mutation can make one: a sink where the
   // generator gave none (it gives bfloat16 q with an odd group none), float16 q natively.
   void declare_sink_group() {
     if (!hd64_ || !in_.attention_sink) return;

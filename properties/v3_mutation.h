@@ -1,6 +1,6 @@
 // Named mutations of tpu-inference v3 cases (DESIGN.md sections 9 and 16): each turns a
 // strict-valid generated v3 case (v3_build_case.h) into one that breaks one rule of the v3
-// rule table (kernel/v3_rule.h), and declares, from what it changed, the failure each mode
+// rule table (validation/v3_rule.h), and declares, from what it changed, the failure each mode
 // of the case's dialect must report: the v3 spec model (v3_spec_model.h). The validator is
 // never consulted; messages are computed the way each rule's text is defined (tpu-inference
 // 0.32.0's f-strings as Python prints them for JAX arrays, v3-contract.md section 2, or
@@ -13,10 +13,10 @@
 #include <string_view>
 #include <vector>
 
-#include "kernel/rule.h"
-#include "kernel/v3_rule.h"
 #include "properties/v3_case_spec.h"
 #include "properties/v3_materialize.h"
+#include "validation/jax_rule.h"
+#include "validation/v3_rule.h"
 
 namespace rpa::props {
 

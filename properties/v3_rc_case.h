@@ -7,7 +7,7 @@
 
 #include <ostream>
 
-#include "properties/rc_case.h"
+#include "properties/jax_rc_case.h"
 #include "properties/v3_build_case.h"
 #include "properties/v3_case_spec.h"
 

@@ -2,8 +2,8 @@
 
 #include <sstream>
 
-#include "kernel/v3_validate.h"
 #include "properties/v3_build_case.h"
+#include "validation/v3_validate.h"
 
 namespace rpa::props {
 

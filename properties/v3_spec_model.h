@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "kernel/rule.h"
-#include "kernel/v3_rule.h"
 #include "properties/v3_case_spec.h"
 #include "properties/v3_materialize.h"
 #include "properties/v3_mutation.h"
+#include "validation/jax_rule.h"
+#include "validation/v3_rule.h"
 
 namespace rpa::props {
 

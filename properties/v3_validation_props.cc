@@ -15,12 +15,12 @@
 #include <utility>
 #include <vector>
 
-#include "kernel/v3_validate.h"
 #include "properties/generate.h"
 #include "properties/v3_build_case.h"
 #include "properties/v3_mutation.h"
 #include "properties/v3_rc_case.h"
 #include "properties/v3_spec_model.h"
+#include "validation/v3_validate.h"
 
 namespace rpa::props {
 

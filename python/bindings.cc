@@ -32,34 +32,34 @@
 #include "bench/workloads.h"
 #include "casefile/case_file.h"
 #include "casefile/npy.h"
-#include "cli/check_case.h"
-#include "cli/cli_args.h"
-#include "cli/run_case.h"
-#include "cli/v3_commands.h"
-#include "kernel/dialect.h"
-#include "kernel/rule.h"
-#include "kernel/target_profile.h"
-#include "kernel/v3_inputs.h"
-#include "kernel/v3_params.h"
-#include "kernel/v3_program.h"
-#include "kernel/v3_rule.h"
-#include "kernel/v3_validate.h"
-#include "kernel/validate.h"
+#include "core/dialect.h"
+#include "core/v3_inputs.h"
+#include "core/v3_params.h"
 #include "oracle/v3_compare.h"
+#include "properties/byte_source.h"
 #include "properties/case_codec.h"
 #include "properties/generate.h"
-#include "properties/byte_source.h"
+#include "properties/jax_materialize.h"
+#include "properties/jax_mutation.h"
+#include "properties/jax_spec_model.h"
 #include "properties/production.h"
 #include "properties/production_reach.h"
-#include "properties/materialize.h"
-#include "properties/mutation.h"
 #include "properties/random_source.h"
-#include "properties/spec_model.h"
 #include "properties/v3_build_case.h"
 #include "properties/v3_case_spec.h"
 #include "properties/v3_materialize.h"
 #include "reference/semantics.h"
 #include "reference/v3_reference.h"
+#include "schedule/v3_program.h"
+#include "service/case_options.h"
+#include "service/check_case.h"
+#include "service/jax_run_case.h"
+#include "service/v3_run_case.h"
+#include "validation/jax_rule.h"
+#include "validation/jax_validate.h"
+#include "validation/target_profile.h"
+#include "validation/v3_rule.h"
+#include "validation/v3_validate.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -356,14 +356,14 @@ nb::tuple from_case(Case c) {
   return nb::make_tuple(arrays, params);
 }
 
-// Options as CLI flags for a case named `label`, parsed as the command parses them; a bad
-// value raises ValueError with the command's message.
-CliArgs parse_flags(const std::vector<std::string>& flags, const std::set<std::string_view>& allowed,
-                    const std::string& label = "case") {
-  std::vector<std::string_view> views(flags.begin(), flags.end());
-  views.push_back(label);
-  CliArgs a;
-  if (std::string err = parse_cli_args(views, allowed, a); !err.empty()) {
+// Options as the commands' flags for a case named `label`, parsed by the service's parser (as
+// the commands parse them); a bad value raises ValueError with the command's message.
+CaseOptions parse_flags(const std::vector<std::string>& flags,
+                        const std::set<std::string_view>& allowed, const std::string& label = "case") {
+  const std::vector<std::string_view> views(flags.begin(), flags.end());
+  CaseOptions a;
+  a.path = label;
+  if (std::string err = parse_case_options(views, allowed, a); !err.empty()) {
     throw std::invalid_argument(err);
   }
   return a;
@@ -397,7 +397,7 @@ nb::list failures_list(const std::vector<Failure>& failures, Mode mode) {
 // (rule, message, jax_crash, line).
 nb::list validate_case(const ArrayMap& arrays, const ParamMap& params,
                        const std::vector<std::string>& flags) {
-  CliArgs a = parse_flags(flags, {"--mode", "--target", "--all"});
+  CaseOptions a = parse_flags(flags, kValidateOptions);
   const BorrowedCase b = to_case(arrays, params);
   const Case& c = b.c;
   std::vector<Failure> failures;
@@ -413,15 +413,15 @@ nb::list validate_case(const ArrayMap& arrays, const ParamMap& params,
 }
 
 // rpa run's options, for a case named "case".
-CliArgs run_args(const std::vector<std::string>& flags) {
-  CliArgs a = parse_flags(flags, kRunFlags);
+CaseOptions run_args(const std::vector<std::string>& flags) {
+  CaseOptions a = parse_flags(flags, kRunOptions);
   if (std::string err = run_options_error(a); !err.empty()) throw std::invalid_argument(err);
   return a;
 }
 
 // rpa run: (None, (dtype, out)) or (rejection, None).
 nb::tuple run(const ArrayMap& arrays, const ParamMap& params, const std::vector<std::string>& flags) {
-  const CliArgs a = run_args(flags);
+  const CaseOptions a = run_args(flags);
   const BorrowedCase b = to_case(arrays, params);
   const Case& c = b.c;
   RunOutcome r;
@@ -433,11 +433,11 @@ nb::tuple run(const ArrayMap& arrays, const ParamMap& params, const std::vector<
   return nb::make_tuple(nb::none(), typed(std::move(*r.out)));
 }
 
-// rpa run on a v3 case (cli/v3_commands.h's v3_run_case, as the command runs it): (None,
+// rpa run on a v3 case (service/v3_run_case.h's v3_run_case, as the command runs it): (None,
 // ((dtype, out), (dtype, kv_cache)), None), (rejection, None, None), or with the literal
 // schedule (None, None, "KIND: why") where the kernel does not return.
 nb::tuple v3_run(const ArrayMap& arrays, const ParamMap& params, const std::vector<std::string>& flags) {
-  const CliArgs a = run_args(flags);
+  const CaseOptions a = run_args(flags);
   const BorrowedCase b = to_case(arrays, params);
   const Case& c = b.c;
   V3RunOutcome r;
@@ -465,7 +465,7 @@ nb::tuple v3_run(const ArrayMap& arrays, const ParamMap& params, const std::vect
 // (rejection, None); report {rows, kv_pages_per_block, queries_per_block, q_heads_per_block,
 // combined_kv_heads_per_block, num_heads_blocks, num_q_blocks, vmem_bytes}. Nothing is computed.
 nb::tuple plan(const ArrayMap& arrays, const ParamMap& params, const std::vector<std::string>& flags) {
-  const CliArgs a = run_args(flags);
+  const CaseOptions a = run_args(flags);
   const BorrowedCase b = to_case(arrays, params);
   const Case& c = b.c;
   if (auto r = run_rejection(c, a)) {
@@ -489,7 +489,7 @@ nb::tuple plan(const ArrayMap& arrays, const ParamMap& params, const std::vector
 // verdict (the --json object and the lines rpa check prints, naming LABEL).
 nb::tuple check(const ArrayMap& arrays, const ParamMap& params, const std::vector<std::string>& flags,
                 const std::string& label) {
-  CliArgs a = parse_flags(flags, kCheckFlags, label);
+  CaseOptions a = parse_flags(flags, kCheckOptions, label);
   if (std::string err = check_options_error(a); !err.empty()) throw std::invalid_argument(err);
   const BorrowedCase b = to_case(arrays, params);
   const Case& c = b.c;

@@ -8,7 +8,7 @@
 //   - m_new = max(m, round_A(block max)), alpha = round_A(exp(round_A(m - m_new)));
 //   - p_t = exp(s_t - m_new) in float32 (never rounded);
 //   - l = round_A(round_A(alpha l) + rowsum), rowsum = jnp.sum(round_A(p), dtype=A) in XLA's
-//     order (kernel/xla_row_sum.h: windows of 32 in order, then the window sums);
+//     order (schedule/xla_row_sum.h: windows of 32 in order, then the window sums);
 //   - acc = round_A(round_A(alpha acc) + round_A(p.V v_scale)), p.V a float32 dot;
 // then out = acc / l. A is the accumulation dtype: kernel.py's out_dtype (bfloat16 for
 // bfloat16 queries), float32 in hd64 (whose m starts at the sink's logit, l at 1).
@@ -43,7 +43,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernel/dtype.h"
+#include "core/dtype.h"
 
 namespace rpa {
 
@@ -84,7 +84,7 @@ struct V3Blocking {
 void v3_accumulation_bound(const V3AccumulationRow& row, V3Blocking b, DType acc,
                            const V3BoundTerms& terms, double* bound);
 
-// XLA's windowed row sum (kernel/xla_row_sum.h) of x >= 0 whose elements are each off by at
+// XLA's windowed row sum (schedule/xla_row_sum.h) of x >= 0 whose elements are each off by at
 // most e[j], every partial sum rounded to a dtype of unit roundoff u: a bound on the sum's
 // error. Exposed for its test against xla_row_sum itself.
 double xla_row_sum_error(std::vector<double> x, std::vector<double> e, double u);

@@ -6,11 +6,11 @@
 #include <limits>
 #include <vector>
 
-#include "kernel/attention_math.h"
-#include "kernel/float32_scalar.h"
-#include "kernel/params.h"
-#include "kernel/v3_block_sizes.h"
-#include "kernel/v3_cache_layout.h"
+#include "core/attention_math.h"
+#include "core/float32_scalar.h"
+#include "core/jax_params.h"
+#include "core/v3_cache_layout.h"
+#include "schedule/v3_block_sizes.h"
 
 namespace rpa {
 namespace {

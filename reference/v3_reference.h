@@ -1,6 +1,6 @@
 // The dense reference of tpu-inference's v3 dialects (DESIGN.md section 16; v3-contract.md
 // section 3): the fused KV-cache update, then ragged paged attention over the packed cache,
-// read in place (kernel/v3_cache_layout.h), in two semantics (reference/semantics.h):
+// read in place (core/v3_cache_layout.h), in two semantics (reference/semantics.h):
 // - kReference: ref_ragged_paged_attention / ref_ragged_paged_attention_hd64 step for step,
 //   rounding where they round (kernel.py: scores to out_dtype before each scaling multiply,
 //   soft cap and jax.nn.softmax in out_dtype, whose sum runs in float32; both: p to the KV
@@ -15,10 +15,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernel/dialect.h"
-#include "kernel/tensor.h"
-#include "kernel/v3_inputs.h"
-#include "kernel/v3_params.h"
+#include "core/dialect.h"
+#include "core/tensor.h"
+#include "core/v3_inputs.h"
+#include "core/v3_params.h"
 #include "reference/semantics.h"
 #include "reference/v3_accumulation_bound.h"
 

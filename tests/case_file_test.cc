@@ -23,7 +23,7 @@
 
 #include "casefile/npy.h"
 #include "casefile/zip_archive.h"
-#include "kernel/v3_cache_layout.h"
+#include "core/v3_cache_layout.h"
 
 namespace rpa {
 namespace {

@@ -29,10 +29,10 @@
 #include <string>
 #include <vector>
 
-#include "kernel/paged_kv_view.h"
-#include "kernel/python_repr.h"
+#include "core/paged_kv_view.h"
+#include "core/python_repr.h"
 #include "oracle/tolerance.h"
-#include "reference/dense_reference.h"
+#include "reference/jax_reference.h"
 #include "reference/semantics.h"
 #include "tests/inputs_builder.h"
 #include "tests/random_inputs.h"

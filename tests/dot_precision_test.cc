@@ -11,7 +11,7 @@
 #include <string>
 
 #include "oracle/tolerance.h"
-#include "reference/dense_reference.h"
+#include "reference/jax_reference.h"
 #include "tests/random_inputs.h"
 
 namespace rpa {

@@ -1,4 +1,4 @@
-#include "kernel/dtype.h"
+#include "core/dtype.h"
 
 #include <gtest/gtest.h>
 

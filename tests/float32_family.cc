@@ -8,8 +8,8 @@
 #include <sstream>
 #include <utility>
 
-#include "kernel/paged_kv_view.h"
-#include "kernel/tiled_kernel.h"
+#include "core/paged_kv_view.h"
+#include "kernel/jax_kernel.h"
 #include "properties/random_source.h"
 #include "tests/inputs_builder.h"
 

@@ -23,10 +23,10 @@
 #include <string_view>
 #include <vector>
 
-#include "kernel/dtype.h"
-#include "kernel/inputs.h"
-#include "kernel/params.h"
-#include "kernel/tensor.h"
+#include "core/dtype.h"
+#include "core/jax_inputs.h"
+#include "core/jax_params.h"
+#include "core/tensor.h"
 
 namespace rpa::testing {
 

@@ -16,12 +16,12 @@
 #include <string>
 #include <vector>
 
-#include "kernel/paged_kv_view.h"
-#include "kernel/validate.h"
+#include "core/paged_kv_view.h"
 #include "oracle/compare.h"
 #include "oracle/tolerance.h"
-#include "reference/dense_reference.h"
+#include "reference/jax_reference.h"
 #include "tests/float32_family.h"
+#include "validation/jax_validate.h"
 
 namespace rpa::testing {
 namespace {

@@ -11,15 +11,15 @@
 
 #include "fuzz/target_inputs.h"
 #include "fuzz/targets.h"
-#include "kernel/v3_validate.h"
-#include "kernel/validate.h"
 #include "properties/generate.h"
-#include "properties/materialize.h"
+#include "properties/jax_materialize.h"
+#include "properties/jax_spec_model.h"
 #include "properties/production.h"
-#include "properties/spec_model.h"
 #include "properties/v3_materialize.h"
 #include "properties/v3_mutation.h"
 #include "properties/v3_spec_model.h"
+#include "validation/jax_validate.h"
+#include "validation/v3_validate.h"
 
 namespace rpa::fuzz {
 namespace {

@@ -1,7 +1,7 @@
 // get_min_heads_per_blk, checked against values worked out by hand from JAX's kernel.py.
 #include <gtest/gtest.h>
 
-#include "kernel/heads_per_block.h"
+#include "validation/jax_heads_per_block.h"
 
 namespace rpa {
 namespace {

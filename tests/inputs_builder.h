@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernel/inputs.h"
+#include "core/jax_inputs.h"
 
 namespace rpa::testing {
 

@@ -16,7 +16,7 @@
 #include <xmmintrin.h>
 #endif
 
-#include "kernel/dtype.h"
+#include "core/dtype.h"
 #include "kernel/kv_rows.h"
 #include "kernel/panel_gemm.h"
 #include "kernel/simd.h"

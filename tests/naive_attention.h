@@ -7,8 +7,8 @@
 #include <cmath>
 #include <vector>
 
-#include "kernel/inputs.h"
-#include "kernel/params.h"
+#include "core/jax_inputs.h"
+#include "core/jax_params.h"
 #include "reference/semantics.h"
 
 namespace rpa::testing {

@@ -2,7 +2,7 @@
 // tools/make_findings.py with the Pallas kernel's own output, TPU interpret mode, as
 // `expected`): the literal schedule reproduces `expected` within the schedule tolerance,
 // and the dense reference differs from it in exactly the rows and heads the finding names
-// (worked out by hand below from the Pallas program, kernel/pallas_program.h).
+// (worked out by hand below from the Pallas program, schedule/jax_program.h).
 #include <cmath>
 #include <cstdint>
 #include <ostream>
@@ -14,12 +14,12 @@
 #include <gtest/gtest.h>
 
 #include "casefile/case_file.h"
-#include "kernel/paged_kv_view.h"
-#include "kernel/tiled_kernel.h"
-#include "kernel/validate.h"
+#include "core/paged_kv_view.h"
+#include "kernel/jax_kernel.h"
 #include "oracle/compare.h"
 #include "oracle/tolerance.h"
-#include "reference/dense_reference.h"
+#include "reference/jax_reference.h"
+#include "validation/jax_validate.h"
 
 namespace rpa {
 namespace {

@@ -1,4 +1,4 @@
-// The Pallas program's walk (kernel/pallas_program.h) on two small batches, event by event,
+// The Pallas program's walk (schedule/jax_program.h) on two small batches, event by event,
 // against the chain worked out by hand from JAX's ragged_paged_attention_kernel.
 #include <cstdint>
 #include <string>
@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kernel/pallas_program.h"
+#include "schedule/jax_program.h"
 #include "tests/inputs_builder.h"
 
 namespace rpa {

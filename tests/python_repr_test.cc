@@ -1,4 +1,4 @@
-#include "kernel/python_repr.h"
+#include "core/python_repr.h"
 
 #include <gtest/gtest.h>
 

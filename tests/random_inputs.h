@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "kernel/inputs.h"
+#include "core/jax_inputs.h"
 #include "tests/inputs_builder.h"
 
 namespace rpa::testing {

@@ -8,12 +8,12 @@
 
 #include <gtest/gtest.h>
 
-#include "kernel/paged_kv_view.h"
-#include "kernel/validate.h"
-#include "reference/dense_reference.h"
+#include "core/paged_kv_view.h"
+#include "reference/jax_reference.h"
 #include "tests/inputs_builder.h"
 #include "tests/naive_attention.h"
 #include "tests/random_inputs.h"
+#include "validation/jax_validate.h"
 
 namespace rpa {
 namespace {

@@ -12,11 +12,11 @@
 
 #include "cli/campaign_report.h"
 #include "cli/campaign_stats.h"
-#include "fuzz/raw_call.h"
-#include "properties/build_case.h"
+#include "fuzz/jax_raw_call.h"
 #include "properties/case_codec.h"
-#include "properties/materialize.h"
 #include "properties/generate.h"
+#include "properties/jax_build_case.h"
+#include "properties/jax_materialize.h"
 #include "properties/random_source.h"
 #include "properties/v3_build_case.h"
 

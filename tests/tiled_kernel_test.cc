@@ -19,13 +19,13 @@
 
 #include <gtest/gtest.h>
 
-#include "kernel/paged_kv_view.h"
-#include "kernel/tiled_kernel.h"
-#include "kernel/validate.h"
+#include "core/paged_kv_view.h"
+#include "kernel/jax_kernel.h"
 #include "oracle/compare.h"
 #include "oracle/tolerance.h"
-#include "reference/dense_reference.h"
+#include "reference/jax_reference.h"
 #include "tests/random_inputs.h"
+#include "validation/jax_validate.h"
 
 namespace rpa {
 namespace {

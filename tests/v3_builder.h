@@ -7,8 +7,8 @@
 #include <limits>
 #include <vector>
 
-#include "kernel/v3_cache_layout.h"
-#include "kernel/v3_inputs.h"
+#include "core/v3_cache_layout.h"
+#include "core/v3_inputs.h"
 
 namespace rpa::test {
 
@@ -57,7 +57,7 @@ struct V3Builder {
 };
 
 // Element offset in the cache of (page, slot, kv head h, K or V, lane c), written out from
-// v3-contract.md section 3e rather than taken from kernel/v3_cache_layout.h: kernel.py keeps
+// v3-contract.md section 3e rather than taken from core/v3_cache_layout.h: kernel.py keeps
 // align(2 Hkv, P) combined heads of align(D, 128) lanes per token, K of head h at combined
 // head 2h and V at 2h + 1; hd64 keeps align(Hkv, P) heads of 128 lanes, [K_h | V_h].
 int64_t record_elements(const V3Builder& b) {

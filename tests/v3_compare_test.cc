@@ -23,11 +23,11 @@
 
 #include <gtest/gtest.h>
 
-#include "kernel/v3_cache_layout.h"
-#include "kernel/v3_program.h"
-#include "kernel/v3_validate.h"
+#include "core/v3_cache_layout.h"
 #include "oracle/v3_compare.h"
+#include "schedule/v3_program.h"
 #include "tests/v3_builder.h"
+#include "validation/v3_validate.h"
 
 namespace rpa {
 namespace {

@@ -1,6 +1,6 @@
 // A family of correct bfloat16-accumulating v3 computations (issue 32, as Float32Family is
 // for float32): tpu-inference kernel.py's program as the literal v3 schedule runs it
-// (kernel/v3_program.h: XLA's windowed bfloat16 row sum, l, m and acc rounded to out_dtype per
+// (schedule/v3_program.h: XLA's windowed bfloat16 row sum, l, m and acc rounded to out_dtype per
 // compute block, in position order), at every KV block size a call may name, from one page
 // to the whole sequence, on normal and adversarial rows (equal terms, geometric weights, one
 // dominant key, ramps), every dtype pair, decode and mixed (causal) rows. The kernel
@@ -16,11 +16,11 @@
 
 #include <gtest/gtest.h>
 
-#include "kernel/v3_program.h"
-#include "kernel/v3_validate.h"
 #include "oracle/v3_compare.h"
 #include "reference/v3_reference.h"
+#include "schedule/v3_program.h"
 #include "tests/v3_rows.h"
+#include "validation/v3_validate.h"
 
 namespace rpa {
 namespace {

@@ -16,10 +16,10 @@
 #include <gtest/gtest.h>
 
 #include "casefile/case_file.h"
-#include "kernel/v3_program.h"
-#include "kernel/v3_validate.h"
 #include "oracle/v3_compare.h"
 #include "reference/v3_reference.h"
+#include "schedule/v3_program.h"
+#include "validation/v3_validate.h"
 
 namespace rpa {
 namespace {

@@ -13,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kernel/v3_cache_layout.h"
+#include "core/v3_cache_layout.h"
 #include "kernel/v3_kernel.h"
 #include "oracle/v3_compare.h"
 #include "reference/v3_reference.h"

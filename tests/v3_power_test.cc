@@ -4,7 +4,7 @@
 // (reference/v3_accumulation_bound.h) must reject five wrong outputs (all zeros, the negated
 // answer, a 5% sm_scale slip, a dropped key holding 1% of the row's weight, 5% of a window's
 // keys dropped) and accept the correct ones: the literal v3 schedule (the program's own
-// arithmetic, kernel/v3_program.h) at the default and at other block sizes, and rpa's tiled
+// arithmetic, schedule/v3_program.h) at the default and at other block sizes, and rpa's tiled
 // kernel under its float32 tolerance. Each term of the bound is needed (shrunk, a correct
 // program is rejected) and the bound is used (inflated 10x, a wrong answer passes).
 #include <cmath>
@@ -19,12 +19,12 @@
 #include <gtest/gtest.h>
 
 #include "kernel/v3_kernel.h"
-#include "kernel/v3_program.h"
-#include "kernel/v3_validate.h"
 #include "oracle/v3_compare.h"
 #include "reference/v3_reference.h"
+#include "schedule/v3_program.h"
 #include "tests/v3_builder.h"
 #include "tests/v3_rows.h"
+#include "validation/v3_validate.h"
 
 namespace rpa {
 namespace {

@@ -1,4 +1,4 @@
-// The literal v3 schedule (kernel/v3_program.h): the pieces of XLA's arithmetic it follows
+// The literal v3 schedule (schedule/v3_program.h): the pieces of XLA's arithmetic it follows
 // (the bfloat16 row sum's order, measured against jax 0.11.2 on the CPU; kernel.py's default
 // block sizes, the values tpu-inference 0.32.0's get_default_block_sizes returns), and on
 // calls laid out by hand what the kernel's program does where it leaves the definition: rows
@@ -13,12 +13,12 @@
 #include <gtest/gtest.h>
 
 #include "kernel/v3_kernel.h"
-#include "kernel/v3_program.h"
-#include "kernel/v3_validate.h"
-#include "kernel/xla_row_sum.h"
 #include "oracle/v3_compare.h"
 #include "reference/v3_reference.h"
+#include "schedule/v3_program.h"
+#include "schedule/xla_row_sum.h"
 #include "tests/v3_builder.h"
+#include "validation/v3_validate.h"
 
 namespace rpa {
 namespace {

@@ -12,15 +12,15 @@
 #include <utility>
 #include <vector>
 
-#include "kernel/dialect.h"
-#include "kernel/dtype.h"
+#include "core/dialect.h"
+#include "core/dtype.h"
 #include "oracle/v3_compare.h"
 
 namespace rpa {
 namespace {
 
 // The packed cache's element index of (page, slot, kv head, K/V, d), written from the
-// contract's table (v3-contract.md section 3e), independently of kernel/v3_cache_layout.h:
+// contract's table (v3-contract.md section 3e), independently of core/v3_cache_layout.h:
 // kernel.py [pages, ps, align(2 Hkv, P) / P, P, align(D, 128)], combined head c = 2h (+1 for
 // V) at row c / P, lane c % P; hd64 [pages, ps, align(Hkv, P) / P, P, 128], head h at row
 // h / P, lane h % P, [K | V] along the last dimension.

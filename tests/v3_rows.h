@@ -10,8 +10,8 @@
 #include <random>
 #include <string>
 
-#include "kernel/v3_inputs.h"
-#include "kernel/v3_params.h"
+#include "core/v3_inputs.h"
+#include "core/v3_params.h"
 #include "tests/v3_builder.h"
 
 namespace rpa::test {

@@ -1,9 +1,9 @@
-// The tpu-inference v3 rule tables (kernel/v3_rule.h) and validation (kernel/v3_validate.h):
+// The tpu-inference v3 rule tables (validation/v3_rule.h) and validation (validation/v3_validate.h):
 // every rule at its boundary, both sides, both dialects where it applies. Native messages
 // are literals observed from tpu-inference 0.32.0 (jax 0.11.2) by running its own
 // dynamic_validate_inputs on JAX arrays (/tmp/h_validate_check.py); messages of crash rules
 // and strict rules are rpa's own.
-#include "kernel/v3_validate.h"
+#include "validation/v3_validate.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "kernel/v3_cache_layout.h"
+#include "core/v3_cache_layout.h"
 
 namespace rpa {
 namespace {

@@ -12,8 +12,8 @@
 
 #include <gtest/gtest.h>
 
-#include "kernel/validate.h"
 #include "tests/inputs_builder.h"
+#include "validation/jax_validate.h"
 
 namespace rpa {
 namespace {
@@ -437,7 +437,7 @@ const auto kCases = ::testing::Values(
     BoundaryCase{"kv_int8", [](InputsSpec& s) { s.kv_dtype = DType::kInt8; }, {},
                  kValid,
                  rejects(RuleId::kv_dtype_unsupported, "kv_pages.dtype=dtype('int8') must be float32, bfloat16, float8_e4m3fn or float8_e5m2.")},
-    // --- the Pallas program (kernel/pallas_program.h) ---------------------------------
+    // --- the Pallas program (schedule/jax_program.h) ---------------------------------
     // An empty sequence 1 (kv_len 0): its prefetched block (page 2) is what sequence 2's
     // step reads (it needs page 4), one grid cell, one heads block.
     BoundaryCase{"empty_sequence_then_rows", {}, [](Inputs& in, Params&) { set_ints(in.cu_q_lens, {0, 1, 1, 3, 3}); in.kv_lens.set_int(1, 0); },

@@ -7,8 +7,8 @@
 #include <set>
 #include <string>
 
-#include "kernel/validate.h"
 #include "tests/inputs_builder.h"
+#include "validation/jax_validate.h"
 
 namespace rpa {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kernel/vmem_budget.h"
+#include "validation/jax_vmem_budget.h"
 
 namespace rpa {
 namespace {

@@ -1,10 +1,15 @@
 #!/usr/bin/env python3
 """Checks that every #include "dir/file.h" in the C++ sources points down the layers of
-DESIGN.md section 1 (kernel <- reference <- oracle <- properties <- fuzz <- cli <- python, casefile
-beside oracle, bench beside fuzz: its production calls come from the generators) and names a header that exists.
+DESIGN.md section 1 and docs/layout.md, and names a header that exists:
 
+  core <- schedule <- validation, reference <- kernel <- oracle, casefile
+       <- service, properties <- fuzz, bench <- cli, python
+
+(the literal programs sit below validation, whose program rules read them, and below the
+tiled kernels, which run the literal schedule; the two doors sit side by side on the service).
 A file may include its own folder and any folder of a lower level; a folder of the same level
-(oracle and casefile, fuzz and bench) or higher is a violation. tests/ and tools/ sit on
+(validation and reference, oracle and casefile, service and properties, fuzz and bench, cli and
+python) or higher is a violation. tests/ and tools/ sit on
 top and are not checked. Every folder holding C++ sources must have a level here.
 
 Usage: check_layers.py REPO_ROOT      exit 1 and one line per violation
@@ -16,17 +21,21 @@ import sys
 import tempfile
 
 LEVELS = {
-    "kernel": 0,
-    "reference": 1,
-    "oracle": 2,
-    "casefile": 2,
-    "properties": 3,
-    "bench": 4,
-    "fuzz": 4,
-    "cli": 5,
-    # The Python package's binding: it calls what the CLI's commands call (cli/check_case.h,
-    # cli/run_case.h), and nothing includes it.
-    "python": 6,
+    "core": 0,
+    "schedule": 1,
+    "validation": 2,
+    "reference": 2,
+    "kernel": 3,
+    "oracle": 4,
+    "casefile": 4,
+    "service": 5,
+    "properties": 5,
+    "bench": 6,
+    "fuzz": 6,
+    # The two doors, side by side on the service: the rpa commands and the Python package's
+    # binding. Neither includes the other.
+    "cli": 7,
+    "python": 7,
 }
 UNCHECKED = {"tests", "tools", "build", "corpus", "scripts", ".git", ".ci"}
 # "dir/file.h", and <dir/file.h> where dir is one of the project's folders.
@@ -79,6 +88,9 @@ def self_test():
         "cli/d.cc": '#include "oracle/b.h"\n#include "kernel/a.h"\n#include <vector>\n',  # fine
         "reference/f.h": "#include <cli/d.h>\n",          # up, in angle brackets
         "gadgets/e.cc": "",                               # unknown folder
+        "cli/i.h": "",
+        "python/g.cc": '#include "cli/i.h"\n',           # sideways: one door into the other
+        "validation/h.h": '#include "kernel/a.h"\n',     # up: a rule asking the tiled kernel
     }
     with tempfile.TemporaryDirectory() as root:
         for rel, text in planted.items():
@@ -86,8 +98,12 @@ def self_test():
             with open(os.path.join(root, rel), "w") as f:
                 f.write(text)
         got = violations(root)
-    want = ["kernel/a.h:1", "oracle/b.h:1", "casefile/c.h:1", "gadgets/e.cc", "reference/f.h:1"]
+    want = ["kernel/a.h:1", "oracle/b.h:1", "casefile/c.h:1", "gadgets/e.cc", "reference/f.h:1",
+            "python/g.cc:1", "validation/h.h:1"]
     missing = [w for w in want if not any(g.startswith(w) for g in got)]
+    # The two planted arrows of the house: reported as pointing up or sideways, not as missing.
+    missing += [w for w in ("python/g.cc:1", "validation/h.h:1")
+                if not any(g.startswith(w) and "is not below" in g for g in got)]
     extra = [g for g in got if not any(g.startswith(w) for w in want)]
     if missing or extra or len(got) != len(want):
         print(f"self-test FAILED: missed {missing}, spurious {extra}")

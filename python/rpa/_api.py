@@ -197,7 +197,7 @@ def kernel(case: Case, schedule: str = "default", threads: Optional[int] = None,
 
     For a tpu-inference v3 case: (out, kv_cache), the output and the cache after the fused
     update. The default schedule (kernel/v3_kernel.h) computes strict-valid cases; "literal"
-    runs tpu-inference's own program step by step (kernel/v3_program.h: its passes, DMAs,
+    runs tpu-inference's own program step by step (schedule/v3_program.h: its passes, DMAs,
     double buffers, NaN scratch and out_dtype accumulators) on any call ``mode`` accepts
     (mode="native": whatever tpu-inference's validators accept), on ``target``'s TPU
     generation (default v6e; it picks kernel.py's default block sizes and int16 positions;
@@ -396,7 +396,7 @@ def _v3_check(case: Case, out: Any, *, semantics: Optional[str], oracle: str,
     """rpa.check for a tpu-inference v3 case: ``out`` (else the case's) and the case's
     ``kv_cache_out`` against the v3 dense reference in ``semantics`` (oracle/v3_compare.h):
     the cache bit for bit, the defined rows within the semantics' tolerance; with
-    oracle="literal", against the literal v3 schedule (kernel/v3_program.h, on ``target``'s TPU
+    oracle="literal", against the literal v3 schedule (schedule/v3_program.h, on ``target``'s TPU
     generation, default v6e) under the schedule tolerance, every row, on any call ``mode``
     accepts (mode="native": any call tpu-inference's validators accept)."""
     if oracle not in ("reference", "literal") or schedule is not None or dot_passes != 6 \

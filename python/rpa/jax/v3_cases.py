@@ -6,7 +6,7 @@ crash them), and the package's own test scenarios rebuilt as its harnesses build
 Random cases are built valid by construction, never filtered: shapes first (heads, head_dim,
 dtypes, page size a multiple of the KV packing), then sequences (q_len <= kv_len, distinct
 pages, a distribution i <= j <= k), then data (N(0,1) cast to each dtype, the cache in the
-packed layout of kernel/v3_cache_layout.h: padding lanes and unused pages hold data too,
+packed layout of core/v3_cache_layout.h: padding lanes and unused pages hold data too,
 never read), then keywords, each set or left at its default at random. A mutation takes a
 valid case to an invalid one; ``MUTATIONS[dialect]`` lists them with the validator rule each
 trips (v3-contract.md section 2; "crash": the validators raise something else).
