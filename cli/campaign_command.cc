@@ -201,7 +201,7 @@ void run_v3_spec(const props::V3CaseSpec& spec, const std::string& hex, int64_t 
     ++st.v3_verdicts[k][name][got ? std::string(v3_rule_info(got->rule).name) : "valid"];
     if (got) {
       record(st, {i, "v3 validation (" + std::string(v3_mode_name(mode)) + ")",
-                  name + ": a generated valid case rejected by " + v3_failure_line(*got, mode),
+                  name + ": a generated valid case rejected by " + rule_line(rule_report(*got, mode)),
                   hex, ""});
     }
     if (mode == Mode::kStrict) strict_valid = !got;

@@ -142,11 +142,11 @@ int check_many(const CliArgs& a) {
         j.key("error").value(o.detail);
         if (o.rejection && o.rejection->failure) {
           j.key("mode").value(mode_name(o.rejection->mode));
-          write_failure_json(j, *o.rejection->failure, o.rejection->mode);
+          write_rule_json(j, rule_report(*o.rejection->failure, o.rejection->mode));
         }
         if (o.v3_rejection) {
           j.key("mode").value(v3_mode_name(o.v3_rejection->mode));
-          write_v3_failure_json(j, o.v3_rejection->failure, o.v3_rejection->mode);
+          write_rule_json(j, rule_report(o.v3_rejection->failure, o.v3_rejection->mode));
         }
       }
       j.end_object();

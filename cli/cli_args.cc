@@ -159,7 +159,7 @@ void report_rejection(const CliArgs& args, const Rejection& r) {
   if (args.json && r.failure) {
     JsonWriter j;
     j.begin_object().key("valid").value(false).key("mode").value(mode_name(r.mode));
-    write_failure_json(j, *r.failure, r.mode);
+    write_rule_json(j, rule_report(*r.failure, r.mode));
     j.end_object();
     std::printf("%s\n", j.str().c_str());
   }

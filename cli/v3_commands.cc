@@ -11,49 +11,12 @@
 
 namespace rpa {
 
-int validate_v3(const Case& c, const CliArgs& a) {
-  const Mode mode = a.validate.mode;
-  std::vector<V3Failure> failures;
-  if (a.all) {
-    failures = v3_validate_all(c.dialect, c.v3_inputs, c.v3_params, mode);
-  } else if (auto f = v3_validate(c.dialect, c.v3_inputs, c.v3_params, mode)) {
-    failures.push_back(std::move(*f));
-  }
-  const bool valid = failures.empty();
-  const std::string mode_text(v3_mode_name(mode));
-  const std::string dialect(dialect_name(c.dialect));
-  if (a.json) {
-    JsonWriter j;
-    j.begin_object().key("valid").value(valid).key("mode").value(mode_text);
-    j.key("dialect").value(dialect);
-    if (!valid) write_v3_failure_json(j, failures.front(), mode);
-    if (a.all) {
-      j.key("failures").begin_array();
-      for (const V3Failure& f : failures) {
-        j.begin_object();
-        write_v3_failure_json(j, f, mode);
-        j.end_object();
-      }
-      j.end_array();
-    }
-    j.end_object();
-    std::printf("%s\n", j.str().c_str());
-  } else if (valid) {
-    std::printf("%s: valid in %s mode (%s)\n", a.path.c_str(), mode_text.c_str(), dialect.c_str());
-  }
-  for (const V3Failure& f : failures) {
-    std::fprintf(stderr, "%s: rejected in %s mode (%s) by %s\n", a.path.c_str(), mode_text.c_str(),
-                 dialect.c_str(), v3_failure_line(f, mode).c_str());
-  }
-  return valid ? kExitOk : kExitRejected;
-}
-
 void report_v3_rejection(const CliArgs& a, Dialect d, const V3Rejection& r) {
   if (a.json) {
     JsonWriter j;
     j.begin_object().key("valid").value(false).key("mode").value(v3_mode_name(r.mode));
     j.key("dialect").value(dialect_name(d));
-    write_v3_failure_json(j, r.failure, r.mode);
+    write_rule_json(j, rule_report(r.failure, r.mode));
     std::printf("%s\n", j.end_object().str().c_str());
   }
   std::fprintf(stderr, "%s\n", v3_rejection_line(a, d, r).c_str());

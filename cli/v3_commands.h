@@ -1,6 +1,5 @@
-// rpa validate and rpa run on a case of a tpu-inference v3 dialect (DESIGN.md sections 8 and
-// 16): the commands read the case, see its dialect and hand it here; what they print of the
-// service's v3 gate and run (service/v3_run_case.h).
+// rpa run and rpa check on a case of a tpu-inference v3 dialect (DESIGN.md sections 8 and 16):
+// what the commands print of the service's v3 gate and run (service/v3_run_case.h).
 #pragma once
 
 #include "casefile/case.h"
@@ -13,8 +12,6 @@ namespace rpa {
 // "mode", "dialect", "rule", "message"} on stdout.
 void report_v3_rejection(const CliArgs& a, Dialect d, const V3Rejection& r);
 
-// rpa validate on a v3 case (args parsed, case read); returns the exit code.
-int validate_v3(const Case& c, const CliArgs& a);
 // rpa run on a v3 case (args parsed and consistent, case read); returns the exit code.
 int run_v3(Case c, const CliArgs& a);
 

@@ -1,4 +1,4 @@
-// fuzz_raw_inputs: bytes -> an arbitrary call built without the generators (raw_call.h: any
+// fuzz_raw_inputs: bytes -> an arbitrary call built without the generators (jax_raw_call.h: any
 // dtype, rank 0..5, dims, contents and parameter values) -> check_raw_call (raw_check.h):
 // validation returns a verdict in both modes for every target profile, and whatever strict
 // mode accepts runs through the dense reference and the tiled kernel with no sanitizer

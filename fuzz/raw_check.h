@@ -1,4 +1,4 @@
-// What fuzz_raw_inputs checks on one raw call (raw_call.h), as a value: the libFuzzer target
+// What fuzz_raw_inputs checks on one raw call (jax_raw_call.h), as a value: the libFuzzer target
 // aborts on a problem, `rpa campaign` records it as a finding. Sanitizer reports are the
 // fuzzing build's part; this is the part every build can see.
 #pragma once

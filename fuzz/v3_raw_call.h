@@ -1,5 +1,5 @@
 // A tpu-inference v3 call decoded straight from fuzzer bytes, without the case generators
-// (fuzz_raw_inputs' v3 part; raw_call.h is the jax dialect's): the dialect (v3 or hd64),
+// (fuzz_raw_inputs' v3 part; jax_raw_call.h is the jax dialect's): the dialect (v3 or hd64),
 // each of the eight arrays and the optional attention_sink in any dtype a case file may
 // name, any rank 0..5, any dims within one element budget, any contents; every keyword
 // present or absent with any value. Same order and the same encodings as visit_raw_call:

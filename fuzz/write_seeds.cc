@@ -9,7 +9,7 @@
 //                                     every value class of the edge parameters
 //
 // Seeds are generated cases encoded with the targets' own decoders (target_inputs.h,
-// raw_call.h): valid cases, every named mutation in each of its variants, and JAX's test
+// jax_raw_call.h): valid cases, every named mutation in each of its variants, and JAX's test
 // scenarios in small form. Files found there that this tool does not write (regressions,
 // inputs fuzz/run.sh merged in) are left alone and checked with the rest.
 #include <algorithm>

@@ -642,7 +642,7 @@ class LiteralProgram : public PallasProgramVisitor {
   void dma(int buf, const KvBlockId& id) override { worker_.dma(buf, id); }
   void step(int64_t hb, int64_t qb, int64_t seq, int64_t kv_blk, int buf, int64_t store_lo,
             int64_t store_hi, int pending) override {
-    // The program never waits on a buffer no DMA was started into (pallas_program.h).
+    // The program never waits on a buffer no DMA was started into (schedule/jax_program.h).
     if (pending == 0) throw std::logic_error("tiled_attention: a wait with no DMA pending");
     worker_.step(hb, qb, seq, kv_blk, buf, store_lo, store_hi);
   }

@@ -224,7 +224,7 @@ Tolerance Tolerance::scaled(double k) const {
 //     most_logit_error(passes), which the reference must have been computed with). Under a
 //     soft cap the logit moves by at most 2 |soft_cap| whatever the dot's error, and by
 //     tanh's slope sech^2 where the logit before the cap is far from 0: the reference
-//     shrinks B_t's first term accordingly (dense_reference.h), valid for any e_qk in that
+//     shrinks B_t's first term accordingly (jax_reference.h), valid for any e_qk in that
 //     range. Then p'_t = p_t e^{d_t} / sum_u p_u e^{d_u} with |d_u| <= E_u <= E_max, so
 //     |p'_t / p_t - 1| <= e^{E_t + E_max} - 1 <= (E_t + E_max) g(E_max), g(x) = (e^{2x} - 1)
 //     / (2x) >= 1 (convexity; g -> 1 for small x). Since sum_t (p'_t - p_t) = 0,

@@ -76,7 +76,7 @@ std::vector<double> kernel_logit_terms(const Inputs& in, const Params& p, const 
                                        DotPasses passes = DotPasses::kSix);
 
 // The relative logit error e_qk kernel_tolerance assumes per unit of B_t (item K3): between
-// kLeastLogitError and most_logit_error(passes) (dense_reference.h, dot_precision.h).
+// kLeastLogitError and most_logit_error(passes) (jax_reference.h, dot_precision.h).
 double kernel_logit_error(const Inputs& in, const Params& p, DotPasses passes = DotPasses::kSix);
 
 // The relative error of exp in float32 that item F assumes of every implementation: eight

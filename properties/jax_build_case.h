@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "properties/choices.h"
 #include "properties/jax_case_spec.h"
 #include "properties/jax_mutation.h"
 #include "validation/jax_heads_per_block.h"
@@ -109,43 +110,11 @@ inline BuildOptions long_context_options() {
 }
 
 inline constexpr DType kQDtypes[] = {DType::kFloat32, DType::kBFloat16};
-inline constexpr Profile kProfiles[] = {Profile::kMixed, Profile::kDecode, Profile::kPrefill};
 inline constexpr DataKind kDataKinds[] = {DataKind::kNormal, DataKind::kLarge, DataKind::kAllEqual};
 inline constexpr double kSmScales[] = {1.0, 0.5, 0.125, 0.08838834764831845, 2.0, 10.0, -0.5};
 inline constexpr double kSoftCaps[] = {5.0, 1.0, 2.5, 10.0, 30.0, 50.0, 1e-3, -5.0};
 inline constexpr double kMaskValues[] = {kDefaultMaskValue, -1e30, -1e38, -3.4028234663852886e38};
 inline constexpr double kKvScales[] = {1.0, 0.5, 2.0, 0.0, -1.0};
-
-// Picks one of `options` into f (the encoder finds f among them; a value that is not
-// there was not drawn by build_case and cannot be encoded).
-template <class Io, class T>
-void among(Io& io, T& f, std::span<const T> options) {
-  const auto at = std::find(options.begin(), options.end(), f);
-  if (Io::kEncodes && at == options.end()) std::abort();
-  int64_t i = at == options.end() ? 0 : at - options.begin();
-  io.num(i, 0, static_cast<int64_t>(options.size()) - 1, {});
-  f = options[static_cast<size_t>(i)];
-}
-
-template <class Io>
-void flag(Io& io, bool& f) {
-  int64_t v = f ? 1 : 0;
-  io.num(v, 0, 1, {});
-  f = v != 0;
-}
-
-// An optional field: present or not, then its value.
-template <class Io, class T, class Body>
-void maybe(Io& io, std::optional<T>& f, Body body) {
-  bool present = f.has_value();
-  flag(io, present);
-  if (!present) {
-    f.reset();
-    return;
-  }
-  if (!f) f.emplace();
-  body(*f);
-}
 
 // How many leading entries of page_indices row i the kernel reads: the sequence's pages,
 // and at least entry 0 of every sequence and of slot 0, which it prefetches regardless.

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "core/python_repr.h"
+#include "properties/spec_text.h"
 
 namespace rpa::props {
 
@@ -17,18 +18,6 @@ int64_t CaseSpec::max_kv_len() const {
   int64_t m = 0;
   for (const SeqSpec& s : seqs) m = std::max(m, s.kv_len);
   return m;
-}
-
-std::string_view profile_name(Profile p) {
-  switch (p) {
-    case Profile::kMixed:
-      return "mixed";
-    case Profile::kDecode:
-      return "decode";
-    case Profile::kPrefill:
-      return "prefill";
-  }
-  return "?";
 }
 
 std::string_view data_kind_name(DataKind d) {
@@ -46,21 +35,6 @@ std::string_view data_kind_name(DataKind d) {
 int64_t pages_for(int64_t kv_len, int64_t page_size) {
   return kv_len <= 0 ? 0 : (kv_len + page_size - 1) / page_size;
 }
-
-namespace {
-
-template <class T>
-void print_optional(std::ostream& os, const char* name, const std::optional<T>& v) {
-  if (!v) return;
-  os << " " << name << "=";
-  if constexpr (std::is_floating_point_v<T>) {
-    os << py_float_repr(*v);
-  } else {
-    os << *v;
-  }
-}
-
-}  // namespace
 
 std::string describe(const CaseSpec& s) {
   std::ostringstream os;

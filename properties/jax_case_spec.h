@@ -10,13 +10,10 @@
 
 #include "core/dtype.h"
 #include "core/jax_params.h"
+#include "properties/batch_mix.h"
 #include "properties/jax_mutation.h"
 
 namespace rpa::props {
-
-// The batch mix a server produces: decode rows (q_len 1), prefill rows (q_len up to
-// kv_len), or both.
-enum class Profile : uint8_t { kMixed, kDecode, kPrefill };
 
 // How q and KV values are drawn from data_seed.
 enum class DataKind : uint8_t {
@@ -65,7 +62,6 @@ struct CaseSpec {
   bool operator==(const CaseSpec&) const = default;
 };
 
-std::string_view profile_name(Profile p);
 std::string_view data_kind_name(DataKind d);
 
 // Pages a sequence of kv_len tokens reads: ceil(kv_len / page_size).

@@ -9,7 +9,7 @@
 namespace rpa::props {
 namespace {
 
-// Marks the rows of every departure (pallas_program.h's DepartureVisitor): a step over a
+// Marks the rows of every departure (schedule/jax_program.h's DepartureVisitor): a step over a
 // stale block marks every row it stores (the sequence's later steps in the cell fold into
 // the same accumulator rows), an unstored defined row keeps what the accumulator held.
 class Marker : public DepartureVisitor {

@@ -117,7 +117,7 @@ constexpr RuleId kJaxPallasOrder[] = {RuleId::q_heads_zero,
 // Where a rule's failure falls in the mode's reporting order (smaller first): table order,
 // except that jax mode meets a float num_seqs right after its pages_per_seq check, reports
 // page_size_zero and a negative num_seqs after everything else JAX checks, and the Pallas
-// kernel's own failures after those (rule.h).
+// kernel's own failures after those (jax_rule.h).
 int report_rank(RuleId rule, Mode mode) {
   const int index = static_cast<int>(rule);
   if (mode == Mode::kStrict) return 2 * index;
@@ -165,7 +165,7 @@ void jax_pallas_tracing(const Inputs& in, const Params& p, const Dims& d,
 // bound; past it the program rules are not evaluated). No generated case comes near it.
 constexpr int64_t kMaxWalkedSteps = int64_t{1} << 24;
 
-// The preconditions of the Pallas program's walk (pallas_program.h) and of plan_kernel:
+// The preconditions of the Pallas program's walk (schedule/jax_program.h) and of plan_kernel:
 // the index arrays as the kernel prefetches them, at least one row of everything the
 // grid divides by, block sizes that are blocks, and a heads plan; strict mode also block
 // sizes that fit the budget (plan_kernel shrinks JAX's defaults into it).

@@ -13,7 +13,7 @@
 // Lengths are drawn against what is left of both, so a batch keeps its serving shape (many
 // short decodes, a prefill chunk filling the budget, one long context) at a size a CPU runs.
 //
-// The recipe is its own codec (visit_production, any Io of build_case.h), so a production
+// The recipe is its own codec (visit_production, any Io of jax_build_case.h), so a production
 // call replays as `rpa gen --spec prod:HEX` without touching the other generators' bytes.
 #pragma once
 
@@ -110,7 +110,7 @@ struct ProductionSpec {
   bool operator==(const ProductionSpec&) const = default;
 };
 
-// The recipe's choices, in order (build_case.h's Io). Every spec it builds keeps both bounds.
+// The recipe's choices, in order (jax_build_case.h's Io). Every spec it builds keeps both bounds.
 template <class Io>
 void visit_production(Io& io, ProductionSpec& s, Dialect d);
 
@@ -385,13 +385,7 @@ void visit_production(Io& io, ProductionSpec& s, Dialect d) {
   } else {
     s.kv_scale = 1.0;
   }
-  bool shuffled = s.page_shuffle_seed != 0;
-  flag(io, shuffled);
-  if (shuffled) {
-    io.num(s.page_shuffle_seed, 1, 0xffff, {});
-  } else {
-    s.page_shuffle_seed = 0;
-  }
+  page_shuffle_seed(io, s.page_shuffle_seed);
   flag(io, s.nan_padding);
   io.num(s.data_seed, 0, 0xffffffff, {});
 }

@@ -10,7 +10,7 @@
 
 namespace rpa::props {
 
-// The size at which sized ranges reach their bounds, as for RapidCheck (rc_case.h).
+// The size at which sized ranges reach their bounds, as for RapidCheck (jax_rc_case.h).
 inline constexpr int kFullSize = 400;
 
 // hi scaled by (size + 8) / kFullSize, rounded up: size 0 still draws a few tokens.

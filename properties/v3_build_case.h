@@ -1,4 +1,4 @@
-// One v3 case builder, several sources of choices (STYLE.md), as build_case.h is for the jax
+// One v3 case builder, several sources of choices (STYLE.md), as jax_build_case.h is for the jax
 // dialect: build_v3_case(source) draws a V3CaseSpec from RapidCheck picks (RcSource), bytes
 // (ByteSource) or a seeded stream (RandomSource), and encode_v3_case() writes the bytes from
 // which ByteSource draws a given spec again. All of them run visit_v3_case(), which names
@@ -23,7 +23,8 @@
 #include <vector>
 
 #include "core/v3_cache_layout.h"
-#include "properties/jax_build_case.h"
+#include "properties/batch_mix.h"
+#include "properties/choices.h"
 #include "properties/v3_case_spec.h"
 
 namespace rpa::props {
@@ -253,13 +254,7 @@ void visit_v3_case(Io& io, V3CaseSpec& s, const V3BuildOptions& options) {
   io.num(s.extra_page_slots, 0, 2, {0, 1});
   io.num(s.extra_pages, 0, kV3MaxExtraPages, {0, 1});
   io.num(s.extra_tokens, 0, kV3MaxExtraTokens, {0, 1});
-  bool shuffled = s.page_shuffle_seed != 0;
-  flag(io, shuffled);
-  if (shuffled) {
-    io.num(s.page_shuffle_seed, 1, 0xffff, {});
-  } else {
-    s.page_shuffle_seed = 0;
-  }
+  page_shuffle_seed(io, s.page_shuffle_seed);
   flag(io, s.garbage);
   io.num(s.data_seed, 0, 0xffffffff, {});
   if (hd64) {

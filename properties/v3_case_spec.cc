@@ -8,23 +8,13 @@
 
 #include "core/python_repr.h"
 #include "core/v3_cache_layout.h"
+#include "properties/spec_text.h"
 
 namespace rpa::props {
 namespace {
 
 int64_t pages_of(int64_t kv_len, int64_t page_size) {
   return page_size > 0 ? (kv_len + page_size - 1) / page_size : 0;
-}
-
-template <class T>
-void print_optional(std::ostream& os, const char* name, const std::optional<T>& v) {
-  if (!v) return;
-  os << " " << name << "=";
-  if constexpr (std::is_floating_point_v<T>) {
-    os << py_float_repr(*v);
-  } else {
-    os << *v;
-  }
 }
 
 void print_blocks(std::ostream& os, const char* name, const std::optional<V3BlockSizes>& b) {

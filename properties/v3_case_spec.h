@@ -14,7 +14,7 @@
 #include "core/dialect.h"
 #include "core/dtype.h"
 #include "core/v3_params.h"
-#include "properties/jax_case_spec.h"
+#include "properties/batch_mix.h"
 
 namespace rpa::props {
 

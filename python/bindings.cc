@@ -388,7 +388,7 @@ nb::list failures_list(const std::vector<Failure>& failures, Mode mode) {
   for (const Failure& f : failures) {
     const RuleInfo& info = rule_info(f.rule);
     out.append(nb::make_tuple(std::string(info.name), f.message,
-                              mode == Mode::kJax && info.jax_crash, failure_line(f, mode)));
+                              mode == Mode::kJax && info.jax_crash, rule_line(rule_report(f, mode))));
   }
   return out;
 }
@@ -449,7 +449,7 @@ nb::tuple v3_run(const ArrayMap& arrays, const ParamMap& params, const std::vect
     const V3Rejection& j = *r.rejection;
     nb::dict d;
     d["why"] = "rejected in " + std::string(j.mode == Mode::kStrict ? "strict" : "native") +
-               " mode by " + v3_failure_line(j.failure, j.mode);
+               " mode by " + rule_line(rule_report(j.failure, j.mode));
     d["rule"] = std::string(v3_rule_info(j.failure.rule).name);
     d["message"] = j.failure.message;
     d["mode"] = j.mode == Mode::kStrict ? "strict" : "native";
@@ -681,7 +681,7 @@ nb::list v3_validate_case(const ArrayMap& arrays, const ParamMap& params, const 
   for (const V3Failure& f : failures) {
     const V3RuleInfo& info = v3_rule_info(f.rule);
     out.append(nb::make_tuple(std::string(info.name), f.message, m == Mode::kJax && info.crash,
-                              v3_failure_line(f, m)));
+                              rule_line(rule_report(f, m))));
   }
   return out;
 }

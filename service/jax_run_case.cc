@@ -11,27 +11,12 @@
 
 namespace rpa {
 
-std::string failure_line(const Failure& f, Mode mode) {
-  const RuleInfo& info = rule_info(f.rule);
-  std::string line = std::string(info.name) + ": " + f.message;
-  if (mode == Mode::kJax && info.jax_crash) {
-    line += " [JAX crashes or misbehaves here instead of raising ValueError]";
-  }
-  return line;
-}
-
-void write_failure_json(JsonWriter& j, const Failure& f, Mode mode) {
-  const RuleInfo& info = rule_info(f.rule);
-  j.key("rule").value(info.name).key("message").value(f.message);
-  if (mode == Mode::kJax && info.jax_crash) j.key("jax_crash").value(true);
-}
-
 std::optional<Rejection> compute_rejection(const Case& c, const CaseOptions& args,
                                            bool needs_definition) {
   const Mode mode = args.validate.mode;
   if (std::optional<Failure> f = validate(c.inputs, c.params, args.validate)) {
     return Rejection{"rejected in " + std::string(mode_name(mode)) + " mode by " +
-                         failure_line(*f, mode),
+                         rule_line(rule_report(*f, mode)),
                      f, mode};
   }
   if (mode == Mode::kStrict || !needs_definition) return std::nullopt;
@@ -40,7 +25,7 @@ std::optional<Rejection> compute_rejection(const Case& c, const CaseOptions& arg
   if (std::optional<Failure> f = validate(c.inputs, c.params, strict)) {
     return Rejection{"accepted in " + std::string(mode_name(mode)) +
                          " mode, but the output is undefined: rejected in strict mode by " +
-                         failure_line(*f, Mode::kStrict),
+                         rule_line(rule_report(*f, Mode::kStrict)),
                      f, Mode::kStrict};
   }
   return std::nullopt;

@@ -11,14 +11,9 @@
 #include "core/tensor.h"
 #include "kernel/jax_kernel.h"
 #include "service/case_options.h"
-#include "service/json_writer.h"
+#include "service/rule_report.h"
 
 namespace rpa {
-
-// "rule_id: message", with a note when JAX crashes there instead of raising.
-std::string failure_line(const Failure& f, Mode mode);
-// Adds "rule", "message" (and "jax_crash") to an open JSON object.
-void write_failure_json(JsonWriter& j, const Failure& f, Mode mode);
 
 // Why a command that computes does not compute a case: one line, and the rule (in `mode`)
 // when validation rejected it.

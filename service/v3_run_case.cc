@@ -14,22 +14,6 @@ namespace rpa {
 
 std::string_view v3_mode_name(Mode m) { return m == Mode::kJax ? "native" : "strict"; }
 
-std::string v3_failure_line(const V3Failure& f, Mode mode) {
-  const V3RuleInfo& info = v3_rule_info(f.rule);
-  std::string line = std::string(info.name) + ": " + f.message;
-  if (mode == Mode::kJax && info.crash) {
-    line += " [tpu-inference crashes or misbehaves here instead of raising ValueError]";
-  }
-  return line;
-}
-
-void write_v3_failure_json(JsonWriter& j, const V3Failure& f, Mode mode) {
-  const V3RuleInfo& info = v3_rule_info(f.rule);
-  j.key("rule").value(info.name).key("message").value(f.message);
-  // The key the jax dialect's failures and the Python API use (docs/cli.md).
-  if (mode == Mode::kJax && info.crash) j.key("jax_crash").value(true);
-}
-
 std::optional<V3Rejection> v3_compute_rejection(const Case& c, Mode mode) {
   for (Mode m : {mode, Mode::kStrict}) {
     if (auto f = v3_validate(c.dialect, c.v3_inputs, c.v3_params, m)) {
@@ -42,7 +26,7 @@ std::optional<V3Rejection> v3_compute_rejection(const Case& c, Mode mode) {
 
 std::string v3_rejection_line(const CaseOptions& a, Dialect d, const V3Rejection& r) {
   return a.path + ": rejected in " + std::string(v3_mode_name(r.mode)) + " mode (" +
-         std::string(dialect_name(d)) + ") by " + v3_failure_line(r.failure, r.mode);
+         std::string(dialect_name(d)) + ") by " + rule_line(rule_report(r.failure, r.mode));
 }
 
 int64_t v3_rows(const Case& c) {

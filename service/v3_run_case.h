@@ -13,19 +13,13 @@
 #include "core/tensor.h"
 #include "schedule/v3_program.h"
 #include "service/case_options.h"
-#include "service/json_writer.h"
+#include "service/rule_report.h"
 #include "validation/v3_rule.h"
 
 namespace rpa {
 
 // "native" or "strict": Mode::kJax is a dialect's native mode.
 std::string_view v3_mode_name(Mode m);
-
-// "rule_id: message", with a note where tpu-inference crashes there instead of raising its
-// ValueError.
-std::string v3_failure_line(const V3Failure& f, Mode mode);
-// Adds "rule", "message" (and "jax_crash": native mode's crash rules) to an open JSON object.
-void write_v3_failure_json(JsonWriter& j, const V3Failure& f, Mode mode);
 
 // The validation gate of computing a v3 case: the chosen mode, then strict (only a
 // strict-valid case has a defined output). nullopt when it may be computed.

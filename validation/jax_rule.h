@@ -132,11 +132,6 @@ struct RuleInfo {
 std::span<const RuleInfo> rule_table();
 const RuleInfo& rule_info(RuleId id);
 
-// One failed rule with its message, e.g. {soft_cap_zero, "soft_cap=-0.0 must not be 0.0."}.
-struct Failure {
-  RuleId rule;
-  std::string message;
-  bool operator==(const Failure&) const = default;
-};
+using Failure = RuleFailure<RuleId>;
 
 }  // namespace rpa

@@ -1,6 +1,8 @@
-// The two validation modes every dialect's rule table is enforced in (DESIGN.md section 3).
+// The two validation modes every dialect's rule table is enforced in (DESIGN.md section 3), and
+// the shape of a failed rule in any of them.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 namespace rpa {
@@ -11,5 +13,14 @@ enum class Mode {
 };
 
 std::string_view mode_name(Mode m);
+
+// One failed rule of a dialect's table (Id: its rule enum) with its message, e.g.
+// {soft_cap_zero, "soft_cap=-0.0 must not be 0.0."}.
+template <class Id>
+struct RuleFailure {
+  Id rule;
+  std::string message;
+  bool operator==(const RuleFailure&) const = default;
+};
 
 }  // namespace rpa

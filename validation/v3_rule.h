@@ -170,11 +170,6 @@ struct V3RuleInfo {
 std::span<const V3RuleInfo> v3_rule_table();
 const V3RuleInfo& v3_rule_info(V3RuleId id);
 
-// One failed rule with its message.
-struct V3Failure {
-  V3RuleId rule;
-  std::string message;
-  bool operator==(const V3Failure&) const = default;
-};
+using V3Failure = RuleFailure<V3RuleId>;
 
 }  // namespace rpa

@@ -1,0 +1,28 @@
+#include "service/rule_report.h"
+
+namespace rpa {
+
+RuleReport rule_report(const Failure& f, Mode mode) {
+  const RuleInfo& info = rule_info(f.rule);
+  return {info.name, f.message, mode == Mode::kJax && info.jax_crash, "JAX"};
+}
+
+RuleReport rule_report(const V3Failure& f, Mode mode) {
+  const V3RuleInfo& info = v3_rule_info(f.rule);
+  return {info.name, f.message, mode == Mode::kJax && info.crash, "tpu-inference"};
+}
+
+std::string rule_line(const RuleReport& r) {
+  std::string line = std::string(r.rule) + ": " + r.message;
+  if (r.crash) {
+    line += " [" + std::string(r.who) + " crashes or misbehaves here instead of raising ValueError]";
+  }
+  return line;
+}
+
+void write_rule_json(JsonWriter& j, const RuleReport& r) {
+  j.key("rule").value(r.rule).key("message").value(r.message);
+  if (r.crash) j.key("jax_crash").value(true);
+}
+
+}  // namespace rpa
