@@ -82,7 +82,8 @@ report_args=("${objects[@]:1}" -instr-profile="$profiles/merged.profdata"
   -ignore-filename-regex='^/usr/')
 "$cov" report "${report_args[@]}" | tee "$build/report.txt"
 
-core=(validation/jax_validate.cc kernel/jax_kernel.cc reference/jax_reference.cc casefile/case_file.cc
+core=(validation/jax_validate.cc kernel/jax_kernel.cc kernel/default_schedule.cc kernel/block_math.h
+  reference/jax_reference.cc casefile/case_file.cc
   casefile/npy.cc casefile/zip_archive.cc)
 "$cov" export -summary-only "${report_args[@]}" >"$profiles/summary.json"
 python3 - "$repo" "$profiles/summary.json" "${core[@]}" <<'EOF'

@@ -10,6 +10,7 @@
 #include "core/jax_params.h"
 #include "core/paged_kv_view.h"
 #include "core/v3_cache_layout.h"
+#include "kernel/default_schedule.h"
 
 namespace rpa {
 

@@ -10,7 +10,7 @@
 #include "core/v3_inputs.h"
 #include "core/v3_params.h"
 #include "core/v3_result.h"
-#include "kernel/jax_kernel.h"
+#include "kernel/kernel_options.h"
 
 namespace rpa {
 

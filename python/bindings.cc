@@ -1,9 +1,10 @@
 // The compiled module of the Python package (rpa._rpa, DESIGN.md section 15): the top layer,
-// beside cli/, which nothing includes. It holds no logic of its own: it turns Python's
-// arrays into the library's Case (borrowing their memory), calls the functions the CLI
-// calls (validation, rpa run's and rpa check's case functions, the case-file reader and
-// writer, the generators), and turns Tensors back into numpy arrays. Option lists are the
-// CLI's own flags, parsed by parse_cli_args, so every option means what it means there.
+// beside cli/ (neither includes the other), which nothing includes. It holds no logic of its
+// own: it turns Python's arrays into the library's Case (borrowing their memory), calls the
+// service the commands call (validation, service/'s run and check of a case, the case-file
+// reader and writer, the generators), and turns Tensors back into numpy arrays. Option lists
+// are the commands' own flags, parsed by the service's parse_case_options, so every option
+// means what it means on the command line.
 //
 // Arrays cross as (dtype name, array): the package's Python side names numpy's or
 // ml_dtypes' dtype and hands over the bits (bfloat16 as uint16, float8 as uint8), never

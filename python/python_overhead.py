@@ -9,7 +9,7 @@
    the same calls one after the other: the speed-up is what releasing the GIL buys.
 
 Medians of --repeat runs, all in one process and one session (this machine is noisy).
-Usage: build/venv/bin/python bench/python_overhead.py [--repeat N] [--workload decode]
+Usage: build/venv/bin/python python/python_overhead.py [--repeat N] [--workload decode]
 """
 import argparse
 import json
