@@ -133,8 +133,10 @@ int64_t production_token_bytes(const ProductionSpec& s) {
 
 int64_t production_cache_token_bytes(const ProductionSpec& s) {
   const ProductionModel& m = s.shape();
-  const int64_t lanes = s.dialect == Dialect::kTpuInferenceV3 ? v3_align(m.head_dim, 128) : m.head_dim;
-  return 2 * m.kv_heads * lanes * dtype_size(s.kv_dtype);
+  if (!is_v3(s.dialect)) return 2 * m.kv_heads * m.head_dim * dtype_size(s.kv_dtype);
+  // The packed cache: heads padded to the packing, lanes to 128 (hd64: K and V share them).
+  return V3CacheLayout(s.dialect, s.kv_dtype, m.kv_heads, m.head_dim).token_stride() *
+         dtype_size(s.kv_dtype);
 }
 
 int64_t production_table_bytes(const ProductionSpec& s) {

@@ -158,7 +158,8 @@ inline constexpr int64_t kInt16PositionsBelowLen = 32752, kInt16PositionsPastLen
 // / 16, clamped to [16, 256].
 int64_t vllm_page_size(int64_t max_model_len);
 // Bytes a call's arrays take per padded token row (q, out and, for v3, the new K and V), and
-// per cached token (K and V of every kv head, kernel.py's lanes padded to 128).
+// per cached token (K and V of every kv head; v3's packed record as V3CacheLayout lays it
+// out, heads padded to the packing and lanes to 128).
 int64_t production_token_bytes(const ProductionSpec& s);
 int64_t production_cache_token_bytes(const ProductionSpec& s);
 // The arrays that grow with the slots and pages_per_seq (page_indices, kv_lens, cu_q_lens).

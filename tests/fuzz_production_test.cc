@@ -73,7 +73,7 @@ TEST(FuzzProduction, RandomBytesReachEveryDialectAndMutationsAndRoundTrip) {
 TEST(FuzzProduction, OnlySmallCallsDrawShapeMutations) {
   std::mt19937_64 rng(34);
   int large_mutated = 0, small_shape = 0;
-  for (int i = 0; i < 1500; ++i) {
+  for (int i = 0; i < 6000; ++i) {
     const ProductionValidateInput v = decode_production_validate(random_bytes(rng, 24 + static_cast<size_t>(rng() % 200)));
     const bool small = v.spec.memory_bytes() <= kProductionShapeMutationBytes;
     for (const props::MutationSpec& m : v.mutations) {
