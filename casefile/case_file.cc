@@ -405,7 +405,7 @@ class CaseBuilder {
       }
       dtype = *logical;
     }
-    out->emplace(dtype, std::move(a->shape), std::move(a->data));
+    out->emplace(dtype, std::move(a->shape), a->data);
     return "";
   }
 
@@ -437,7 +437,7 @@ class CaseBuilder {
       return member_prefix(stem) + std::string(stem) + " must be a 0-d integer array, holds " +
              a->describe();
     }
-    const Tensor t(a->dtype, Shape{}, std::move(a->data));
+    const Tensor t(a->dtype, Shape{}, a->data);
     const int64_t v = t.int_at(0);
     // int_at wraps uint64 values above INT64_MAX to negatives.
     if (a->dtype == DType::kUInt64 && v < 0) {
@@ -456,7 +456,7 @@ class CaseBuilder {
       return member_prefix(stem) + std::string(stem) +
              " must be an integer array of shape (4,), holds " + a->describe();
     }
-    const Tensor t(a->dtype, Shape{4}, std::move(a->data));
+    const Tensor t(a->dtype, Shape{4}, a->data);
     V3BlockSizes v{};
     for (int64_t i = 0; i < 4; ++i) {
       v[static_cast<size_t>(i)] = t.int_at(i);

@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "core/shared_zeros.h"
+
 namespace rpa {
 
 int64_t shape_numel(const Shape& shape) {
@@ -43,12 +45,13 @@ Tensor::Tensor(DType dtype, Shape shape)
       shape_(std::move(shape)),
       bytes_(static_cast<size_t>(shape_numel(checked(shape_)) * dtype_size(dtype))) {}
 
-Tensor::Tensor(DType dtype, Shape shape, std::vector<std::byte> bytes)
-    : dtype_(dtype), shape_(std::move(shape)), bytes_(std::move(bytes)) {
+Tensor::Tensor(DType dtype, Shape shape, std::span<const std::byte> bytes)
+    : dtype_(dtype), shape_(std::move(shape)) {
   checked(shape_);
-  if (static_cast<int64_t>(bytes_.size()) != shape_numel(shape_) * dtype_size(dtype_)) {
+  if (static_cast<int64_t>(bytes.size()) != shape_numel(shape_) * dtype_size(dtype_)) {
     throw std::invalid_argument("Tensor: byte count does not match shape " + shape_repr(shape_));
   }
+  bytes_ = ByteBuffer(bytes.data(), bytes.size());
 }
 
 Tensor Tensor::borrow(DType dtype, Shape shape, const std::byte* data) {
@@ -61,9 +64,14 @@ Tensor Tensor::borrow(DType dtype, Shape shape, const std::byte* data) {
   return t;
 }
 
+Tensor Tensor::shared_zeros(DType dtype, Shape shape) {
+  const int64_t n = shape_numel(checked(shape)) * dtype_size(dtype);
+  return borrow(dtype, std::move(shape), rpa::shared_zeros(static_cast<size_t>(n)));
+}
+
 std::byte* Tensor::data() {
   if (borrowed_ != nullptr) {
-    bytes_.assign(borrowed_, borrowed_ + nbytes());
+    bytes_ = ByteBuffer(borrowed_, static_cast<size_t>(nbytes()));
     borrowed_ = nullptr;
   }
   return bytes_.data();
@@ -158,6 +166,16 @@ void Tensor::set_float(int64_t i, double v) {
     default:
       if (!dtype_is_float(dtype_)) throw std::logic_error("Tensor::set_float on an integer array");
       return store_float(dtype_, data(), i, static_cast<float>(v));
+  }
+}
+
+void Tensor::fill_float(int64_t begin, int64_t end, double v) {
+  if (begin >= end) return;
+  set_float(begin, v);
+  const int64_t size = dtype_size(dtype_);
+  std::byte* p = data();
+  for (int64_t e = begin + 1; e < end; ++e) {
+    std::memcpy(p + e * size, p + begin * size, static_cast<size_t>(size));
   }
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/byte_buffer.h"
 #include "core/dtype.h"
 
 namespace rpa {
@@ -35,10 +36,11 @@ class Tensor {
   // A 0-d float32 holding 0.0: one element with its storage, like any 0-d array (a Case
   // holds one dialect's arrays and leaves the other's default, and compares them all).
   Tensor() : bytes_(sizeof(float)) {}
-  // Zero-filled. Throws std::invalid_argument on a negative dimension.
+  // Zero-filled (core/byte_buffer.h: a large array's pages stay untouched until written).
+  // Throws std::invalid_argument on a negative dimension.
   Tensor(DType dtype, Shape shape);
-  // Takes raw little-endian bytes; bytes.size() must equal numel * dtype_size.
-  Tensor(DType dtype, Shape shape, std::vector<std::byte> bytes);
+  // Copies raw little-endian bytes; bytes.size() must equal numel * dtype_size.
+  Tensor(DType dtype, Shape shape, std::span<const std::byte> bytes);
 
   // A tensor over memory it does not own (a numpy array handed over by the Python package):
   // no copy is made, and the caller keeps `data` alive and unchanged for as long as this
@@ -46,6 +48,10 @@ class Tensor {
   // set_int, set_float) copies it into owned storage. Throws std::invalid_argument on a
   // negative dimension.
   static Tensor borrow(DType dtype, Shape shape, const std::byte* data);
+  // Zeros borrowed from the process-wide read-only mapping (core/shared_zeros.h): reads see
+  // zeros and no memory is allocated or touched; the first mutable access copies them into
+  // owned storage like any borrowed tensor's. Equal (==) to Tensor(dtype, shape).
+  static Tensor shared_zeros(DType dtype, Shape shape);
   static Tensor from_int32(Shape shape, std::span<const int32_t> values);
   static Tensor from_floats(DType dtype, Shape shape, std::span<const float> values);
 
@@ -69,6 +75,9 @@ class Tensor {
   // Element i of a float array (any float dtype, float64 included) as double.
   double float_at(int64_t i) const;
   void set_float(int64_t i, double v);  // rounds to the dtype
+  // Elements [begin, end) of a float array set to v, each as set_float sets it (the first one
+  // rounded, its bytes copied to the others: a cache's filler costs a copy per element).
+  void fill_float(int64_t begin, int64_t end, double v);
 
   TensorView view() const;
 
@@ -78,7 +87,7 @@ class Tensor {
  private:
   DType dtype_ = DType::kFloat32;
   Shape shape_;
-  std::vector<std::byte> bytes_;
+  ByteBuffer bytes_;
   const std::byte* borrowed_ = nullptr;  // set: the data lives there, bytes_ is empty
 };
 

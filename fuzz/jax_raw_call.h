@@ -177,7 +177,7 @@ void array_contents(Io& io, Tensor& t, DType dtype, const Shape& shape) {
   if (dtype == DType::kBool) {
     for (std::byte& b : bytes) b &= std::byte{1};
   }
-  t = Tensor(dtype, shape, std::move(bytes));
+  t = Tensor(dtype, shape, bytes);
 }
 
 }  // namespace raw_detail
