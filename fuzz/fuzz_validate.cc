@@ -4,7 +4,7 @@
 // An input tagged v3 (target_inputs.h: kV3Tag) is a generated tpu-inference v3 case (either
 // dialect) with 0-2 named v3 mutations instead, checked by the v3 spec model's entry point
 // (properties/v3_spec_model.h: check_v3_validation, both modes' rule and exact message, and
-// v3_validate_all's first failure). An input tagged production (kProductionTag) is a
+// v3_validate_all's first failure), materialized with zeros as the jax cases are. An input tagged production (kProductionTag) is a
 // production call of any dialect (properties/production.h) with 0-2 named mutations,
 // materialized with zeros and checked the same way.
 #include <cstdint>
@@ -40,6 +40,24 @@ using namespace rpa;
   std::abort();
 }
 
+// The recipe's bounds hold for what it materialized (before any mutation): memory_bytes() is
+// the arrays' bytes, and at most kProductionMemoryBytes. The zeros allocate nothing, so the
+// target's allocation limit no longer catches a call past the bound (it once caught an hd64
+// cache counted at a quarter of its size): this does, on every production input.
+template <class In>
+void check_held_bytes(const props::ProductionSpec& s, const In& in, const std::string& replay) {
+  const int64_t held = props::held_bytes(in), formula = s.memory_bytes();
+  if (std::abs(held - formula) > props::memory_bytes_slack(s) ||
+      formula > props::kProductionMemoryBytes) {
+    std::fprintf(stderr,
+                 "fuzz_validate (production): the call holds %lld bytes, memory_bytes() says "
+                 "%lld, the bound is %lld\n%s",
+                 static_cast<long long>(held), static_cast<long long>(formula),
+                 static_cast<long long>(props::kProductionMemoryBytes), replay.c_str());
+    std::abort();
+  }
+}
+
 // A production call (target_inputs.h: kProductionTag), materialized with zeros.
 void check_production(const fuzz::ProductionValidateInput& v) {
   const std::string replay = "production call " + props::production_spec_hex(v.spec) + "\n" +
@@ -47,7 +65,9 @@ void check_production(const fuzz::ProductionValidateInput& v) {
   if (v.spec.dialect == Dialect::kJax) {
     props::CaseSpec c = props::production_case(v.spec);
     c.mutations = v.mutations;
-    const props::Materialized m = props::materialize(c, props::Contents::kZeros);
+    props::Materialized m = props::materialize_valid(c, props::Contents::kZeros);
+    check_held_bytes(v.spec, m.inputs, replay);
+    props::apply_mutations(c, m);
     for (Mode mode : {Mode::kStrict, Mode::kJax}) {
       const std::optional<Failure> want = props::expected_failure(m, mode);
       const fuzz::ValidationCheck got = fuzz::check_validation(m.inputs, m.params, {.mode = mode});
@@ -65,6 +85,7 @@ void check_production(const fuzz::ProductionValidateInput& v) {
   }
   const props::V3CaseSpec c = props::production_v3_case(v.spec);
   props::V3MutatedCase m{props::materialize_v3(c, props::Contents::kZeros), {}};
+  check_held_bytes(v.spec, m.call.inputs, replay);
   for (const props::V3Mutation& mutation : v.v3_mutations) {
     props::apply_v3_mutation(mutation, c, m.call, m.declared);
   }
@@ -85,7 +106,8 @@ int rpa::fuzz::fuzz_validate(const uint8_t* data, size_t size) {
   if (const auto v3 = fuzz::v3_payload(std::span<const uint8_t>(data, size))) {
     const fuzz::V3ValidateInput v = fuzz::decode_v3_validate(*v3);
     std::string why;
-    if (!props::check_v3_validation(v.spec, v.mutations, &why)) {
+    // Validation reads no q, k, v or cache data: leave them zero (the sink keeps its data).
+    if (!props::check_v3_validation(v.spec, v.mutations, &why, props::Contents::kZeros)) {
       std::fprintf(stderr, "fuzz_validate (v3): %s\n", why.c_str());
       std::abort();
     }

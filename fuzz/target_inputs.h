@@ -142,7 +142,8 @@ V3ValidateInput decode_v3_validate(std::span<const uint8_t> payload);
 // for 2 float8 ones), so calls over kProductionShapeMutationBytes draw parameter mutations
 // only: the target's 512 MB allocation limit holds. Validation reads shapes,
 // index arrays and keywords alone, so the target materializes the call with zeros
-// (Contents::kZeros): a call of up to 256 MiB costs its allocation, not its data. The jax
+// (Contents::kZeros, Tensor::shared_zeros): a call of up to 256 MiB allocates only its index
+// arrays, and the target checks the bound itself (held_bytes against memory_bytes()). The jax
 // and v3 inputs never start with it (`rpa_fuzz_seeds check`).
 inline constexpr uint8_t kProductionTag[2] = {'P', 'R'};
 inline constexpr int64_t kProductionShapeMutationBytes = int64_t{16} << 20;

@@ -83,17 +83,20 @@ void fill_data(const CaseSpec& s, Inputs& in) {
 
   const int64_t defined_q = s.total_q_len() * Hq * D;
   const double q_garbage = garbage_for(s.q_dtype);
-  for (int64_t e = 0; e < in.q.numel(); ++e)
-    in.q.set_float(e, e < defined_q ? draw.next() : q_garbage);
+  const int64_t q_elems = in.q.numel();
+  for (int64_t e = 0; e < std::min(defined_q, q_elems); ++e) in.q.set_float(e, draw.next());
+  in.q.fill_float(defined_q, q_elems, q_garbage);
 
   const std::vector<bool> read = read_kv_slots(s);
   const int64_t token_elems = Hc * D;
   const double kv_garbage = garbage_for(s.kv_dtype);
   for (size_t slot = 0; slot < read.size(); ++slot) {
     const int64_t base = static_cast<int64_t>(slot) * token_elems;
-    for (int64_t e = 0; e < token_elems; ++e) {
-      in.kv_pages.set_float(base + e, read[slot] ? draw.next() : kv_garbage);
+    if (!read[slot]) {
+      in.kv_pages.fill_float(base, base + token_elems, kv_garbage);
+      continue;
     }
+    for (int64_t e = 0; e < token_elems; ++e) in.kv_pages.set_float(base + e, draw.next());
   }
 }
 
@@ -117,9 +120,14 @@ Materialized materialize_valid(const CaseSpec& s, Contents contents) {
   Inputs& in = m.inputs;
   const int64_t T = s.max_num_batched_tokens, Hq = s.num_q_heads(), D = s.head_dim;
   const int64_t Hc = 2 * s.num_kv_heads, N = s.max_num_seqs;
-  in.q = Tensor(s.q_dtype, {T, Hq, D});
-  in.kv_pages = Tensor(s.kv_dtype, {s.num_pages, s.page_size, Hc, D});
-  if (contents == Contents::kData) fill_data(s, in);
+  if (contents == Contents::kData) {
+    in.q = Tensor(s.q_dtype, {T, Hq, D});
+    in.kv_pages = Tensor(s.kv_dtype, {s.num_pages, s.page_size, Hc, D});
+    fill_data(s, in);
+  } else {
+    in.q = Tensor::shared_zeros(s.q_dtype, {T, Hq, D});
+    in.kv_pages = Tensor::shared_zeros(s.kv_dtype, {s.num_pages, s.page_size, Hc, D});
+  }
 
   std::vector<int64_t> kv_lens, cu_q_lens{0};
   for (const SeqSpec& q : s.seqs) {

@@ -18,7 +18,8 @@ struct Materialized {
 };
 
 // What goes into q and kv_pages. Validation never reads them, so a caller that only
-// validates (fuzz_validate) can skip drawing them and leave both zero.
+// validates (fuzz_validate) can skip drawing them: kZeros makes both Tensor::shared_zeros,
+// zeros that allocate nothing (core/shared_zeros.h) until something writes to them.
 enum class Contents : uint8_t { kData, kZeros };
 
 // Builds the valid case, then applies the spec's mutations (apply_mutations).

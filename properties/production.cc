@@ -213,6 +213,27 @@ int64_t ProductionSpec::memory_bytes() const {
          std::max<int64_t>(pages, 1) * page_size * production_cache_token_bytes(*this);
 }
 
+int64_t held_bytes(const Inputs& in) {
+  int64_t n = in.q.nbytes();  // the output
+  for (const Tensor* t : {&in.q, &in.kv_pages, &in.kv_lens, &in.page_indices, &in.cu_q_lens,
+                          &in.num_seqs}) {
+    n += t->nbytes();
+  }
+  return n;
+}
+
+int64_t held_bytes(const V3Inputs& in) {
+  int64_t n = in.queries.nbytes();  // the output
+  for (const Tensor* t : {&in.queries, &in.keys, &in.values, &in.kv_cache, &in.kv_lens,
+                          &in.page_indices, &in.cu_q_lens, &in.distribution}) {
+    n += t->nbytes();
+  }
+  if (in.attention_sink) n += in.attention_sink->nbytes();
+  return n;
+}
+
+int64_t memory_bytes_slack(const ProductionSpec& s) { return 4 * s.shape().q_heads + 64; }
+
 namespace {
 
 // The pool's pages in use, in order or shuffled by the recipe's seed.

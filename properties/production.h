@@ -26,6 +26,8 @@
 
 #include "core/dialect.h"
 #include "core/dtype.h"
+#include "core/jax_inputs.h"
+#include "core/v3_inputs.h"
 #include "properties/jax_build_case.h"
 #include "properties/jax_case_spec.h"
 #include "properties/v3_case_spec.h"
@@ -120,6 +122,15 @@ ProductionSpec build_production(Source& source, Dialect d) {
   visit_production(source, s, d);
   return s;
 }
+
+// The bytes a materialized call holds: its input arrays and the output a kernel writes (q's
+// shape and dtype). ProductionSpec::memory_bytes() is this count's formula, to within
+// memory_bytes_slack(): the tables' scalars (num_seqs, distribution) and the sinks, which
+// the formula leaves out. fuzz_validate checks the two on every production input (its zeros
+// allocate nothing, so the allocation limit no longer checks the bound for it).
+int64_t held_bytes(const Inputs& in);
+int64_t held_bytes(const V3Inputs& in);
+int64_t memory_bytes_slack(const ProductionSpec& s);
 
 // The call a recipe names, in its dialect family's case spec.
 CaseSpec production_case(const ProductionSpec& s);      // s.dialect == kJax

@@ -83,52 +83,66 @@ V3Materialized materialize_v3(const V3CaseSpec& s, Contents contents) {
     cu[static_cast<size_t>(k)] =
         s.garbage ? static_cast<int32_t>(data.garbage_int(tokens + 1)) : used_rows;
   }
-  // The page pool, in order or shuffled, handed out sequence by sequence.
-  std::vector<int32_t> pool(static_cast<size_t>(pages));
-  std::iota(pool.begin(), pool.end(), 0);
+  // The page pool, in order or shuffled, handed out sequence by sequence (a production call's
+  // table holds up to 4M entries: written in place, and unused entries left as allocated,
+  // zero, unless they hold garbage).
+  std::vector<int32_t> pool;
   if (s.page_shuffle_seed != 0) {
+    pool.resize(static_cast<size_t>(pages));
+    std::iota(pool.begin(), pool.end(), 0);
     DataStream shuffle(static_cast<uint64_t>(s.page_shuffle_seed));
     for (int64_t i = pages - 1; i > 0; --i) {
       std::swap(pool[static_cast<size_t>(i)], pool[static_cast<size_t>(shuffle.below(i + 1))]);
     }
   }
-  std::vector<int32_t> page_indices(static_cast<size_t>(slots * pps), 0);
-  size_t next_page = 0;
+  in.page_indices = Tensor(DType::kInt32, {slots * pps});
+  int32_t* page_indices = reinterpret_cast<int32_t*>(in.page_indices.data());
+  int32_t next_page = 0;
   for (int64_t k = 0; k < slots; ++k) {
     const int64_t used = k < n ? (s.seqs[static_cast<size_t>(k)].kv_len + ps - 1) / ps : 0;
-    for (int64_t j = 0; j < pps; ++j) {
-      int32_t& e = page_indices[static_cast<size_t>(k * pps + j)];
-      if (j < used) {
-        e = pool[next_page++];
-      } else {
-        e = s.garbage ? static_cast<int32_t>(data.garbage_int(pages)) : 0;
-      }
+    int32_t* row = page_indices + k * pps;
+    for (int64_t j = 0; j < used; ++j, ++next_page) {
+      row[j] = pool.empty() ? next_page : pool[static_cast<size_t>(next_page)];
+    }
+    if (s.garbage) {
+      for (int64_t j = used; j < pps; ++j) row[j] = static_cast<int32_t>(data.garbage_int(pages));
     }
   }
   in.kv_lens = Tensor::from_int32({slots}, kv_lens);
-  in.page_indices = Tensor::from_int32({slots * pps}, page_indices);
   in.cu_q_lens = Tensor::from_int32({slots + 1}, cu);
   const int32_t i = static_cast<int32_t>(s.num_decode);
   const int32_t j = static_cast<int32_t>(s.num_decode + s.num_prefill);
   in.distribution = Tensor::from_int32({3}, std::vector<int32_t>{i, j, static_cast<int32_t>(n)});
 
+  // The sink, which hd64's strict validation reads (NaN and +inf are its rule's values), is
+  // drawn with data whatever the contents: hq floats.
+  auto draw_sink = [&] {
+    if (s.sink == V3Sink::kNone) return;
+    std::vector<float> sink(static_cast<size_t>(hq));
+    for (int64_t h = 0; h < hq; ++h) {
+      const bool inf = s.sink == V3Sink::kWithInfs && (h == 0 || data.below(3) == 0);
+      sink[static_cast<size_t>(h)] = inf ? -std::numeric_limits<float>::infinity() : data.normal();
+    }
+    in.attention_sink = Tensor::from_floats(DType::kFloat32, {hq}, sink);
+  };
+
   if (contents == Contents::kZeros) {
     const V3CacheLayout layout(s.dialect, s.kv_dtype, hkv, d);
-    in.queries = Tensor(s.q_dtype, {tokens, hq, d});
-    in.keys = Tensor(s.kv_dtype, {tokens, hkv, d});
-    in.values = Tensor(s.kv_dtype, {tokens, hkv, d});
-    in.kv_cache = Tensor(s.kv_dtype, layout.cache_shape(pages, ps));
-    if (s.sink != V3Sink::kNone) in.attention_sink = Tensor(DType::kFloat32, {hq});
+    in.queries = Tensor::shared_zeros(s.q_dtype, {tokens, hq, d});
+    in.keys = Tensor::shared_zeros(s.kv_dtype, {tokens, hkv, d});
+    in.values = Tensor::shared_zeros(s.kv_dtype, {tokens, hkv, d});
+    in.kv_cache = Tensor::shared_zeros(s.kv_dtype, layout.cache_shape(pages, ps));
+    draw_sink();
     return m;
   }
 
-  // q, k, v: data on the rows sequences own, garbage below.
+  // q, k, v: data on the rows sequences own, garbage below (a fresh tensor is zero already).
   auto rows = [&](DType t, int64_t heads) {
     Tensor x(t, {tokens, heads, d});
-    for (int64_t e = 0; e < x.numel(); ++e) {
-      const bool used = e / (heads * d) < used_rows;
-      store_float(t, x.data(), e, used ? round_to(t, data.normal()) : filler);
-    }
+    std::byte* out = x.data();
+    const int64_t used = used_rows * heads * d;
+    for (int64_t e = 0; e < used; ++e) store_float(t, out, e, round_to(t, data.normal()));
+    if (filler != 0.0f) x.fill_float(used, x.numel(), filler);
     return x;
   };
   in.queries = rows(s.q_dtype, hq);
@@ -142,18 +156,16 @@ V3Materialized materialize_v3(const V3CaseSpec& s, Contents contents) {
   const V3CacheLayout layout(s.dialect, s.kv_dtype, hkv, d);
   in.kv_cache = Tensor(s.kv_dtype, layout.cache_shape(pages, ps));
   std::byte* cache = in.kv_cache.data();
-  for (int64_t e = 0; e < in.kv_cache.numel(); ++e) store_float(s.kv_dtype, cache, e, filler);
+  if (filler != 0.0f) in.kv_cache.fill_float(0, in.kv_cache.numel(), filler);
   for (int64_t k = 0; k < n; ++k) {
     const V3SeqSpec& q = s.seqs[static_cast<size_t>(k)];
     const int64_t first_new = q.kv_len - q.q_len;
     for (int64_t pos = 0; pos < q.kv_len; ++pos) {
       const bool is_new = pos >= first_new;
       if (is_new && s.params.update_kv_cache) continue;
-      const int64_t page = page_indices[static_cast<size_t>(k * pps + pos / ps)];
+      const int64_t page = page_indices[k * pps + pos / ps];
       const int64_t base = layout.token_offset(page, pos % ps, ps);
-      for (int64_t e = 0; e < layout.token_stride(); ++e) {
-        store_float(s.kv_dtype, cache, base + e, 0.0f);
-      }
+      if (filler != 0.0f) in.kv_cache.fill_float(base, base + layout.token_stride(), 0.0);
       const int64_t row = cu[static_cast<size_t>(k)] + (pos - first_new);
       for (int64_t h = 0; h < hkv; ++h) {
         for (int64_t c = 0; c < d; ++c) {
@@ -172,14 +184,7 @@ V3Materialized materialize_v3(const V3CaseSpec& s, Contents contents) {
     }
   }
 
-  if (s.sink != V3Sink::kNone) {
-    std::vector<float> sink(static_cast<size_t>(hq));
-    for (int64_t h = 0; h < hq; ++h) {
-      const bool inf = s.sink == V3Sink::kWithInfs && (h == 0 || data.below(3) == 0);
-      sink[static_cast<size_t>(h)] = inf ? -std::numeric_limits<float>::infinity() : data.normal();
-    }
-    in.attention_sink = Tensor::from_floats(DType::kFloat32, {hq}, sink);
-  }
+  draw_sink();
   return m;
 }
 

@@ -21,9 +21,10 @@ struct V3Materialized {
 // cu_q_lens[k], cache slots past kv_len and spare pages, page_indices / kv_lens /
 // cu_q_lens entries of unused slots) is NaN and garbage integers, or zeros without
 // spec.garbage.
-// Contents::kZeros (jax_materialize.h): q, keys, values and the cache left zero, for a caller that
-// only validates (fuzz_validate's production calls, up to 256 MiB of arrays); the index arrays
-// are the same as with data.
+// Contents::kZeros (jax_materialize.h): q, keys, values and the cache are Tensor::shared_zeros,
+// which allocate nothing, for a caller that only validates (fuzz_validate, whose production
+// calls hold up to 256 MiB of arrays); the index arrays are the same as with data, and the
+// sink (which hd64's validation reads) is drawn as with data.
 V3Materialized materialize_v3(const V3CaseSpec& spec, Contents contents = Contents::kData);
 
 }  // namespace rpa::props

@@ -7,8 +7,9 @@
 
 namespace rpa::props {
 
-V3MutatedCase mutate_v3(const V3CaseSpec& spec, std::span<const V3Mutation> mutations) {
-  V3MutatedCase m{materialize_v3(spec), {}};
+V3MutatedCase mutate_v3(const V3CaseSpec& spec, std::span<const V3Mutation> mutations,
+                        Contents contents) {
+  V3MutatedCase m{materialize_v3(spec, contents), {}};
   for (const V3Mutation& mutation : mutations) {
     apply_v3_mutation(mutation, spec, m.call, m.declared);
   }
@@ -61,14 +62,14 @@ std::string case_report(const V3CaseSpec& spec, std::span<const V3Mutation> muta
 }  // namespace
 
 bool check_v3_validation(const V3CaseSpec& spec, std::span<const V3Mutation> mutations,
-                         std::string* why) {
+                         std::string* why, Contents contents) {
   if (!v3_mutations_compose(spec, mutations)) {
     if (why != nullptr) {
       *why = case_report(spec, mutations) + "  the mutations do not compose on this case";
     }
     return false;
   }
-  return check_v3_mutated(spec, mutations, mutate_v3(spec, mutations), why);
+  return check_v3_mutated(spec, mutations, mutate_v3(spec, mutations, contents), why);
 }
 
 bool check_v3_mutated(const V3CaseSpec& spec, std::span<const V3Mutation> mutations,

@@ -24,9 +24,10 @@ struct V3MutatedCase {
   std::vector<V3Declared> declared;
 };
 
-// materialize_v3(spec), then each mutation in order. The mutations must compose
+// materialize_v3(spec, contents), then each mutation in order. The mutations must compose
 // (v3_mutations_compose).
-V3MutatedCase mutate_v3(const V3CaseSpec& spec, std::span<const V3Mutation> mutations);
+V3MutatedCase mutate_v3(const V3CaseSpec& spec, std::span<const V3Mutation> mutations,
+                        Contents contents = Contents::kData);
 
 // The first declared failure of the mode (Mode::kJax: the dialect's native mode) in its
 // check order, or nullopt: the verdict v3_validate must give.
@@ -47,9 +48,12 @@ std::string describe_v3_mutations(std::span<const V3Mutation> mutations);
 // replay line (rpa gen --dialect D --spec v3:HEX), the mutations and, per mode, what the
 // model and the validator said. Mutations that do not compose (v3_mutations_compose: one
 // that does not apply to spec, two kShape ones, two of a group) are a caller's error:
-// false, with *why saying so.
+// false, with *why saying so. Validation reads shapes, dtypes, the index arrays, the
+// keywords and the sink, never q, k, v or the cache's values: a caller may ask for
+// Contents::kZeros (v3_materialize.h), which leaves those zero and untouched, and gets the
+// same verdicts for less (fuzz_validate does).
 bool check_v3_validation(const V3CaseSpec& spec, std::span<const V3Mutation> mutations,
-                         std::string* why);
+                         std::string* why, Contents contents = Contents::kData);
 // The same for a case already mutated (mutate_v3(spec, mutations), or a copy of one
 // materialization with the mutations applied: what a caller trying many mutations on one
 // case does to materialize it once).
