@@ -37,7 +37,13 @@ V3Comparison compare_arrays(Dialect d, const V3Inputs& in, const Tensor& want_ou
   const auto size = static_cast<size_t>(dtype_size(kv_dtype));
   const V3CacheLayout layout(d, kv_dtype, in.keys.dim(1), in.queries.dim(2));
   const int64_t page_size = want_cache.dim(1), stride = layout.token_stride();
-  for (int64_t e = 0; e < want_cache.numel(); ++e) {
+  // One memcmp of the whole cache first: equal is the usual case, and an element-wise memcmp
+  // under ASan costs a call and a region check per element.
+  const int64_t cache_elems = want_cache.numel();
+  const bool cache_same = cache_elems == 0 ||
+                          std::memcmp(kv_cache_out.data(), want_cache.data(),
+                                      static_cast<size_t>(cache_elems) * size) == 0;
+  for (int64_t e = 0; !cache_same && e < cache_elems; ++e) {
     if (std::memcmp(kv_cache_out.data() + static_cast<size_t>(e) * size,
                     want_cache.data() + static_cast<size_t>(e) * size, size) == 0) {
       continue;
@@ -185,14 +191,16 @@ std::vector<double> v3_schedule_tolerance(Dialect d, const V3Inputs& in, const V
   const auto widen = [](double acc, double x) { return std::isnan(x) ? acc : std::max(acc, std::fabs(x)); };
   for (const Tensor* t : {&in.kv_cache, &literal.kv_cache}) {
     const int64_t stride = layout.token_stride(), lanes = layout.padded_head_dim();
-    for (int64_t e = 0; e < t->numel(); ++e) {
+    const int64_t elems = t->numel();
+    for (int64_t e = 0; e < elems; ++e) {
       const int64_t off = e % stride;
       const bool value = hd64 ? off % 128 >= 64 : (off / lanes) % 2 == 1;
       (value ? max_v : max_k) = widen(value ? max_v : max_k, t->float_at(e));
     }
   }
-  for (int64_t e = 0; e < in.values.numel(); ++e) max_v = widen(max_v, in.values.float_at(e));
-  for (int64_t e = 0; e < in.keys.numel(); ++e) max_k = widen(max_k, in.keys.float_at(e));
+  const int64_t v_elems = in.values.numel(), k_elems = in.keys.numel();
+  for (int64_t e = 0; e < v_elems; ++e) max_v = widen(max_v, in.values.float_at(e));
+  for (int64_t e = 0; e < k_elems; ++e) max_k = widen(max_k, in.keys.float_at(e));
   const double M = max_v * std::fabs(p.v_scale.value_or(1.0));
   const AttentionMath math = attention_math(d, p, q_dtype);
   double max_q1 = 0.0;
@@ -234,8 +242,9 @@ std::vector<double> v3_schedule_tolerance(Dialect d, const V3Inputs& in, const V
       }
     }
   }
-  std::vector<double> allowed(static_cast<size_t>(in.queries.numel()));
-  for (int64_t e = 0; e < in.queries.numel(); ++e) {
+  const int64_t q_elems = in.queries.numel();
+  std::vector<double> allowed(static_cast<size_t>(q_elems));
+  for (int64_t e = 0; e < q_elems; ++e) {
     const double w = std::fabs(literal.out.float_at(e));
     const double want = std::isfinite(w) ? w : 0.0;
     const double n = steps[static_cast<size_t>(e / (Hq * D))];
