@@ -139,10 +139,14 @@ void v3_accumulation_bound(const V3AccumulationRow& row, V3Blocking b, DType acc
       const double e_t = std::expm1(k.logit * (*row.logit_error)[ui] +
                                     k.exp * (kExp + kU32 * std::fabs(s[ui] - m)));
       e_max = std::max(e_max, e_t);
+      // Branch-free, so that it vectorizes over c: adding +0.0 to the other part changes no
+      // bit (both parts are sums of non-negative terms from +0.0).
       for (int64_t c = 0; c < D; ++c) {
         const double v = at(u, c);
+        const double part = p * std::fabs(v);
         pv[static_cast<size_t>(c)] += p * v;
-        (v > 0.0 ? pos : neg)[static_cast<size_t>(c)] += p * std::fabs(v);
+        pos[static_cast<size_t>(c)] += v > 0.0 ? part : 0.0;
+        neg[static_cast<size_t>(c)] += v > 0.0 ? 0.0 : part;
         W[static_cast<size_t>(c)] += p * e_t * std::fabs(v - row.out[c]);
       }
     }

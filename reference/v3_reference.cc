@@ -191,7 +191,13 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
   const int64_t group = z.hq / z.hkv;
   const int64_t num_seqs = in.distribution.int_at(2);
 
-  std::vector<double> k, v, q, logit, dot_scale, a, w, exact;
+  // Scratch, allocated once. The loops below keep each sum's order (over c for a dot, over t
+  // for a column), but run many sums side by side: the dots of all keys over K transposed,
+  // the columns of p.V together, so they vectorize and the bits stay those of one sum at a
+  // time.
+  std::vector<double> k, kt, v, q, logit, dot_scale, a, w, exact, dots, abs_dots, apart;
+  std::vector<double> col_o, col_xs, col_ref, col_spread;
+  std::vector<bool> masked, exp_apart;
   for (int64_t i = 0; i < num_seqs; ++i) {
     const int64_t q0 = in.cu_q_lens.int_at(i), q_len = in.cu_q_lens.int_at(i + 1) - q0;
     const int64_t kv_len = in.kv_lens.int_at(i);
@@ -203,6 +209,7 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
       // K and V of this kv head, read in place from the updated cache.
       k.assign(len * static_cast<size_t>(z.d), 0.0);
       v.assign(k.size(), 0.0);
+      kt.assign(k.size(), 0.0);
       double max_v = 0.0;
       for (int64_t t = 0; t < kv_len; ++t) {
         const int64_t page = in.page_indices.int_at(i * z.pps + t / z.page_size);
@@ -210,6 +217,7 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
         for (int64_t c = 0; c < z.d; ++c) {
           const auto at = static_cast<size_t>(t * z.d + c);
           k[at] = load_flushed(kv_dtype, cache, base + layout.k_offset(kh) + c);
+          kt[static_cast<size_t>(c) * len + static_cast<size_t>(t)] = k[at];
           v[at] = load_flushed(kv_dtype, cache, base + layout.v_offset(kh) + c);
           const double mag = std::fabs(v[at] * v_scale);
           if (std::isfinite(mag)) max_v = std::max(max_v, mag);
@@ -242,16 +250,23 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
           // semantics, whether a float32 implementation could round it differently.
           logit.assign(len, 0.0);
           dot_scale.assign(len, 0.0);
-          std::vector<bool> masked(len, false);
+          masked.assign(len, false);
           bool scores_determined = true;
-          for (int64_t t = 0; t < kv_len; ++t) {
-            double dot = 0.0, abs_dot = 0.0;
-            for (int64_t c = 0; c < z.d; ++c) {
-              const double prod = q[static_cast<size_t>(c)] * k[static_cast<size_t>(t * z.d + c)];
-              dot += prod;
-              abs_dot += std::fabs(prod);
+          // q . K_t and sum_c |q_c K_tc| for every t, each summed over c in order.
+          dots.assign(len, 0.0);
+          abs_dots.assign(len, 0.0);
+          for (int64_t c = 0; c < z.d; ++c) {
+            const double qc = q[static_cast<size_t>(c)];
+            const double* kc = kt.data() + static_cast<size_t>(c) * len;
+            for (size_t t = 0; t < len; ++t) {
+              const double prod = qc * kc[t];
+              dots[t] += prod;
+              abs_dots[t] += std::fabs(prod);
             }
+          }
+          for (int64_t t = 0; t < kv_len; ++t) {
             const auto ti = static_cast<size_t>(t);
+            const double dot = dots[ti], abs_dot = abs_dots[ti];
             masked[ti] = (math.causal && q_pos < t) || (window && q_pos - *p.sliding_window >= t);
             double x;
             if (kernel) {
@@ -294,7 +309,7 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
             // its float32 order's; the quotient where an input may differ. Each such rounding
             // is one bfloat16 ulp, 2^(1 - prec) relative.
             const double ulp = std::ldexp(1.0, 1 - dtype_precision_bits(score_dtype));
-            std::vector<bool> exp_apart(len, false);
+            exp_apart.assign(len, false);
             double sum = 0.0;
             for (size_t t = 0; t < len; ++t) {
               const double shifted =
@@ -341,7 +356,7 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
           // The reference casts p to the KV dtype; per token, how far the cast weights may be
           // apart: 0 where both land on the same value, else the difference before plus one
           // ulp of the KV dtype.
-          std::vector<double> apart(len, 0.0);
+          apart.assign(len, 0.0);
           if (!kernel) {
             for (size_t t = 0; t < len; ++t) {
               const double r_t = a[t] + a_bar + row_rel;
@@ -356,15 +371,38 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
             }
           }
           exact.assign(static_cast<size_t>(z.d), 0.0);
+          // Per column c: o = sum_t w_t V_tc, xs = sum_t w_t |V_tc|, and (reference semantics)
+          // e_ref = sum_t apart_t |V_tc|, each over t in order.
+          const auto dd = static_cast<size_t>(z.d);
+          col_o.assign(dd, 0.0);
+          col_xs.assign(dd, 0.0);
+          col_ref.assign(dd, 0.0);
+          for (size_t t = 0; t < len; ++t) {
+            const double wt = w[t], at = apart[t];
+            const double* vrow = v.data() + t * dd;
+            for (size_t c = 0; c < dd; ++c) {
+              col_o[c] += wt * vrow[c];
+              col_xs[c] += wt * std::fabs(vrow[c]);
+            }
+            if (!kernel) {
+              for (size_t c = 0; c < dd; ++c) col_ref[c] += at * std::fabs(vrow[c]);
+            }
+          }
+          // Kernel semantics: spread_c = sum_t w_t (a_t + a_bar) |V_tc v_scale - o_c v_scale|.
+          col_spread.assign(dd, 0.0);
+          if (kernel) {
+            for (size_t t = 0; t < len; ++t) {
+              const double coef = w[t] * (a[t] + a_bar);
+              const double* vrow = v.data() + t * dd;
+              for (size_t c = 0; c < dd; ++c) {
+                col_spread[c] += coef * std::fabs(vrow[c] * v_scale - col_o[c] * v_scale);
+              }
+            }
+          }
           for (int64_t c = 0; c < z.d; ++c) {
             const auto cc = static_cast<size_t>(c);
-            double o = 0.0, xs = 0.0, e_ref = 0.0;
-            for (size_t t = 0; t < len; ++t) {
-              const double vt = v[t * static_cast<size_t>(z.d) + cc];
-              o += w[t] * vt;
-              xs += w[t] * std::fabs(vt);
-              e_ref += apart[t] * std::fabs(vt);
-            }
+            const double o = col_o[cc], xs = col_xs[cc];
+            double e_ref = col_ref[cc];
             double y;
             if (kernel) {
               y = round_double_to(q_dtype, o * v_scale);
@@ -407,16 +445,10 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
             }
             store_float(q_dtype, result.out.data(), qbase + c, static_cast<float>(y));
             // Kernel semantics: the sums the kernel tolerance needs (v3_compare.h).
-            const double ov = o * v_scale;
-            exact[cc] = ov;
-            double spread = 0.0;
-            for (size_t t = 0; t < len; ++t) {
-              const double vt = v[t * static_cast<size_t>(z.d) + cc] * v_scale;
-              spread += w[t] * (a[t] + a_bar) * std::fabs(vt - ov);
-            }
+            exact[cc] = o * v_scale;
             const auto e = static_cast<size_t>(qbase + c);
             result.abs_weighted[e] = xs * std::fabs(v_scale);
-            result.logit_spread[e] = kernel ? spread : 0.0;
+            result.logit_spread[e] = kernel ? col_spread[cc] : 0.0;
             result.reference_bound[e] = kernel ? 0.0 : e_ref;
           }
           if (!blockings.empty()) {
