@@ -9,8 +9,11 @@
 // seconds), so the workloads run in about a minute on 2 cores. Then production/NAME: each
 // fixed production-size call of bench/production.h, built and run through every
 // implementation once, its stages' seconds as counters (about three minutes in all;
-// --benchmark_filter=-production leaves them out).
+// --benchmark_filter=-production leaves them out). Then fuzz_input/TARGET[/CLASS]: each
+// fuzzer's body over its corpus, the per-input cost (bench/fuzz_inputs.h; the corpus is this
+// checkout's corpus/, or RPA_CORPUS=DIR).
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <string>
@@ -18,6 +21,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "bench/fuzz_inputs.h"
 #include "bench/production.h"
 #include "bench/workloads.h"
 #include "kernel/jax_kernel.h"
@@ -114,6 +118,8 @@ int main(int argc, char** argv) {
         ->UseRealTime()
         ->Unit(benchmark::kSecond);
   }
+  const char* corpus = std::getenv("RPA_CORPUS");
+  rpa::bench::register_fuzz_input_benchmarks(corpus != nullptr ? corpus : RPA_CORPUS_DIR);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;
