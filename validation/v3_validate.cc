@@ -575,6 +575,9 @@ class Walk {
       Slot first, second;  // the first two (sequence, page slot) pairs that map the page
     };
     std::unordered_map<int64_t, Mappings> maps;
+    int64_t mapped = 0;  // page slots in use: at most this many pages (a production call: ~10^4)
+    for (int64_t i = 0; i < k; ++i) mapped += (at(kl, i) + ps_ - 1) / ps_;
+    maps.reserve(static_cast<size_t>(mapped));
     for (int64_t i = 0; i < k; ++i) {
       for (int64_t p = 0; p * ps_ < at(kl, i); ++p) {
         Mappings& m = maps[at(pi, i * pps_ + p)];
@@ -606,8 +609,10 @@ class Walk {
   bool sequence(int64_t i, int64_t cu_end, int64_t cu_start, int64_t kv_len, const Tensor& pi) {
     // Native computes q_len in int32 (wraps); strict has checked cu_q_lens is non-decreasing.
     const int64_t q_len = strict() ? cu_end - cu_start : wrap32(cu_end - cu_start);
-    const std::string where_kv =
-        " where kv_len=" + jax_scalar(kv_len) + " and page_size=" + I(ps_) + ".";
+    // Built only for a failure's message (this runs per sequence, up to 512 times a call).
+    const auto where_kv = [&] {
+      return " where kv_len=" + jax_scalar(kv_len) + " and page_size=" + I(ps_) + ".";
+    };
     if (!(0 < q_len && q_len <= kv_len)) {
       fail(V3RuleId::q_len_range, "Require 0 < q_len=" + jax_scalar(q_len) + " <= kv_len=" +
                                       jax_scalar(kv_len) + " at sequence " + I(i) + ".");
@@ -638,7 +643,7 @@ class Walk {
     if (page_cnt > pps_) {
       fail(V3RuleId::page_count_too_large, "Require page_cnt=" + jax_scalar(page_cnt) +
                                                " <= pages_per_seq=" + I(pps_) + " at sequence " +
-                                               I(i) + where_kv);
+                                               I(i) + where_kv());
       return false;
     }
     for (int64_t p = 0; p < page_cnt; ++p) {
@@ -646,7 +651,7 @@ class Walk {
       if (!(0 <= page && page < pages_)) {
         fail(V3RuleId::page_index_out_of_range, "Require 0 <= page_idx=" + jax_scalar(page) +
                                                     " < total_num_pages=" + I(pages_) +
-                                                    " at sequence " + I(i) + where_kv);
+                                                    " at sequence " + I(i) + where_kv());
         return false;
       }
     }
