@@ -169,13 +169,30 @@ void Tensor::set_float(int64_t i, double v) {
   }
 }
 
+namespace {
+
+// Elements (begin, end) of p set to element begin's bits: fixed-size copies, which compile to a
+// load and a store (a memcpy of a run-time size is a call, and under ASan a checked one).
+template <class T>
+void replicate(std::byte* p, int64_t begin, int64_t end) {
+  T bits;
+  std::memcpy(&bits, p + begin * static_cast<int64_t>(sizeof(T)), sizeof(T));
+  for (int64_t e = begin + 1; e < end; ++e) {
+    std::memcpy(p + e * static_cast<int64_t>(sizeof(T)), &bits, sizeof(T));
+  }
+}
+
+}  // namespace
+
 void Tensor::fill_float(int64_t begin, int64_t end, double v) {
   if (begin >= end) return;
   set_float(begin, v);
-  const int64_t size = dtype_size(dtype_);
   std::byte* p = data();
-  for (int64_t e = begin + 1; e < end; ++e) {
-    std::memcpy(p + e * size, p + begin * size, static_cast<size_t>(size));
+  switch (dtype_size(dtype_)) {
+    case 1: return replicate<uint8_t>(p, begin, end);
+    case 2: return replicate<uint16_t>(p, begin, end);
+    case 4: return replicate<uint32_t>(p, begin, end);
+    default: return replicate<uint64_t>(p, begin, end);
   }
 }
 
