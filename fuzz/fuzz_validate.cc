@@ -4,9 +4,10 @@
 // An input tagged v3 (target_inputs.h: kV3Tag) is a generated tpu-inference v3 case (either
 // dialect) with 0-2 named v3 mutations instead, checked by the v3 spec model's entry point
 // (properties/v3_spec_model.h: check_v3_validation, both modes' rule and exact message, and
-// v3_validate_all's first failure), materialized with zeros as the jax cases are. An input tagged production (kProductionTag) is a
-// production call of any dialect (properties/production.h) with 0-2 named mutations,
-// materialized with zeros and checked the same way.
+// v3_validate_all's first failure), materialized with zeros as the jax cases are. An input
+// tagged production (kProductionTag) is a production call of any dialect
+// (properties/production.h) with 0-2 named mutations, materialized with zeros, its bound
+// checked (check_held_bytes), and checked the same way.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
