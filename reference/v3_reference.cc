@@ -195,7 +195,7 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
   // for a column), but run many sums side by side: the dots of all keys over K transposed,
   // the columns of p.V together, so they vectorize and the bits stay those of one sum at a
   // time.
-  std::vector<double> k, kt, v, q, logit, dot_scale, a, w, exact, dots, abs_dots, apart;
+  std::vector<double> kt, v, q, logit, dot_scale, a, w, exact, dots, abs_dots, apart;
   std::vector<double> col_o, col_xs, col_ref, col_spread;
   std::vector<bool> masked, exp_apart;
   for (int64_t i = 0; i < num_seqs; ++i) {
@@ -206,18 +206,18 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
     const std::vector<V3Blocking> blockings =
         bounded ? blockings_of(d, in, p, i, opt.tpu_version) : std::vector<V3Blocking>{};
     for (int64_t kh = 0; kh < z.hkv; ++kh) {
-      // K and V of this kv head, read in place from the updated cache.
-      k.assign(len * static_cast<size_t>(z.d), 0.0);
-      v.assign(k.size(), 0.0);
-      kt.assign(k.size(), 0.0);
+      // K and V of this kv head, read in place from the updated cache: K transposed
+      // (kt[c * len + t]: the dots below run over all keys at once), V by rows.
+      kt.assign(len * static_cast<size_t>(z.d), 0.0);
+      v.assign(kt.size(), 0.0);
       double max_v = 0.0;
       for (int64_t t = 0; t < kv_len; ++t) {
         const int64_t page = in.page_indices.int_at(i * z.pps + t / z.page_size);
         const int64_t base = layout.token_offset(page, t % z.page_size, z.page_size);
         for (int64_t c = 0; c < z.d; ++c) {
           const auto at = static_cast<size_t>(t * z.d + c);
-          k[at] = load_flushed(kv_dtype, cache, base + layout.k_offset(kh) + c);
-          kt[static_cast<size_t>(c) * len + static_cast<size_t>(t)] = k[at];
+          kt[static_cast<size_t>(c) * len + static_cast<size_t>(t)] =
+              load_flushed(kv_dtype, cache, base + layout.k_offset(kh) + c);
           v[at] = load_flushed(kv_dtype, cache, base + layout.v_offset(kh) + c);
           const double mag = std::fabs(v[at] * v_scale);
           if (std::isfinite(mag)) max_v = std::max(max_v, mag);
