@@ -85,7 +85,7 @@ V3DifferentialInput decode_v3_differential(std::span<const uint8_t> payload);
 // applies, the second a non-shape one of another group; each with an argument 0..15 (its
 // variant and where it applies).
 props::V3BuildOptions v3_validate_options();
-inline constexpr int64_t kMaxV3MutationArg = 15;
+using props::kMaxV3MutationArg;
 
 struct V3ValidateInput {
   props::V3CaseSpec spec;

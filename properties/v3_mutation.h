@@ -124,6 +124,7 @@ enum class V3MutationKind : uint8_t {
 // One mutation: its kind and an argument that picks the variant and where it applies
 // (which array, sequence, page, tuple...). arg 0 is the simplest variant, so shrinking heads
 // there. Variants "just inside" a boundary declare no failure in the mode they keep valid.
+inline constexpr int64_t kMaxV3MutationArg = 15;  // the variants a caller draws: 0..15
 struct V3Mutation {
   V3MutationKind kind = V3MutationKind::keyword_not_in_dialect;
   int64_t arg = 0;

@@ -20,6 +20,7 @@
 #include "properties/v3_mutation.h"
 #include "properties/v3_rc_case.h"
 #include "properties/v3_spec_model.h"
+#include "properties/v3_unreachable.h"
 #include "validation/v3_validate.h"
 
 namespace rpa::props {
@@ -107,63 +108,10 @@ RC_GTEST_PROP(V3Validation, AcceptsValidCases, ()) {
   RC_TAG(dialect_name(spec.dialect), profile_name(spec.profile));
 }
 
-// Strict mode enforces some rules only for the dialect whose arrays or keywords they name;
-// in the other dialect no input reaches them. Each (rule, dialect) here is enforced in
-// strict mode by the table but unreachable there, for the reason given.
-struct Unreachable {
-  V3RuleId rule;
-  Dialect dialect;
-  const char* reason;
-};
 constexpr Dialect kV3 = Dialect::kTpuInferenceV3;
-constexpr Dialect kHd64 = Dialect::kTpuInferenceV3Hd64;
-const Unreachable kStrictUnreachable[] = {
-    {V3RuleId::causal_skip_kv_mask, kHd64, "hd64 takes no skip_kv_mask: keyword_not_in_dialect"},
-    {V3RuleId::sink_rank, kV3, "kernel.py takes no attention_sink: keyword_not_in_dialect"},
-    {V3RuleId::sink_shape, kV3, "kernel.py takes no attention_sink: keyword_not_in_dialect"},
-    {V3RuleId::sink_dtype, kV3, "kernel.py takes no attention_sink: keyword_not_in_dialect"},
-    {V3RuleId::sink_nonfinite, kV3, "kernel.py takes no attention_sink: keyword_not_in_dialect"},
-    {V3RuleId::sink_group_unpacked, kV3, "kernel.py takes no attention_sink: keyword_not_in_dialect"},
-    {V3RuleId::head_dim_not_64, kV3, "kernel.py takes any head_dim"},
-    {V3RuleId::kv_cache_shape, kHd64,
-     "hd64's cache is checked piecewise: kv_cache_last_dim, kv_packing_mismatch, kv_cache_heads"},
-    {V3RuleId::kv_cache_last_dim, kV3, "kernel.py's exact kv_cache_shape covers it"},
-    {V3RuleId::kv_packing_mismatch, kV3, "kernel.py's exact kv_cache_shape covers it"},
-    {V3RuleId::kv_cache_heads, kV3, "kernel.py's exact kv_cache_shape covers it"},
-    {V3RuleId::kv_dtype_not_float, kV3,
-     "strict: every non-floating KV dtype is unsupported, and kv_dtype_unsupported comes first"},
-    {V3RuleId::kv_dtype_not_float, kHd64,
-     "strict: every non-floating KV dtype is unsupported, and kv_dtype_unsupported comes first"},
-    {V3RuleId::block_bq_sizes, kHd64, "hd64 takes no block tuples: keyword_not_in_dialect"},
-    {V3RuleId::block_bkv_sizes, kHd64, "hd64 takes no block tuples: keyword_not_in_dialect"},
-    {V3RuleId::block_bkv_page, kHd64, "hd64 takes no block tuples: keyword_not_in_dialect"},
-    {V3RuleId::block_bkv_csz_page, kHd64, "hd64 takes no block tuples: keyword_not_in_dialect"},
-    {V3RuleId::block_size_nonpositive, kHd64, "hd64 takes no block tuples: keyword_not_in_dialect"},
-    {V3RuleId::kv_pages_per_block_nonpositive, kV3,
-     "kernel.py takes no num_kv_pages_per_block: keyword_not_in_dialect"},
-    {V3RuleId::queries_per_block_nonpositive, kV3,
-     "kernel.py takes no num_queries_per_block: keyword_not_in_dialect"},
-    {V3RuleId::head_dim_zero, kHd64, "hd64's head_dim is 64: head_dim_not_64 comes first"},
-    {V3RuleId::prefill_without_chunk_size, kHd64,
-     "kernel_hd64.py runs every range without chunk_prefill_size (kernel.py's prefill pass only)"},
-    {V3RuleId::skip_kv_mask_block_unknown, kHd64,
-     "hd64 takes no skip_kv_mask: keyword_not_in_dialect"},
-    {V3RuleId::skip_kv_mask_kv_len, kHd64, "hd64 takes no skip_kv_mask: keyword_not_in_dialect"},
-    {V3RuleId::out_dtype_not_default, kHd64, "hd64 takes no out_dtype: keyword_not_in_dialect"},
-    {V3RuleId::masked_block_overflows, kHd64,
-     "hd64 holds m in float32: no block's row max is rounded"},
-    {V3RuleId::window_skips_cache_write, kHd64,
-     "kernel_hd64.py writes new tokens from a sequence's first query block, whose KV blocks start "
-     "at its first row's window"},
-    {V3RuleId::window_int16_wraps, kHd64, "kernel_hd64.py holds mask positions in int32"},
-    {V3RuleId::window_int32_wraps, kHd64,
-     "kernel_hd64.py tests q - sliding_window < key: a difference of int32 positions, no sum"},
-};
 
 bool unreachable(V3RuleId rule, Dialect d, Mode mode) {
-  if (mode != Mode::kStrict) return false;
-  return std::any_of(std::begin(kStrictUnreachable), std::end(kStrictUnreachable),
-                     [&](const Unreachable& u) { return u.rule == rule && u.dialect == d; });
+  return mode == Mode::kStrict && v3_strict_unreachable(rule, d);
 }
 
 // Regression (V3Validation.BothModesMatchSpecModel, 2026-12-02 CI, RapidCheck seed
@@ -322,7 +270,7 @@ TEST(V3Mutations, ReachEveryRule) {
     }
   }
   // The unreachable list names only pairs the table enforces, and none the validator hits.
-  for (const Unreachable& u : kStrictUnreachable) {
+  for (const V3Unreachable& u : v3_strict_unreachable()) {
     EXPECT_TRUE(v3_rule_info(u.rule).in(u.dialect, Mode::kStrict)) << v3_rule_info(u.rule).name;
     EXPECT_FALSE(reported.contains({u.rule, u.dialect, Mode::kStrict}))
         << v3_rule_info(u.rule).name << " in " << dialect_name(u.dialect) << ": " << u.reason;

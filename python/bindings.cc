@@ -49,6 +49,9 @@
 #include "properties/v3_build_case.h"
 #include "properties/v3_case_spec.h"
 #include "properties/v3_materialize.h"
+#include "properties/v3_mutation.h"
+#include "properties/v3_spec_model.h"
+#include "properties/v3_unreachable.h"
 #include "reference/semantics.h"
 #include "reference/v3_reference.h"
 #include "schedule/v3_program.h"
@@ -599,10 +602,11 @@ nb::tuple gen_spec(const std::string& hex) {
 // The Hypothesis strategies' decoder: bytes through ByteSource (the fuzzers' decoder, each
 // choice's bytes read most significant first so that Hypothesis's shrinking lowers values)
 // under the options; None where an invalid case was asked for and none of the named mutations
-// (any, when none is named) applied.
+// (any, when none is named) applied. data_seed: draw the arrays' data from it instead (the same
+// shapes, sequences and keywords: rpa.campaign's calls per compile key).
 nb::object decode(const nb::bytes& data, const std::string& profile,
                   std::optional<int64_t> head_dim, const props::DecodeBounds& bounds, bool valid,
-                  const std::vector<std::string>& mutations) {
+                  const std::vector<std::string>& mutations, std::optional<uint32_t> data_seed) {
   std::vector<props::MutationKind> kinds;
   for (const std::string& name : mutations) {
     const auto all = props::all_mutation_kinds();
@@ -614,8 +618,9 @@ nb::object decode(const nb::bytes& data, const std::string& profile,
   const props::BuildOptions o =
       options_or_throw(props::strategy_options({profile, head_dim}, bounds, valid, kinds));
   const auto* p = static_cast<const uint8_t*>(data.data());
-  const props::CaseSpec spec = props::decode_case(std::span(p, data.size()), o, props::ByteOrder::kBig);
+  props::CaseSpec spec = props::decode_case(std::span(p, data.size()), o, props::ByteOrder::kBig);
   if (!valid && spec.mutations.empty()) return nb::none();
+  if (data_seed) spec.data_seed = *data_seed;  // the same call with other data
   return generated(spec);
 }
 
@@ -782,6 +787,85 @@ nb::tuple v3_generated(const props::V3CaseSpec& spec, const std::optional<std::s
                         description ? *description : props::describe(spec), nb::none(), nb::none());
 }
 
+// The v3 Hypothesis strategies' decoder (properties/generate.h, decode_v3_strategy): the case
+// and, for an invalid one, one named mutation (any, when none is named) with what the v3 spec
+// model says strict and native mode must report; None where an invalid case was asked for and
+// none of the named mutations applies. A mutated case has no spec (its description names the
+// mutation). data_seed: as decode's.
+nb::object v3_decode(const nb::bytes& data, const std::string& dialect, const std::string& profile,
+                     std::optional<int64_t> head_dim, const props::DecodeBounds& bounds, bool valid,
+                     const std::vector<std::string>& mutations, std::optional<uint32_t> data_seed) {
+  const std::optional<Dialect> d = parse_dialect(dialect);
+  if (!d || !is_v3(*d)) {
+    throw std::invalid_argument("dialect takes tpu_inference_v3 or tpu_inference_v3_hd64 (got " +
+                                dialect + ")");
+  }
+  std::vector<props::V3MutationKind> kinds;
+  for (const std::string& name : mutations) {
+    const auto all = props::all_v3_mutation_kinds();
+    const auto k = std::find_if(all.begin(), all.end(), [&](props::V3MutationKind m) {
+      return props::v3_mutation_name(m) == name;
+    });
+    if (k == all.end()) throw std::invalid_argument("no v3 mutation named " + name);
+    if (!props::v3_mutation_in_dialect(*k, *d)) {
+      throw std::invalid_argument("the v3 mutation " + name + " is not written for " + dialect);
+    }
+    kinds.push_back(*k);
+  }
+  const props::V3GenOptions g = props::v3_strategy_options(*d, {profile, head_dim}, bounds);
+  if (!g.options) throw std::invalid_argument(g.error);
+  const auto* p = static_cast<const uint8_t*>(data.data());
+  props::V3Drawn drawn =
+      props::decode_v3_strategy(std::span(p, data.size()), *g.options, valid, kinds);
+  if (data_seed) drawn.spec.data_seed = *data_seed;  // the same call with other data
+  if (valid) return v3_generated(drawn.spec);
+  if (drawn.mutations.empty()) return nb::none();
+  const props::V3MutatedCase m = props::mutate_v3(drawn.spec, drawn.mutations);
+  auto verdict = [&](Mode mode) -> nb::object {
+    const std::optional<V3Failure> f = props::expected_v3_failure(m.declared, mode);
+    if (!f) return nb::none();
+    return nb::make_tuple(std::string(v3_rule_info(f->rule).name), f->message);
+  };
+  Case c;
+  c.dialect = drawn.spec.dialect;
+  c.v3_inputs = m.call.inputs;
+  c.v3_params = m.call.params;
+  nb::tuple t = from_case(std::move(c));
+  return nb::make_tuple(t[0], t[1], nb::none(),
+                        props::describe(drawn.spec) + "\n  mutated by " +
+                            props::describe_v3_mutations(drawn.mutations),
+                        verdict(Mode::kStrict), verdict(Mode::kJax));
+}
+
+// The names of the v3 mutations written for a dialect (each named after the rule it breaks).
+std::vector<std::string> v3_mutation_names(const std::string& dialect) {
+  const std::optional<Dialect> d = parse_dialect(dialect);
+  if (!d || !is_v3(*d)) {
+    throw std::invalid_argument("dialect takes tpu_inference_v3 or tpu_inference_v3_hd64 (got " +
+                                dialect + ")");
+  }
+  std::vector<std::string> out;
+  for (props::V3MutationKind k : props::all_v3_mutation_kinds()) {
+    if (props::v3_mutation_in_dialect(k, *d)) out.emplace_back(props::v3_mutation_name(k));
+  }
+  return out;
+}
+
+// The (rule, reason) pairs strict mode of a v3 dialect enforces that no input reaches
+// (properties/v3_unreachable.h).
+std::vector<std::pair<std::string, std::string>> v3_strict_unreachable(const std::string& dialect) {
+  const std::optional<Dialect> d = parse_dialect(dialect);
+  if (!d || !is_v3(*d)) {
+    throw std::invalid_argument("dialect takes tpu_inference_v3 or tpu_inference_v3_hd64 (got " +
+                                dialect + ")");
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const props::V3Unreachable& u : props::v3_strict_unreachable()) {
+    if (u.dialect == *d) out.emplace_back(std::string(v3_rule_info(u.rule).name), u.reason);
+  }
+  return out;
+}
+
 // rpa gen --dialect D --seed S [--profile P] [--size N] [--head-dim H].
 nb::tuple v3_gen(uint64_t seed, const std::string& dialect, const std::string& profile, int size,
                  std::optional<int64_t> head_dim) {
@@ -916,7 +1000,7 @@ NB_MODULE(_rpa, m) {
   m.def("gen", &gen, "seed"_a, "profile"_a, "size"_a, "head_dim"_a.none());
   m.def("gen_spec", &gen_spec, "hex"_a);
   m.def("decode", &decode, "data"_a, "profile"_a, "head_dim"_a.none(), "bounds"_a, "valid"_a,
-        "mutations"_a);
+        "mutations"_a, "data_seed"_a.none() = nb::none());
   m.def("workload", &workload, "name"_a, "dtype"_a);
   m.def("rules", &rules);
   m.def("v3_validate", &v3_validate_case, "arrays"_a, "params"_a, "mode"_a, "all"_a);
@@ -924,6 +1008,10 @@ NB_MODULE(_rpa, m) {
   m.def("v3_check", &v3_check_case, "arrays"_a, "params"_a, "semantics"_a, "oracle"_a, "target"_a);
   m.def("v3_gen", &v3_gen, "seed"_a, "dialect"_a, "profile"_a, "size"_a, "head_dim"_a.none());
   m.def("v3_gen_spec", &v3_gen_spec, "hex"_a);
+  m.def("v3_strict_unreachable", &v3_strict_unreachable, "dialect"_a);
+  m.def("v3_mutation_names", &v3_mutation_names, "dialect"_a);
+  m.def("v3_decode", &v3_decode, "data"_a, "dialect"_a, "profile"_a, "head_dim"_a.none(), "bounds"_a,
+        "valid"_a, "mutations"_a, "data_seed"_a.none() = nb::none());
   m.def("production_gen", &production_gen, "seed"_a, "dialect"_a);
   m.def("production_gen_spec", &production_gen_spec, "hex"_a);
   m.def("production_recipe", &production_recipe, "seed"_a, "dialect"_a);

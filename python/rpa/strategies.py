@@ -23,37 +23,12 @@ from hypothesis import strategies as st
 
 from rpa import _rpa
 from rpa._case import Case
+from rpa._draw import DEFAULT_MAX_BYTES, bounds as _bounds, check_profile as _check_profile
+from rpa._draw import UNREPRESENTABLE, decoded as _decoded
 
-# How many bytes a case may read. Past them every choice takes the low end of its range.
-DEFAULT_MAX_BYTES = 1024
-
-
-def _bounds(max_seqs: int, max_kv_len: int, max_head_dim: int, max_page_size: int):
-    b = _rpa.DecodeBounds()
-    b.max_seqs, b.max_kv_len = max_seqs, max_kv_len
-    b.max_head_dim, b.max_page_size = max_head_dim, max_page_size
-    return b
-
-
-def _decoded(data: bytes, profile: Optional[str], head_dim: Optional[int], bounds, valid: bool,
-             mutations: list[str]):
-    """(case, strict verdict, jax verdict) or None (none of the mutations applied)."""
-    native = _rpa.decode(data, profile or "", head_dim, bounds, valid, mutations)
-    if native is None:
-        return None
-    arrays, params, spec, description, strict, jax = native
-    case = Case._from_native((arrays, params), spec=spec, description=description)
-    return case, strict, jax
-
-
-def _check_profile(profile: Optional[str], head_dim: Optional[int], bounds) -> None:
-    # Raises ValueError at strategy definition, not on the first draw.
-    _rpa.decode(b"", profile or "", head_dim, bounds, True, [])
-
-
-def cases(profile: Optional[str] = None, *, valid: bool = True, jax_accepts: bool = False,
-          head_dim: Optional[int] = None, max_seqs: int = 8, max_kv_len: int = 256,
-          max_head_dim: int = 128, max_page_size: int = 16,
+def cases(profile: Optional[str] = None, *, dialect: str = "jax", valid: bool = True,
+          jax_accepts: bool = False, head_dim: Optional[int] = None, max_seqs: int = 8,
+          max_kv_len: int = 256, max_head_dim: int = 128, max_page_size: int = 16,
           max_bytes: int = DEFAULT_MAX_BYTES) -> st.SearchStrategy[Case]:
     """Cases of the generators. profile: "decode", "prefill", "mixed", "long" or None (any
     mix). valid=True: only cases strict validation accepts (the spec model's verdict: a
@@ -64,11 +39,21 @@ def cases(profile: Optional[str] = None, *, valid: bool = True, jax_accepts: boo
     own (up to 48 sequences, kv_len 768, head_dim 256, page size 32) so that each case checks
     in milliseconds. jax_accepts=True: only cases JAX's own validators accept too, so that
     JAX's kernel runs them (strict mode defines some that JAX rejects or crashes on, e.g. an
-    empty q or garbage in kv_lens padding)."""
+    empty q or garbage in kv_lens padding).
+
+    dialect "tpu_inference_v3" or "tpu_inference_v3_hd64": calls of tpu-inference's v3 kernel
+    (kernel.py) or its hd64 kernel, in their own signature (``case.call_args()``), from the v3
+    generator (profile "decode", "prefill", "mixed", "long", "edge" or None; hd64's head_dim
+    is 64; max_page_size does not apply). Every valid v3 case is strict-valid (and so accepted
+    by tpu-inference's validators, native mode); jax_accepts is the jax dialect's alone;
+    valid=False draws one named v3 mutation each (invalid_cases)."""
+    if dialect != "jax" and jax_accepts:
+        raise ValueError("jax_accepts asks JAX's validators: it goes with dialect jax alone "
+                         "(every valid v3 case is one tpu-inference's validators accept)")
     bounds = _bounds(max_seqs, max_kv_len, max_head_dim, max_page_size)
-    _check_profile(profile, head_dim, bounds)
+    _check_profile(profile, head_dim, bounds, dialect)
     decoded = st.binary(min_size=max_bytes // 4, max_size=max_bytes).map(
-        lambda data: _decoded(data, profile, head_dim, bounds, valid, []))
+        lambda data: _decoded(data, profile, head_dim, bounds, valid, [], dialect))
     if valid:
         decoded = decoded.filter(lambda d: d is not None and d[1] is None and
                                  (not jax_accepts or d[2] is None))
@@ -77,8 +62,9 @@ def cases(profile: Optional[str] = None, *, valid: bool = True, jax_accepts: boo
     return decoded.map(lambda d: d[0])
 
 
-def invalid_cases(rule: Optional[str] = None, *, mutation: Optional[str] = None,
-                  mode: str = "strict", profile: Optional[str] = None,
+def invalid_cases(rule: Optional[str] = None, *, dialect: str = "jax",
+                  mutation: Optional[str] = None, mode: Optional[str] = None,
+                  profile: Optional[str] = None,
                   head_dim: Optional[int] = None, max_seqs: int = 8, max_kv_len: int = 256,
                   max_head_dim: int = 128, max_page_size: int = 16,
                   max_bytes: int = DEFAULT_MAX_BYTES) -> st.SearchStrategy[tuple[Case, str]]:
@@ -88,17 +74,38 @@ def invalid_cases(rule: Optional[str] = None, *, mutation: Optional[str] = None,
     mutations named after it (where there are any; rpa.rules() lists the rules and their
     mutations). mutation: draw only that mutation (e.g. "kv_pages_per_block_bad", which also
     breaks kv_len_overflows_int32). Cases the mutation leaves valid in the mode are left
-    out."""
+    out.
+
+    dialect "tpu_inference_v3" or "tpu_inference_v3_hd64": a valid v3 call broken by one named
+    v3 mutation (properties/v3_mutation.h; each is named after the rule it breaks), and the
+    rule of mode "strict" or "native" (tpu-inference's own validators, static then dynamic;
+    also spelled "jax"), from the v3 spec model. rule: the mutation of that name where there
+    is one for the dialect, else every mutation, keeping the cases whose verdict is the rule;
+    rpa.rules(dialect) lists the rules. Every strict rule is reachable but those no input
+    reaches (rpa._rpa.v3_strict_unreachable) and keyword_not_in_dialect, whose calls (a
+    keyword of the other dialect) no rpa.Case holds."""
+    if mode is None:
+        mode = "strict"
+    if mode == "native":
+        mode = "jax"
     if mode not in ("strict", "jax"):
-        raise ValueError(f"mode takes strict or jax (got {mode!r})")
+        raise ValueError(f"mode takes strict, native or jax (got {mode!r})")
     bounds = _bounds(max_seqs, max_kv_len, max_head_dim, max_page_size)
-    _check_profile(profile, head_dim, bounds)
-    table = {r[0]: r[4] for r in _rpa.rules()}
+    _check_profile(profile, head_dim, bounds, dialect)
+    if dialect == "jax":
+        table = {r[0]: r[4] for r in _rpa.rules()}
+    else:
+        names = set(_rpa.v3_mutation_names(dialect))
+        table = {r[0]: [r[0]] if r[0] in names else [] for r in _rpa.v3_rules(dialect)}
     if rule is not None and rule not in table:
-        raise ValueError(f"no rule named {rule}")
+        raise ValueError(f"no rule named {rule} in dialect {dialect}")
+    if dialect != "jax" and UNREPRESENTABLE in (rule, mutation):
+        raise ValueError(f"{UNREPRESENTABLE}: a call with a keyword or array of the other v3 "
+                         f"dialect is not an rpa.Case (Case.from_v3_call raises TypeError, as "
+                         f"the kernel does)")
     if mutation is not None:
         mutations = [mutation]
-        _rpa.decode(b"", profile or "", head_dim, bounds, False, mutations)  # a known name?
+        _decoded(b"", profile, head_dim, bounds, False, mutations, dialect)  # a known name?
     else:
         mutations = list(table[rule]) if rule is not None else []
     at = 1 if mode == "strict" else 2
@@ -111,7 +118,8 @@ def invalid_cases(rule: Optional[str] = None, *, mutation: Optional[str] = None,
         return d[0], d[at][0]
 
     return (st.binary(min_size=max_bytes // 4, max_size=max_bytes)
-            .map(lambda data: expected(_decoded(data, profile, head_dim, bounds, False, mutations)))
+            .map(lambda data: expected(_decoded(data, profile, head_dim, bounds, False, mutations,
+                                                dialect)))
             .filter(lambda x: x is not None))
 
 
