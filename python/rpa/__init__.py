@@ -8,6 +8,9 @@ needs hypothesis). rpa.jax (needs jax==0.10.2) runs JAX's own Pallas kernel on t
     import rpa
     case = rpa.gen(seed=7, profile="mixed")
     rpa.check(case, my_kernel(case)).raise_for_verdict()
+
+    result = rpa.campaign(my_kernel, dialect="tpu_inference_v3", calls=200, seed=1)
+    assert result.ok, result.summary()  # generated calls through your kernel, failures shrunk
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from typing import Any
 from rpa._api import (Bias, CheckFailed, CheckResult, Failure, KernelDoesNotReturn, Mismatch,
                       Plan, Rejected, Verdict, check, gen, kernel, plan, reference, rules,
                       validate, workload)
+from rpa._campaign import CampaignResult, Finding, campaign
 from rpa._case import Case
 
 __version__ = "0.21.0"
@@ -24,7 +28,7 @@ __version__ = "0.21.0"
 __all__ = ["Case", "validate", "reference", "kernel", "plan", "check", "gen", "workload", "rules",
            "Plan",
            "Verdict", "Failure", "CheckResult", "Mismatch", "Bias", "Rejected",
-           "KernelDoesNotReturn", "CheckFailed",
+           "KernelDoesNotReturn", "CheckFailed", "campaign", "CampaignResult", "Finding",
            "strategies", "__version__"]
 
 

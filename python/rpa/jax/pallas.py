@@ -100,22 +100,24 @@ def _jax_version():
 _PATCHED = {}
 
 
-def patched_kernel():
-    """The kernel module with both kernel patches applied, compiled from its source into a
-    module of our own (JAX's module is left as it is); the interpreter patch is installed
-    on first use. Raises PatchError when a patch does not apply."""
-    if "kernel" in _PATCHED:
-        return _PATCHED["kernel"]
-    from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel  # pylint: disable=import-outside-toplevel
-    from jax._src.pallas.mosaic.interpret import shared_memory  # pylint: disable=import-outside-toplevel
-
-    source = inspect.getsource(kernel)
+def patch_kernel_source(source, filename="kernel.py"):
+    """A kernel file's source (JAX's kernel.py, or a modified copy of it) with the kernel
+    patches applied; PatchError, naming the file, the patch and the source it looked for,
+    unless each matches exactly once."""
     for what, old, new in _KERNEL_PATCHES:
-        source = _replace_once(source, old, new, what)
-    module = types.ModuleType("rpa_patched_ragged_paged_attention")
-    module.__file__ = kernel.__file__
-    exec(compile(source, kernel.__file__, "exec"), module.__dict__)  # pylint: disable=exec-used
+        try:
+            source = _replace_once(source, old, new, what)
+        except PatchError as e:
+            raise PatchError(f"{filename}: {e}") from None
+    return source
 
+
+def install_interpreter_patch():
+    """Installs the interpreter's masked-store patch (once); PatchError when it does not
+    apply."""
+    if "interpreter" in _PATCHED:
+        return
+    from jax._src.pallas.mosaic.interpret import shared_memory  # pylint: disable=import-outside-toplevel
     method = shared_memory.SharedMemory.swap_buffer_content
     what, old, new = _MASK_PATCH
     method_source = _replace_once(textwrap.dedent(inspect.getsource(method)), old, new, what)
@@ -123,6 +125,33 @@ def patched_kernel():
     exec(compile(method_source, shared_memory.__file__, "exec"),  # pylint: disable=exec-used
          shared_memory.__dict__, namespace)
     shared_memory.SharedMemory.swap_buffer_content = namespace["swap_buffer_content"]
+    _PATCHED["interpreter"] = True
+
+
+KERNEL_PACKAGE = "jax.experimental.pallas.ops.tpu.ragged_paged_attention"
+
+
+def module_from_source(source, filename, name="rpa_patched_ragged_paged_attention"):
+    """The kernel module compiled from source (in the package of JAX's kernel, so that its
+    imports resolve as the shipped file's do)."""
+    module = types.ModuleType(name)
+    module.__file__ = filename
+    module.__package__ = KERNEL_PACKAGE
+    exec(compile(source, filename, "exec"), module.__dict__)  # pylint: disable=exec-used
+    return module
+
+
+def patched_kernel():
+    """The kernel module with both kernel patches applied, compiled from its source into a
+    module of our own (JAX's module is left as it is); the interpreter patch is installed
+    on first use. Raises PatchError when a patch does not apply."""
+    if "kernel" in _PATCHED:
+        return _PATCHED["kernel"]
+    from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel  # pylint: disable=import-outside-toplevel
+
+    source = patch_kernel_source(inspect.getsource(kernel))
+    module = module_from_source(source, kernel.__file__)
+    install_interpreter_patch()
     _PATCHED["kernel"] = module
     return module
 
@@ -135,7 +164,8 @@ def check_version():
                          f"{PINNED_JAX} (pip install jax=={PINNED_JAX})")
 
 
-def run_pallas(arrays, params, num_kv_pages_per_block, num_queries_per_block):
+def run_pallas(arrays, params, num_kv_pages_per_block, num_queries_per_block, kernel=None,
+               cache=None):
     """Runs the Pallas kernel in TPU interpret mode.
 
     Args:
@@ -145,6 +175,10 @@ def run_pallas(arrays, params, num_kv_pages_per_block, num_queries_per_block):
         absent: unset), as Python numbers.
       num_kv_pages_per_block, num_queries_per_block: the block sizes (both needed: the
         kernel's own defaults come from a table of TPU generations).
+      kernel: the kernel module to run (default: JAX's, patched_kernel()); a modified copy
+        loads with module_from_source(patch_kernel_source(...)).
+      cache: a dict that keeps each compiled program by its shapes, dtypes and keywords, so
+        that calls of one shape compile once (default: compile every call).
     Returns:
       The whole output [T, Hq, D] in q's dtype (rows past cu_q_lens[num_seqs] hold what
       the kernel left there).
@@ -157,7 +191,10 @@ def run_pallas(arrays, params, num_kv_pages_per_block, num_queries_per_block):
     from jax._src import dispatch  # pylint: disable=import-outside-toplevel
     from jax._src.pallas.mosaic.interpret import interpret_pallas_call  # pylint: disable=import-outside-toplevel
 
-    kernel = patched_kernel()
+    if kernel is None:
+        kernel = patched_kernel()
+    else:
+        install_interpreter_patch()
     kwargs = {name: params.get(name) for name in PARAM_NAMES}
     if kwargs["sm_scale"] is None:
         kwargs["sm_scale"] = 1.0
@@ -170,15 +207,22 @@ def run_pallas(arrays, params, num_kv_pages_per_block, num_queries_per_block):
         kwargs["sliding_window"] = int(kwargs["sliding_window"])
     args = [jnp.asarray(arrays[name]) for name in ARRAYS]
     call = kernel.ragged_paged_attention
-    try:
-        with warnings.catch_warnings(), pltpu.force_tpu_interpret_mode():
-            warnings.simplefilter("ignore")
-            compiled = call.trace(*args, **kwargs,
-                                  num_kv_pages_per_block=int(num_kv_pages_per_block),
-                                  num_queries_per_block=int(num_queries_per_block)
-                                  ).lower().compile()
-    except Exception as e:  # pylint: disable=broad-except
-        raise PallasError("trace", e) from e
+    key = (id(kernel), tuple((a.shape, str(a.dtype)) for a in args),
+           tuple(sorted((k, repr(v)) for k, v in kwargs.items())),
+           int(num_kv_pages_per_block), int(num_queries_per_block))
+    compiled = cache.get(key) if cache is not None else None
+    if compiled is None:
+        try:
+            with warnings.catch_warnings(), pltpu.force_tpu_interpret_mode():
+                warnings.simplefilter("ignore")
+                compiled = call.trace(*args, **kwargs,
+                                      num_kv_pages_per_block=int(num_kv_pages_per_block),
+                                      num_queries_per_block=int(num_queries_per_block)
+                                      ).lower().compile()
+        except Exception as e:  # pylint: disable=broad-except
+            raise PallasError("trace", e) from e
+        if cache is not None:
+            cache[key] = compiled
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

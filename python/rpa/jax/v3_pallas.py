@@ -127,15 +127,17 @@ def _pattern(old: str) -> "re.Pattern[str]":
     return re.compile(r"\s*".join(re.escape(token) for token in old.split()))
 
 
-def patch_source(source: str, dialect: str) -> str:
-    """The kernel file's source with its seven patches; PatchError unless each matches once."""
+def patch_source(source: str, dialect: str, filename: Optional[str] = None) -> str:
+    """The kernel file's source with its seven patches; PatchError, naming the file, the patch
+    and the source it looked for, unless each matches once."""
     which, name = _FILES[dialect]
+    name = filename or f"{name}.py"
     for files, what, old, new in PATCHES:
         if files not in ("both", which):
             continue
         found = list(_pattern(old).finditer(source))
         if len(found) != 1:
-            raise PatchError(f"{name}.py: {what.split(':')[0]}: expected the source `{old}` "
+            raise PatchError(f"{name}: {what.split(':')[0]}: expected the source `{old}` "
                              f"exactly once, found it {len(found)} times (tpu-inference "
                              f"{tpu_inference.PINNED_TPU_INFERENCE} and JAX "
                              f"{tpu_inference.PINNED_JAX_V3} are what the patches were "
@@ -143,6 +145,27 @@ def patch_source(source: str, dialect: str) -> str:
         m = found[0]
         source = source[:m.start()] + new + source[m.end():]
     return source
+
+
+def module_from_source(source: str, filename: str, dialect: str,
+                       tpu_version: Optional[int] = None,
+                       name: Optional[str] = None) -> types.ModuleType:
+    """A v3 kernel module compiled from source (already patched, or as it is for a TPU) in
+    tpu-inference's v3 package, so that its imports resolve as the shipped file's do; with
+    tpu_version, its get_tpu_version returns it."""
+    if tpu_version is not None and tpu_version not in TPU_VERSIONS:
+        raise ValueError(f"tpu_version={tpu_version}: the kernels know {TPU_VERSIONS} (and 8)")
+    tpu_inference.modules()  # the package and the modules the kernel files import
+    module = types.ModuleType(name or f"rpa_patched_{_FILES[dialect][1]}_v{tpu_version}")
+    module.__file__ = filename
+    module.__package__ = tpu_inference.V3_PACKAGE
+    exec(compile(source, filename, "exec"),  # pylint: disable=exec-used
+         module.__dict__)
+    if tpu_version is not None:
+        module.__dict__["get_tpu_version"] = lambda: tpu_version
+        if dialect == "tpu_inference_v3_hd64":
+            module.__dict__["get_tuned_block_sizes"] = _tuned_lookup(tpu_version)
+    return module
 
 
 def patched_module(dialect: str, tpu_version: Optional[int] = None) -> types.ModuleType:
@@ -156,16 +179,15 @@ def patched_module(dialect: str, tpu_version: Optional[int] = None) -> types.Mod
         raise ValueError(f"tpu_version={tpu_version}: the kernels know {TPU_VERSIONS} (and 8)")
     original = tpu_inference.kernel_module(dialect)
     source = patch_source(inspect.getsource(original), dialect)
-    module = types.ModuleType(f"rpa_patched_{_FILES[dialect][1]}_v{tpu_version}")
-    module.__file__ = original.__file__
-    exec(compile(source, original.__file__ or "<kernel>", "exec"),  # pylint: disable=exec-used
-         module.__dict__)
-    if tpu_version is not None:
-        module.__dict__["get_tpu_version"] = lambda: tpu_version
-        if dialect == "tpu_inference_v3_hd64":
-            module.__dict__["get_tuned_block_sizes"] = _tuned_lookup(tpu_version)
+    module = module_from_source(source, original.__file__ or "<kernel>", dialect, tpu_version)
     _patched[key] = module
     return module
+
+
+def entry_point(module: types.ModuleType, dialect: str) -> Any:
+    """The dialect's kernel function in a kernel module."""
+    return (module.ragged_paged_attention if dialect == "tpu_inference_v3" else
+            module.ragged_paged_attention_hd64)
 
 
 # The device names tuned_block_sizes_hd64's table is keyed by, per generation.
@@ -237,9 +259,7 @@ def used_page_indices_in_range(case: Any) -> Optional[str]:
 
 def _kwargs(case: Any, module: types.ModuleType) -> dict[str, Any]:
     _, kwargs = case.call_args()
-    keywords = inspect.signature(module.ragged_paged_attention if case.dialect ==
-                                 "tpu_inference_v3" else
-                                 module.ragged_paged_attention_hd64).parameters
+    keywords = inspect.signature(entry_point(module, case.dialect)).parameters
     kwargs = {k: v for k, v in kwargs.items() if k in keywords}
     if kwargs.get("vmem_limit_bytes") is None:
         kwargs["vmem_limit_bytes"] = DEFAULT_VMEM_LIMIT_BYTES
@@ -274,12 +294,16 @@ class _Watchdog:
 
 
 def run_v3_pallas(case: Any, tpu_version: Optional[int] = None, timeout_s: float = 120.0,
-                  name: str = "case") -> tuple[np.ndarray, np.ndarray]:
+                  name: str = "case", module: Optional[types.ModuleType] = None,
+                  cache: Optional[dict[Any, Any]] = None) -> tuple[np.ndarray, np.ndarray]:
     """Runs the case's v3 kernel in TPU interpret mode: (out, updated kv_cache).
 
-    Block sizes: the case's, else (with tpu_version) that generation's heuristics. Raises
-    PallasError: stage "input" (a used page index out of range), "trace", "run" or
-    "timeout"; PatchError when a patch does not apply."""
+    Block sizes: the case's, else (with tpu_version) that generation's heuristics. module:
+    the kernel module to run (default: tpu-inference's, patched_module()); a modified copy of
+    the file loads with module_from_source(patch_source(...)). cache: a dict that keeps each
+    compiled program by its shapes, dtypes and keywords, so that calls of one shape compile
+    once. Raises PallasError: stage "input" (a used page index out of range), "trace", "run"
+    or "timeout"; PatchError when a patch does not apply."""
     import jax  # pylint: disable=import-outside-toplevel
     import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
     from jax.experimental.pallas import tpu as pltpu  # pylint: disable=import-outside-toplevel
@@ -289,20 +313,26 @@ def run_v3_pallas(case: Any, tpu_version: Optional[int] = None, timeout_s: float
     bad = used_page_indices_in_range(case)
     if bad:
         raise PallasError("input", ValueError(bad))
-    module = patched_module(case.dialect, tpu_version)
-    fn = (module.ragged_paged_attention if case.dialect == "tpu_inference_v3" else
-          module.ragged_paged_attention_hd64)
+    if module is None:
+        module = patched_module(case.dialect, tpu_version)
+    fn = entry_point(module, case.dialect)
     args, _ = case.call_args()
     kwargs = _kwargs(case, module)
     # Copies: the jit donates q and the cache.
     jargs = [None if a is None else jnp.array(a, copy=True) for a in args]
-    try:
-        with warnings.catch_warnings(), pltpu.force_tpu_interpret_mode():
-            warnings.simplefilter("ignore")
-            lowered = jax.jit(lambda *a: fn(*a, **kwargs)).trace(*jargs).lower()
-            compiled = lowered.compile()
-    except Exception as e:  # pylint: disable=broad-except
-        raise PallasError("trace", e) from e
+    key = (id(module), tuple(None if a is None else (a.shape, str(a.dtype)) for a in jargs),
+           tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
+    compiled = cache.get(key) if cache is not None else None
+    if compiled is None:
+        try:
+            with warnings.catch_warnings(), pltpu.force_tpu_interpret_mode():
+                warnings.simplefilter("ignore")
+                lowered = jax.jit(lambda *a: fn(*a, **kwargs)).trace(*jargs).lower()
+                compiled = lowered.compile()
+        except Exception as e:  # pylint: disable=broad-except
+            raise PallasError("trace", e) from e
+        if cache is not None:
+            cache[key] = compiled
     watchdog = _Watchdog(timeout_s, name)
     try:
         with warnings.catch_warnings(), watchdog:

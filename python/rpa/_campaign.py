@@ -1,0 +1,633 @@
+"""rpa.campaign: generated calls through *your* kernel, each result checked, each failure shrunk
+to a small call (issue 36; docs/python.md, "A campaign against your kernel").
+
+A call is drawn from random bytes by the generators' decoder (rpa._draw, the one the Hypothesis
+strategies and the fuzzers read), in the kernel's own signature (``case.call_args()``), and the
+kernel's result is judged:
+
+- mode="strict": calls strict validation accepts (for the jax dialect also JAX's validators,
+  so that a kernel written to JAX's contract is never asked what it may refuse), checked against
+  the definition (``rpa.check``: the dense reference in kernel semantics);
+- mode="native": calls the dialect's own validators accept (valid calls and calls broken by one
+  named mutation that the library's validators let through), checked against the literal
+  schedule of the library's Pallas program (``rpa.check(..., oracle="literal")``).
+
+A call whose check fails, that raises, or that does not return within ``timeout_s`` (the
+watchdog) is a finding of that kind. A mismatch or a raise is shrunk: the bytes are cut, zeroed
+and lowered, and a candidate is run only when it decodes to a call the mode draws that is
+smaller (fewer array elements, then fewer parameters set) than the current one; the smallest
+that still fails the same way is the finding. Each drawn call runs ``calls_per_shape`` times
+(default 4), with its own data and with data from other seeds: the same shapes, sequences and
+keywords, so one compile of a jitted kernel serves them all. Calls are drawn in batches and run
+grouped by their compile key (shapes, dtypes and keywords); ``CampaignResult.compile_keys``
+counts the keys, the compiles a kernel that compiles once per key makes.
+
+With ``report=DIR`` the campaign writes what ``rpa campaign --report`` writes: summary.json,
+report.html, junit.xml, and one case file per finding (finding-N.npz, with the kernel's output
+where it returned one), which ``rpa check`` replays to the same verdict.
+"""
+from __future__ import annotations
+
+import dataclasses
+import html
+import json
+import os
+import platform
+import sys
+import threading
+import time
+from typing import Any, Callable, Iterator, Optional
+from xml.sax.saxutils import escape as xml_escape
+
+import numpy as np
+
+from rpa import _api
+from rpa._case import DIALECTS, Case
+from rpa._draw import DEFAULT_MAX_BYTES, bounds as draw_bounds, check_profile, decoded
+
+KINDS = ("mismatch", "biased", "raised", "hang")
+MODES = ("strict", "native")
+
+
+@dataclasses.dataclass
+class Finding:
+    """One way the kernel fails: its kind ("mismatch", "biased", "raised" or "hang"), the line
+    that says what failed, the shrunk call (with the kernel's output where it returned one) and
+    the call as first drawn, how shrinking went, which call first showed it and how many did,
+    and, once a report is written, the case file and the command that replays it."""
+
+    kind: str
+    detail: str
+    case: Case
+    original: Case
+    data: bytes
+    shrink_steps: int = 0
+    shrink_calls: int = 0
+    data_seed: Optional[int] = None  # the data seed the bytes' call was drawn with, if not its own
+    first_call: int = 0  # the campaign call (1-based) that first failed this way
+    failing_calls: int = 1  # the campaign's calls that failed this way
+    case_file: Optional[str] = None
+    replay: Optional[str] = None
+
+    def size(self) -> str:
+        """What the shrunk call holds, in a few words."""
+        return describe_size(self.case)
+
+
+@dataclasses.dataclass
+class CampaignResult:
+    """What a campaign ran and found. ``ok`` is True when nothing was found."""
+
+    kernel: str
+    dialect: str
+    mode: str
+    profile: Optional[str]
+    seed: int
+    calls: int = 0
+    passed: int = 0
+    compile_keys: int = 0
+    shrink_calls: int = 0
+    seconds: float = 0.0
+    max_share_of_tolerance: float = 0.0
+    findings: list[Finding] = dataclasses.field(default_factory=list)
+    stopped: Optional[str] = None  # why the campaign stopped early (a hang)
+    report: Optional[str] = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def summary(self) -> str:
+        """One line, as the command line prints it at the end."""
+        found = ", ".join(f"{f.kind} ({f.size()})" for f in self.findings) or "nothing"
+        line = (f"rpa campaign: {self.kernel} ({self.dialect}, {self.mode}): {self.calls} calls in "
+                f"{self.seconds:.1f} s, {self.compile_keys} compile keys, found {found}")
+        if self.stopped:
+            line += f"; stopped: {self.stopped}"
+        return line
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kernel": self.kernel, "dialect": self.dialect, "mode": self.mode,
+            "profile": self.profile, "seed": self.seed, "seconds": round(self.seconds, 3),
+            "calls": self.calls, "passed": self.passed, "compile_keys": self.compile_keys,
+            "shrink_calls": self.shrink_calls,
+            "max_share_of_tolerance": self.max_share_of_tolerance, "stopped": self.stopped,
+            "findings": [{
+                "kind": f.kind, "detail": f.detail, "size": f.size(),
+                "original_size": describe_size(f.original), "description": f.case.description,
+                "shrink_steps": f.shrink_steps, "shrink_calls": f.shrink_calls,
+                "first_call": f.first_call, "failing_calls": f.failing_calls,
+                "case_file": f.case_file, "replay": f.replay, "bytes": f.data.hex(),
+                "data_seed": f.data_seed,
+            } for f in self.findings],
+        }
+
+
+class _Hang(Exception):
+    pass
+
+
+@dataclasses.dataclass
+class _Outcome:
+    kind: Optional[str]  # None: agreed
+    detail: str
+    case: Case  # with the output where the kernel returned one
+    share: Optional[float] = None
+
+
+def describe_size(case: Case) -> str:
+    """"2 seqs, 5 tokens, 4/1 heads, D 8, 3 pages of 2, 1 param": what shrinking lowers."""
+    if case.is_v3:
+        seqs = int(np.asarray(case.distribution).reshape(-1)[2])
+        cu = np.asarray(case.cu_q_lens).reshape(-1)
+        tokens = int(cu[seqs]) if seqs < cu.size else case.queries.shape[0]
+        hq, d = case.queries.shape[1], case.queries.shape[2]
+        hkv = case.keys.shape[1]
+        pages, page = case.kv_cache.shape[0], case.kv_cache.shape[1]
+    else:
+        seqs = int(np.asarray(case.num_seqs).reshape(-1)[0])
+        cu = np.asarray(case.cu_q_lens).reshape(-1)
+        tokens = int(cu[min(seqs, cu.size - 1)])
+        hq, d = case.q.shape[1], case.q.shape[2]
+        hkv = case.kv_pages.shape[2] // 2
+        pages, page = case.kv_pages.shape[0], case.kv_pages.shape[1]
+    return (f"{seqs} seqs, {tokens} tokens, {hq}/{hkv} heads, D {d}, {pages} pages of {page}, "
+            f"{_params_set(case)} params")
+
+
+_DEFAULTS = {"sm_scale": 1.0, "use_causal_mask": True, "update_kv_cache": True,
+             "skip_kv_mask": False}
+_RUN_PARAMS = ("num_kv_pages_per_block", "num_queries_per_block", "vmem_limit_bytes",
+               "d_block_sizes", "p_block_sizes", "m_block_sizes")
+
+
+def _params_set(case: Case) -> int:
+    _, kwargs = case.call_args()
+    return sum(1 for k, v in kwargs.items()
+               if k not in _RUN_PARAMS and v is not None and _DEFAULTS.get(k, object()) != v)
+
+
+def _size_key(case: Case) -> tuple[int, int]:
+    args, _ = case.call_args()
+    elements = sum(int(np.asarray(a).size) for a in args if a is not None)
+    return elements, _params_set(case)
+
+
+def compile_key(case: Case) -> tuple[Any, ...]:
+    """What a jitted kernel compiles for: the arrays' shapes and dtypes and the keywords."""
+    args, kwargs = case.call_args()
+    return (tuple(None if a is None else (tuple(np.shape(a)), str(np.asarray(a).dtype))
+                  for a in args),
+            tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
+
+
+def _with_jax_blocks(case: Case) -> Case:
+    # JAX's kernel takes both block sizes off a TPU (its defaults come from a TPU table): set
+    # get_tuned_block_sizes's untuned default where the call names neither, so that the
+    # kernel and the literal schedule run the same blocks.
+    if case.is_v3 or (case.num_kv_pages_per_block is not None and
+                      case.num_queries_per_block is not None):
+        return case
+    pps = np.asarray(case.page_indices).shape[-1]
+    return case.replace(num_kv_pages_per_block=min(pps, 128),
+                        num_queries_per_block=min(case.q.shape[0], 32))
+
+
+class _Drawer:
+    """Calls from bytes, as the mode draws them."""
+
+    def __init__(self, dialect: str, mode: str, profile: Optional[str], head_dim: Optional[int],
+                 bounds: Any):
+        self.dialect, self.mode, self.profile, self.head_dim = dialect, mode, profile, head_dim
+        self.bounds = bounds
+
+    def case(self, data: bytes, valid: bool, data_seed: Optional[int] = None) -> Optional[Case]:
+        d = decoded(data, self.profile, self.head_dim, self.bounds, valid, [], self.dialect,
+                    data_seed)
+        if d is None:
+            return None
+        case, strict, native = d
+        if self.mode == "strict":
+            # Valid draws are strict-valid by construction (the spec model's verdict);
+            # a jax call must be one JAX's validators accept too.
+            if strict is not None or (self.dialect == "jax" and native is not None):
+                return None
+        elif native is not None:
+            return None
+        if self.dialect == "jax":
+            case = _with_jax_blocks(case)
+        if self.mode == "native" and not _api.validate(
+                case, mode="jax" if self.dialect == "jax" else "native").valid:
+            return None  # the blocks set above broke a rule of native mode
+        return case
+
+
+class _Runner:
+    """Calls the kernel and judges its result."""
+
+    def __init__(self, kernel: Callable[..., Any], dialect: str, mode: str, timeout_s: float,
+                 target: Optional[str]):
+        self.kernel, self.dialect, self.mode = kernel, dialect, mode
+        self.timeout_s, self.target = timeout_s, target
+        self.hung = False
+
+    def _call(self, case: Case) -> Any:
+        args, kwargs = case.call_args()
+        box: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                box["result"] = self.kernel(*args, **kwargs)
+            except BaseException as e:  # pylint: disable=broad-except
+                box["error"] = e
+
+        worker = threading.Thread(target=run, name="rpa-campaign-kernel", daemon=True)
+        worker.start()
+        worker.join(self.timeout_s)
+        if worker.is_alive():
+            self.hung = True
+            raise _Hang(f"the kernel did not return in {self.timeout_s:g} s")
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
+
+    def _stops_too(self, case: Case) -> bool:
+        # Native mode: where the library's program itself cannot trace, raises or hangs
+        # (the literal schedule stops), a kernel that stops is doing what it ships to do.
+        if self.mode != "native":
+            return False
+        try:
+            _api.kernel(case, schedule="literal", mode="jax" if self.dialect == "jax" else "native",
+                        target=self.target)
+        except _api.KernelDoesNotReturn:
+            return True
+        except ValueError:  # rejected, or an hd64 call without block sizes
+            return False
+        return False
+
+    def run(self, case: Case) -> _Outcome:
+        try:
+            result = self._call(case)
+        except _Hang as e:
+            return _Outcome("hang", str(e), case)
+        except Exception as e:  # pylint: disable=broad-except
+            text = str(e).strip().splitlines()
+            line = f"{type(e).__name__}: {text[-1] if text else ''}"
+            if self._stops_too(case):
+                return _Outcome(None, f"stops, as the literal schedule does ({line})", case)
+            # A kernel with a watchdog of its own (rpa.jax.kernel_file's, in interpret mode)
+            # raises with stage "timeout" and can take the next call.
+            return _Outcome("hang" if getattr(e, "stage", None) == "timeout" else "raised", line,
+                            case)
+        try:
+            if self.dialect == "jax":
+                out = result[0] if isinstance(result, tuple) else result
+                checked = case.replace(out=np.asarray(out))
+                if self.mode == "strict":
+                    r = _api.check(checked)
+                else:
+                    r = _api.check(checked, oracle="literal", mode="jax", target=self.target)
+            else:
+                if not isinstance(result, (tuple, list)) or len(result) != 2:
+                    return _Outcome("raised", "TypeError: a v3 kernel returns (out, kv_cache), "
+                                    f"got {type(result).__name__}", case)
+                checked = case.replace(out=np.asarray(result[0]),
+                                       kv_cache_out=np.asarray(result[1]))
+                if self.mode == "strict":
+                    r = _api.check(checked)
+                else:
+                    r = _api.check(checked, oracle="literal", mode="native", target=self.target)
+        except ValueError as e:  # an output of another shape or dtype
+            return _Outcome("raised", f"the kernel's output: {e}", case)
+        if r.verdict == "agree":
+            return _Outcome(None, "", checked, r.share_of_tolerance)
+        if r.verdict == "rejected":  # the drawer keeps only calls the mode accepts
+            raise RuntimeError(f"rpa campaign: a drawn call was rejected: {r.detail}")
+        return _Outcome(r.verdict, str(r).splitlines()[0], checked, r.share_of_tolerance)
+
+
+def _byte_candidates(b: bytes) -> Iterator[bytes]:
+    n = len(b)
+    for k in (0, n // 8, n // 4, n // 2, 3 * n // 4):
+        if k < n:
+            yield b[:k]
+    for size in (64, 16, 4, 1):
+        for i in range(0, n, size):
+            yield b[:i] + b[i + size:]
+    for size in (16, 4, 1):
+        for i in range(0, n, size):
+            if any(b[i:i + size]):
+                yield b[:i] + bytes(min(size, n - i)) + b[i + size:]
+    for i in range(n):
+        if b[i] > 1:
+            yield b[:i] + bytes([b[i] // 2]) + b[i + 1:]
+        if b[i]:
+            yield b[:i] + bytes([b[i] - 1]) + b[i + 1:]
+
+
+def _read_prefix(data: bytes, valid: bool, seed: Optional[int], case: Case,
+                 drawer: _Drawer) -> bytes:
+    """The shortest prefix of data that decodes to the same call (the decoder reads bytes
+    in order; past the last it reads, none matter)."""
+    lo, hi = 0, len(data)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        same = drawer.case(data[:mid], valid, seed)
+        if same is not None and same == case:
+            hi = mid
+        else:
+            lo = mid + 1
+    return data[:hi]
+
+
+def _shrink(data: bytes, valid: bool, seed: Optional[int], first: _Outcome, drawer: _Drawer,
+            runner: _Runner, budget: int) -> tuple[bytes, _Outcome, int, int]:
+    """The smallest call found that fails as `first` did: (bytes, outcome, steps, calls).
+    Each round decodes every candidate edit of the current bytes (cheap: no kernel call),
+    keeps those that decode to a smaller call the mode draws, and runs the kernel on them
+    smallest first until one fails the same way; no smaller call fails: done."""
+    best, best_out = _read_prefix(data, valid, seed, first.case, drawer), first
+    best_key = _size_key(first.case)
+    steps = calls = 0
+    while calls < budget:
+        smaller: dict[tuple[int, int], list[tuple[bytes, Case]]] = {}
+        distinct: set[int] = set()
+        for candidate in _byte_candidates(best):
+            case = drawer.case(candidate, valid, seed)
+            if case is None:
+                continue
+            key = _size_key(case)
+            if key < best_key and len(smaller.setdefault(key, [])) < 8:
+                fingerprint = _fingerprint(case)
+                if fingerprint not in distinct:
+                    distinct.add(fingerprint)
+                    smaller[key].append((candidate, case))
+        found = False
+        for key in sorted(smaller):
+            for candidate, case in smaller[key]:
+                if calls >= budget:
+                    break
+                calls += 1
+                out = runner.run(case)
+                if runner.hung:
+                    return best, best_out, steps, calls
+                if out.kind == first.kind and (first.kind != "raised" or
+                                               _error_type(out) == _error_type(first)):
+                    best = _read_prefix(candidate, valid, seed, case, drawer)
+                    best_out, best_key = out, key
+                    steps += 1
+                    found = True
+                    break
+            if found or calls >= budget:
+                break
+        if not found:
+            break
+    return best, best_out, steps, calls
+
+
+def _fingerprint(case: Case) -> int:
+    args, kwargs = case.call_args()
+    return hash((tuple(None if a is None else (np.asarray(a).dtype.str, np.shape(a),
+                                                np.asarray(a).tobytes()) for a in args),
+                 repr(sorted(kwargs.items()))))
+
+
+def _error_type(out: _Outcome) -> str:
+    return out.detail.split(":")[0]
+
+
+def _kernel_name(kernel: Any) -> str:
+    name = getattr(kernel, "rpa_name", None)
+    if name:
+        return str(name)
+    module = getattr(kernel, "__module__", None) or "?"
+    return f"{module}:{getattr(kernel, '__qualname__', type(kernel).__name__)}"
+
+
+def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optional[int] = None,
+             seconds: Optional[float] = None, seed: int = 0, profile: Optional[str] = None,
+             mode: str = "strict", report: Optional[str] = None,
+             head_dim: Optional[int] = None, max_seqs: int = 4, max_kv_len: int = 64,
+             max_head_dim: int = 128, max_page_size: int = 16,
+             max_bytes: int = DEFAULT_MAX_BYTES, batch: int = 64, calls_per_shape: int = 4,
+             shrink_calls: int = 150,
+             timeout_s: float = 300.0, target: Optional[str] = None,
+             replay: Optional[str] = None, progress: Optional[bool] = None) -> CampaignResult:
+    """Runs generated calls through ``kernel`` and checks each result (module docstring).
+
+    kernel: called as ``kernel(*args, **kwargs)`` with ``case.call_args()`` of the dialect
+    ("jax": JAX's ragged_paged_attention signature, returns the output [T, Hq, D];
+    "tpu_inference_v3" / "tpu_inference_v3_hd64": tpu-inference's, returns (out, kv_cache)).
+    calls or seconds: how many calls, or for how long (one of them). seed: the random stream.
+    profile: the batch mix (as rpa.gen). mode: "strict" or "native". report: a folder for
+    summary.json, report.html, junit.xml and the finding files. head_dim, max_*: the
+    generators' bounds (as rpa.strategies.cases); a jax call's head_dim defaults to 128, as
+    JAX's validators take multiples of 128 only.
+    batch: calls drawn at a time and run grouped by compile key. calls_per_shape: each drawn
+    call runs with this many data seeds (its own and others: the same shapes, sequences and
+    keywords, so one compile). shrink_calls: the kernel calls
+    shrinking may spend per finding. timeout_s: the watchdog (a call that does not return is a
+    finding, and the campaign stops: the call cannot be taken back). target: the TPU generation
+    the literal schedule runs (native mode; default v6e). replay: the command line that runs
+    this campaign's kernel (`python -m rpa campaign --kernel ...`), for the findings' replay
+    lines. progress: a line on stderr every 10 s (default: when stderr is a terminal or the
+    run is long). Returns a CampaignResult; raises ValueError for arguments that do not fit."""
+    if dialect not in DIALECTS:
+        raise ValueError(f"dialect takes {', '.join(DIALECTS)} (got {dialect!r})")
+    if mode not in MODES:
+        raise ValueError(f"mode takes strict or native (got {mode!r})")
+    if (calls is None) == (seconds is None):
+        raise ValueError("campaign takes one of calls and seconds")
+    if calls is not None and (isinstance(calls, bool) or int(calls) < 1):
+        raise ValueError(f"calls takes a positive number (got {calls!r})")
+    if seconds is not None and not float(seconds) > 0:
+        raise ValueError(f"seconds takes a positive number (got {seconds!r})")
+    if batch < 1 or calls_per_shape < 1 or shrink_calls < 0 or not timeout_s > 0:
+        raise ValueError("batch and calls_per_shape take >= 1, shrink_calls >= 0 and "
+                         "timeout_s > 0")
+    if not callable(kernel):
+        raise ValueError(f"kernel must be callable (got {type(kernel).__name__})")
+    if dialect == "jax" and head_dim is None:
+        head_dim = 128  # JAX's validators take multiples of 128 (head_dim_not_lane_multiple)
+    bounds = draw_bounds(max_seqs, max_kv_len, max_head_dim, max_page_size)
+    check_profile(profile, head_dim, bounds, dialect)
+    drawer = _Drawer(dialect, mode, profile, head_dim, bounds)
+    runner = _Runner(kernel, dialect, mode, timeout_s, target)
+    result = CampaignResult(_kernel_name(kernel), dialect, mode, profile, int(seed))
+    rng = np.random.default_rng(int(seed))
+    keys: set[Any] = set()
+    start = time.monotonic()
+    if progress is None:
+        progress = sys.stderr.isatty() or (seconds or 0) > 30 or (calls or 0) > 200
+    last_progress = start
+    seen: dict[str, Finding] = {}
+
+    def draw_batch(n: int) -> list[tuple[bytes, bool, Optional[int], Case]]:
+        out: list[tuple[bytes, bool, Optional[int], Case]] = []
+        tries = 0
+        while len(out) < n and tries < 100 * n:
+            tries += 1
+            data = rng.bytes(int(rng.integers(max_bytes // 4, max_bytes + 1)))
+            # Native mode: half of the calls broken by one named mutation its validators let
+            # through; strict mode draws valid calls only.
+            valid = mode == "strict" or bool(rng.integers(2))
+            case = drawer.case(data, valid)
+            if case is None:
+                continue
+            out.append((data, valid, None, case))
+            # The same call with other data: the same compile key.
+            for _ in range(calls_per_shape - 1):
+                if len(out) >= n:
+                    break
+                seed_ = int(rng.integers(2**32))
+                again = drawer.case(data, valid, seed_)
+                if again is not None:
+                    out.append((data, valid, seed_, again))
+        if not out:
+            raise ValueError(f"no call of the {dialect} dialect fits these bounds and profile "
+                             f"in {tries} draws")
+        return out
+
+    while not runner.hung:
+        if calls is not None:
+            n = min(batch, calls - result.calls)
+            if n <= 0:
+                break
+        else:
+            if time.monotonic() - start >= float(seconds):  # type: ignore[arg-type]
+                break
+            n = batch
+        drawn = draw_batch(n)
+        drawn.sort(key=lambda x: repr(compile_key(x[3])))
+        for data, valid, data_seed, case in drawn:
+            if seconds is not None and time.monotonic() - start >= float(seconds):
+                break
+            keys.add(repr(compile_key(case)))
+            out = runner.run(case)
+            result.calls += 1
+            if out.kind is None:
+                result.passed += 1
+                if out.share is not None:
+                    result.max_share_of_tolerance = max(result.max_share_of_tolerance, out.share)
+            else:
+                # One finding per kind (a raise: per exception type), shrunk from the first
+                # call that showed it; later calls that fail the same way are counted.
+                signature = out.kind if out.kind != "raised" else _error_type(out)
+                if signature in seen:
+                    seen[signature].failing_calls += 1
+                else:
+                    small_data, small, steps, spent = data, out, 0, 0
+                    if out.kind != "hang":
+                        small_data, small, steps, spent = _shrink(data, valid, data_seed, out,
+                                                                  drawer, runner, shrink_calls)
+                    result.shrink_calls += spent
+                    seen[signature] = Finding(small.kind, small.detail, small.case, out.case,
+                                              small_data, steps, spent, first_call=result.calls,
+                                              data_seed=data_seed)
+                    result.findings.append(seen[signature])
+                if runner.hung:
+                    result.stopped = f"a call did not return in {timeout_s:g} s"
+                    break
+            now = time.monotonic()
+            if progress and now - last_progress >= 10:
+                last_progress = now
+                print(f"rpa campaign: {result.calls} calls, {len(keys)} compile keys, "
+                      f"{len(result.findings)} findings, {now - start:.0f} s", file=sys.stderr)
+    result.compile_keys = len(keys)
+    result.seconds = time.monotonic() - start
+    if report:
+        write_report(result, report, replay)
+    return result
+
+
+# -- the report ----------------------------------------------------------------------------------
+
+def _finding_replay(f: Finding, path: str, result: CampaignResult, replay: Optional[str]) -> str:
+    if f.kind in ("mismatch", "biased"):
+        flags = []
+        if result.mode == "native":
+            flags = ["--oracle", "literal", "--mode",
+                     "jax" if result.dialect == "jax" else "native"]
+        return " ".join(["rpa check", path, *flags])
+    base = replay or f"python -m rpa campaign --kernel {result.kernel} --dialect {result.dialect}"
+    return f"{base} --mode {result.mode} --case {path}"
+
+
+def write_report(result: CampaignResult, folder: str, replay: Optional[str] = None) -> None:
+    """Writes summary.json, report.html, junit.xml and finding-N.npz into folder."""
+    os.makedirs(folder, exist_ok=True)
+    result.report = folder
+    for n, f in enumerate(result.findings, 1):
+        path = os.path.join(folder, f"finding-{n}.npz")
+        f.case.save(path)
+        f.case_file = path
+        f.replay = _finding_replay(f, path, result, replay)
+    with open(os.path.join(folder, "summary.json"), "w", encoding="utf-8") as out:
+        json.dump(result.to_json(), out, indent=1)
+        out.write("\n")
+    with open(os.path.join(folder, "junit.xml"), "w", encoding="utf-8") as out:
+        out.write(_junit(result))
+    with open(os.path.join(folder, "report.html"), "w", encoding="utf-8") as out:
+        out.write(_html(result))
+
+
+def _junit(result: CampaignResult) -> str:
+    cases = [f'  <testcase classname="rpa.campaign.{xml_escape(result.dialect)}" '
+             f'name="{result.passed} of {result.calls} calls agree" '
+             f'time="{result.seconds:.3f}"/>']
+    for n, f in enumerate(result.findings, 1):
+        message = xml_escape(f.detail, {'"': "&quot;"})
+        body = xml_escape(f"{f.case.description or ''}\nreplay: {f.replay}")
+        cases.append(f'  <testcase classname="rpa.campaign.{xml_escape(result.dialect)}" '
+                     f'name="finding-{n} {f.kind}" time="0">\n'
+                     f'    <failure type="{f.kind}" message="{message}">{body}</failure>\n'
+                     f'  </testcase>')
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            f'<testsuite name="rpa.campaign" tests="{len(cases)}" '
+            f'failures="{len(result.findings)}" errors="0" time="{result.seconds:.3f}">\n'
+            + "\n".join(cases) + "\n</testsuite>\n")
+
+
+def _html(result: CampaignResult) -> str:
+    e = html.escape
+    rows = "".join(
+        f"<tr><td>finding-{n}</td><td>{e(f.kind)}</td><td>{e(f.size())}</td>"
+        f"<td>{e(describe_size(f.original))}</td><td>{f.shrink_steps} / {f.shrink_calls}</td>"
+        f"<td><code>{e(f.detail)}</code></td><td><code>{e(f.replay or '')}</code></td></tr>"
+        for n, f in enumerate(result.findings, 1))
+    findings = (f"<table><tr><th>file</th><th>kind</th><th>shrunk to</th><th>drawn as</th>"
+                f"<th>steps / calls</th><th>what failed</th><th>replay</th></tr>{rows}</table>"
+                if result.findings else "<p>Nothing found.</p>")
+    machine = f"{platform.processor() or platform.machine()} ({os.cpu_count()} cores)"
+    return f"""<!DOCTYPE html>
+<html><head><meta charset="utf-8"><title>rpa campaign: {e(result.kernel)}</title>
+<style>body{{font-family:sans-serif;max-width:70em;margin:2em auto}}
+td,th{{border:1px solid #ccc;padding:.3em;vertical-align:top}}table{{border-collapse:collapse}}
+</style></head><body>
+<h1>rpa campaign: {e(result.kernel)}</h1>
+<p>Dialect {e(result.dialect)}, {e(result.mode)} mode, profile {e(result.profile or 'any')},
+seed {result.seed}; {result.calls} calls ({result.passed} agree) in {result.seconds:.1f} s over
+{result.compile_keys} compile keys; shrinking ran {result.shrink_calls} more calls; the worst
+agreeing output used {result.max_share_of_tolerance:.3g} of its tolerance. {e(machine)}.
+{('Stopped: ' + e(result.stopped) + '.') if result.stopped else ''}</p>
+<h2>Findings</h2>
+{findings}
+</body></html>
+"""
+
+
+def run_one(kernel: Callable[..., Any], path: str, mode: str = "strict",
+            timeout_s: float = 300.0, target: Optional[str] = None) -> tuple[Optional[str], str]:
+    """Runs the kernel on one case file and judges it as the campaign does: (kind or None,
+    the line that says why)."""
+    case = Case.load(path).replace(out=None, expected=None)
+    if case.is_v3:
+        case = case.replace(kv_cache_out=None, expected_kv_cache=None)
+    runner = _Runner(kernel, case.dialect, mode, timeout_s, target)
+    out = runner.run(_with_jax_blocks(case))
+    return out.kind, out.detail or "agree"
+

@@ -1,0 +1,153 @@
+"""rpa.campaign against kernels in this process: a correct kernel reports nothing, a kernel
+with a planted slip is found and shrunk to a small call that `rpa check` replays, a kernel that
+raises or hangs is a finding of its own kind, and the report files are written."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import rpa
+
+V3 = ("tpu_inference_v3", "tpu_inference_v3_hd64")
+
+
+def tiled(*args, **kwargs):
+    """rpa's own tiled kernel in JAX's signature: agrees with the definition."""
+    return rpa.kernel(rpa.Case.from_call(*args, **kwargs))
+
+
+def row_two_off(*args, **kwargs):
+    """A slip: the third output row scaled by 1.01."""
+    out = np.array(tiled(*args, **kwargs))
+    if out.shape[0] > 2:
+        out[2] *= 1.01
+    return out
+
+
+def v3_tiled(dialect):
+    def kernel(*args, **kwargs):
+        return rpa.kernel(rpa.Case.from_v3_call(*args, dialect=dialect, **kwargs))
+    return kernel
+
+
+def test_a_correct_kernel_reports_nothing(tmp_path):
+    result = rpa.campaign(tiled, calls=60, seed=1, report=str(tmp_path))
+    assert result.ok and result.calls == 60 and result.passed == 60, result.summary()
+    assert 0 < result.max_share_of_tolerance <= 1
+    # Four calls per drawn call share its compile key.
+    assert result.compile_keys <= 60 // 4 + 1, result.compile_keys
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["calls"] == 60 and summary["findings"] == []
+    assert "0 failures" not in (tmp_path / "junit.xml").read_text()
+    assert 'failures="0"' in (tmp_path / "junit.xml").read_text()
+    assert "Nothing found" in (tmp_path / "report.html").read_text()
+
+
+@pytest.mark.parametrize("dialect", V3)
+def test_a_correct_v3_kernel_reports_nothing_in_both_modes(dialect):
+    assert rpa.campaign(v3_tiled(dialect), dialect=dialect, calls=40, seed=2).ok
+    if dialect == "tpu_inference_v3":
+        def literal(*args, **kwargs):
+            case = rpa.Case.from_v3_call(*args, dialect=dialect, **kwargs)
+            return rpa.kernel(case, schedule="literal", mode="native")
+        result = rpa.campaign(literal, dialect=dialect, calls=40, seed=2, mode="native")
+        assert result.ok, result.summary()
+
+
+def test_a_slip_is_found_shrunk_and_replayed(tmp_path):
+    result = rpa.campaign(row_two_off, calls=40, seed=1, report=str(tmp_path))
+    assert len(result.findings) == 1, result.summary()
+    f = result.findings[0]
+    assert f.kind == "mismatch" and f.failing_calls >= 2 and f.first_call <= 20
+    # Shrunk: the slip needs a third row; one sequence of three tokens, one head.
+    assert f.case.q.shape[:2] == (3, 1), f.size()
+    assert int(f.case.num_seqs[0]) == 1, f.size()
+    assert f.shrink_steps >= 1 and f.shrink_calls <= 150
+    assert f.case_file == str(tmp_path / "finding-1.npz") and f.replay == f"rpa check {f.case_file}"
+    # The case file holds the kernel's output; rpa check on it gives the same verdict.
+    replayed = rpa.Case.load(f.case_file)
+    assert replayed.out is not None and rpa.check(replayed).verdict == "mismatch"
+    assert rpa.check(replayed, tiled(*replayed.call_args()[0], **replayed.call_args()[1])).ok
+    cli = subprocess.run([os.path.join(os.path.dirname(sys.executable), "rpa"), "check",
+                          f.case_file], capture_output=True, text=True, check=False)
+    assert cli.returncode == 1 and "MISMATCH" in cli.stdout, cli.stdout + cli.stderr
+    junit = (tmp_path / "junit.xml").read_text()
+    assert 'failures="1"' in junit and "finding-1 mismatch" in junit
+    assert "finding-1" in (tmp_path / "report.html").read_text()
+
+
+def test_a_v3_slip_in_the_cache_update_is_found():
+    def stale_cache(*args, **kwargs):
+        out, cache = v3_tiled("tpu_inference_v3")(*args, **kwargs)
+        return out, np.asarray(args[3])  # the cache as given: the update never written
+    result = rpa.campaign(stale_cache, dialect="tpu_inference_v3", calls=30, seed=3)
+    assert [f.kind for f in result.findings] == ["mismatch"], result.summary()
+    f = result.findings[0]
+    assert "cache" in f.detail and int(f.case.distribution[2]) == 1, (f.detail, f.size())
+
+
+def test_a_kernel_that_raises_is_a_finding_of_its_own_kind():
+    def raises_on_two_sequences(*args, **kwargs):
+        if int(args[5][0]) >= 2:
+            raise RuntimeError("two sequences are not supported")
+        return tiled(*args, **kwargs)
+    result = rpa.campaign(raises_on_two_sequences, calls=40, seed=4)
+    assert [f.kind for f in result.findings] == ["raised"], result.summary()
+    f = result.findings[0]
+    assert f.detail == "RuntimeError: two sequences are not supported"
+    assert int(f.case.num_seqs[0]) == 2, f.size()
+
+
+def test_a_kernel_that_hangs_is_a_finding_and_stops_the_campaign():
+    def hangs(*args, **kwargs):
+        time.sleep(30)
+    started = time.monotonic()
+    result = rpa.campaign(hangs, calls=10, seed=5, timeout_s=0.5)
+    assert time.monotonic() - started < 20
+    assert [f.kind for f in result.findings] == ["hang"] and result.calls == 1
+    assert result.stopped and "did not return in 0.5 s" in result.stopped
+
+
+def test_seconds_bound_the_run():
+    started = time.monotonic()
+    result = rpa.campaign(tiled, seconds=2, seed=6)
+    assert result.ok and result.calls > 0 and time.monotonic() - started < 10
+
+
+def test_bad_campaign_arguments_fail_before_a_call():
+    with pytest.raises(ValueError, match="one of calls and seconds"):
+        rpa.campaign(tiled)
+    with pytest.raises(ValueError, match="mode takes"):
+        rpa.campaign(tiled, calls=1, mode="lenient")
+    with pytest.raises(ValueError, match="dialect takes"):
+        rpa.campaign(tiled, calls=1, dialect="v4")
+    with pytest.raises(ValueError, match="profile takes"):
+        rpa.campaign(tiled, calls=1, profile="huge")
+    with pytest.raises(ValueError, match="must be callable"):
+        rpa.campaign("not a kernel", calls=1)
+
+
+def test_the_command_line_runs_a_callable_and_replays_a_finding(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(__file__))
+    run = subprocess.run([sys.executable, "-m", "rpa", "campaign", "--kernel",
+                          "test_campaign:row_two_off", "--calls", "20", "--seed", "1",
+                          "--report", str(tmp_path)], capture_output=True, text=True, env=env,
+                         check=False)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "finding 1: mismatch" in run.stdout and "replay: rpa check" in run.stdout
+    again = subprocess.run([sys.executable, "-m", "rpa", "campaign", "--kernel",
+                            "test_campaign:row_two_off", "--case", str(tmp_path / "finding-1.npz")],
+                           capture_output=True, text=True, env=env, check=False)
+    assert again.returncode == 1 and ": mismatch:" in again.stdout, again.stdout + again.stderr
+    fine = subprocess.run([sys.executable, "-m", "rpa", "campaign", "--kernel",
+                           "test_campaign:tiled", "--case", str(tmp_path / "finding-1.npz")],
+                          capture_output=True, text=True, env=env, check=False)
+    assert fine.returncode == 0 and ": agree:" in fine.stdout, fine.stdout + fine.stderr
+    bad = subprocess.run([sys.executable, "-m", "rpa", "campaign", "--kernel", "no_such_module:f",
+                          "--calls", "1"], capture_output=True, text=True, env=env, check=False)
+    assert bad.returncode == 2 and "cannot import no_such_module" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
