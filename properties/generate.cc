@@ -27,6 +27,11 @@ std::string unknown_profile(const std::string& name) {
   return "profile takes decode, prefill, mixed, long, edge or production (got '" + name + "')";
 }
 
+// A bound of DecodeBounds (0: none) applied to an option.
+void narrow(int64_t& field, int64_t bound) {
+  if (bound > 0) field = std::min(field, bound);
+}
+
 }  // namespace
 
 GenOptions gen_options(const GenRequest& request) {
@@ -70,9 +75,6 @@ GenOptions strategy_options(const GenRequest& request, const DecodeBounds& bound
   GenOptions g = gen_options(request);
   if (!g.options) return g;
   BuildOptions& o = *g.options;
-  auto narrow = [](int64_t& field, int64_t bound) {
-    if (bound > 0) field = std::min(field, bound);
-  };
   narrow(o.max_seqs, bounds.max_seqs);
   narrow(o.max_kv_len, bounds.max_kv_len);
   narrow(o.max_head_dim, bounds.max_head_dim);
@@ -132,9 +134,6 @@ V3GenOptions v3_strategy_options(Dialect d, const GenRequest& request, const Dec
   V3GenOptions g = v3_gen_options(d, request);
   if (!g.options) return g;
   V3BuildOptions& o = *g.options;
-  auto narrow = [](int64_t& field, int64_t bound) {
-    if (bound > 0) field = std::min(field, bound);
-  };
   narrow(o.max_seqs, bounds.max_seqs);
   narrow(o.max_kv_len, bounds.max_kv_len);
   narrow(o.max_head_dim, bounds.max_head_dim);
