@@ -124,7 +124,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     for n, f in enumerate(result.findings, 1):
         print(f"  finding {n}: {f.kind}: {f.detail}")
         print(f"    shrunk to {f.size()} in {f.shrink_steps} steps ({f.shrink_calls} calls), "
-              f"drawn as {_campaign.describe_size(f.original)}")
+              f"drawn as {f.original_size()}")
         if f.replay:
             print(f"    replay: {f.replay}")
     if args.report:

@@ -73,6 +73,10 @@ class Finding:
         """What the shrunk call holds, in a few words."""
         return describe_size(self.case)
 
+    def original_size(self) -> str:
+        """What the call as first drawn held."""
+        return describe_size(self.original)
+
 
 @dataclasses.dataclass
 class CampaignResult:
@@ -118,7 +122,7 @@ class CampaignResult:
             "max_share_of_tolerance": self.max_share_of_tolerance, "stopped": self.stopped,
             "findings": [{
                 "kind": f.kind, "detail": f.detail, "size": f.size(),
-                "original_size": describe_size(f.original), "description": f.case.description,
+                "original_size": f.original_size(), "description": f.case.description,
                 "shrink_steps": f.shrink_steps, "shrink_calls": f.shrink_calls,
                 "first_call": f.first_call, "failing_calls": f.failing_calls,
                 "case_file": f.case_file, "replay": f.replay, "bytes": f.data.hex(),
@@ -596,7 +600,7 @@ def _html(result: CampaignResult) -> str:
     e = html.escape
     rows = "".join(
         f"<tr><td>finding-{n}</td><td>{e(f.kind)}</td><td>{e(f.size())}</td>"
-        f"<td>{e(describe_size(f.original))}</td><td>{f.shrink_steps} / {f.shrink_calls}</td>"
+        f"<td>{e(f.original_size())}</td><td>{f.shrink_steps} / {f.shrink_calls}</td>"
         f"<td><code>{e(f.detail)}</code></td><td><code>{e(f.replay or '')}</code></td></tr>"
         for n, f in enumerate(result.findings, 1))
     findings = (f"<table><tr><th>file</th><th>kind</th><th>shrunk to</th><th>drawn as</th>"
