@@ -81,7 +81,13 @@ def _kernel(args: argparse.Namespace) -> Any:
         if args.interpret:
             raise ValueError("--interpret goes with --kernel-file (a callable runs as it is)")
         return _load_callable(args.kernel)
-    from rpa.jax.kernel_file import KernelFile  # pylint: disable=import-outside-toplevel
+    try:
+        from rpa.jax.kernel_file import KernelFile  # pylint: disable=import-outside-toplevel
+    except ImportError as e:
+        need = ("jax==0.10.2 (pip install jax==0.10.2, or scripts/python_venv.sh DIR)"
+                if args.dialect == "jax" else "jax==0.11.2 and tpu-inference==0.32.0 "
+                "(scripts/python_v3_venv.sh DIR)")
+        raise ValueError(f"--kernel-file with dialect {args.dialect} needs {need}") from e
     return KernelFile(args.kernel_file, args.dialect, interpret=args.interpret,
                       tpu_version=args.tpu_version, timeout_s=args.timeout)
 
