@@ -222,11 +222,14 @@ class _Drawer:
                 return None
         elif native is not None:
             return None
-        if self.dialect == "jax":
+        if self.dialect == "jax" and (case.num_kv_pages_per_block is None or
+                                      case.num_queries_per_block is None):
             case = _with_jax_blocks(case)
-        if self.mode == "native" and not _api.validate(
-                case, mode="jax" if self.dialect == "jax" else "native").valid:
-            return None  # the blocks set above broke a rule of native mode
+            # The blocks set may break a rule (a block past the VMEM budget): ask again.
+            if not _api.validate(case, mode="jax").valid:
+                return None
+            if self.mode == "strict" and not _api.validate(case).valid:
+                return None
         return case
 
 

@@ -177,8 +177,9 @@ def run_pallas(arrays, params, num_kv_pages_per_block, num_queries_per_block, ke
         kernel's own defaults come from a table of TPU generations).
       kernel: the kernel module to run (default: JAX's, patched_kernel()); a modified copy
         loads with module_from_source(patch_kernel_source(...)).
-      cache: a dict that keeps each compiled program by its shapes, dtypes and keywords, so
-        that calls of one shape compile once (default: compile every call).
+      cache: a dict that keeps the last CACHE_SIZE compiled programs by their shapes,
+        dtypes and keywords, so that calls of one shape compile once (default: compile
+        every call).
     Returns:
       The whole output [T, Hq, D] in q's dtype (rows past cu_q_lens[num_seqs] hold what
       the kernel left there).
@@ -221,8 +222,7 @@ def run_pallas(arrays, params, num_kv_pages_per_block, num_queries_per_block, ke
                                       ).lower().compile()
         except Exception as e:  # pylint: disable=broad-except
             raise PallasError("trace", e) from e
-        if cache is not None:
-            cache[key] = compiled
+        remember(cache, key, compiled)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -238,6 +238,21 @@ def run_pallas(arrays, params, num_kv_pages_per_block, num_queries_per_block, ke
         dispatch.runtime_tokens.clear()
         raise PallasError("run", e) from e
     return out
+
+
+# How many compiled programs a cache keeps (the oldest goes first): a campaign runs its calls
+# grouped by compile key, so a few suffice, and each holds its executable's memory.
+CACHE_SIZE = 16
+
+
+def remember(cache, key, compiled):
+    """Keeps compiled under key in cache (when there is one), dropping the oldest entries
+    past CACHE_SIZE."""
+    if cache is None:
+        return
+    cache[key] = compiled
+    while len(cache) > CACHE_SIZE:
+        cache.pop(next(iter(cache)))
 
 
 def case_arrays_params(case):

@@ -52,7 +52,7 @@ from typing import Any, Optional
 import numpy as np
 
 from rpa.jax import tpu_inference
-from rpa.jax.pallas import PallasError, PatchError
+from rpa.jax.pallas import PallasError, PatchError, remember
 
 # The package's tests pass vmem_limit_bytes=100 MiB; interpret mode does not enforce it.
 DEFAULT_VMEM_LIMIT_BYTES = 100 * 1024 * 1024
@@ -300,9 +300,9 @@ def run_v3_pallas(case: Any, tpu_version: Optional[int] = None, timeout_s: float
 
     Block sizes: the case's, else (with tpu_version) that generation's heuristics. module:
     the kernel module to run (default: tpu-inference's, patched_module()); a modified copy of
-    the file loads with module_from_source(patch_source(...)). cache: a dict that keeps each
-    compiled program by its shapes, dtypes and keywords, so that calls of one shape compile
-    once. Raises PallasError: stage "input" (a used page index out of range), "trace", "run"
+    the file loads with module_from_source(patch_source(...)). cache: a dict that keeps the
+    last compiled programs (rpa.jax.pallas.CACHE_SIZE) by their shapes, dtypes and keywords,
+    so that calls of one shape compile once. Raises PallasError: stage "input" (a used page index out of range), "trace", "run"
     or "timeout"; PatchError when a patch does not apply."""
     import jax  # pylint: disable=import-outside-toplevel
     import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
@@ -331,8 +331,7 @@ def run_v3_pallas(case: Any, tpu_version: Optional[int] = None, timeout_s: float
                 compiled = lowered.compile()
         except Exception as e:  # pylint: disable=broad-except
             raise PallasError("trace", e) from e
-        if cache is not None:
-            cache[key] = compiled
+        remember(cache, key, compiled)
     watchdog = _Watchdog(timeout_s, name)
     try:
         with warnings.catch_warnings(), watchdog:
