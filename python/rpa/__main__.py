@@ -96,7 +96,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     os.environ.setdefault("JAX_PLATFORMS", "cpu")  # unless set: interpret mode needs no TPU
     args = _parser().parse_args(argv)
     from rpa import _campaign  # pylint: disable=import-outside-toplevel
-    target = f"v{args.tpu_version}e" if args.tpu_version in (5, 6) else "v7x"
+    target = {5: "v5e", 6: "v6e", 7: "7x"}[args.tpu_version]
     try:
         kernel = _kernel(args)
     except (ValueError, ImportError, RuntimeError) as e:  # RuntimeError: rpa.jax's PatchError

@@ -47,6 +47,8 @@ from rpa._draw import DEFAULT_MAX_BYTES, bounds as draw_bounds, check_profile, d
 
 KINDS = ("mismatch", "biased", "raised", "hang")
 MODES = ("strict", "native")
+TARGETS = ("v5e", "v6e", "7x")
+TPU_VERSIONS = {"v5e": 5, "v6e": 6, "7x": 7}  # python -m rpa campaign --tpu-version
 
 
 @dataclasses.dataclass
@@ -93,8 +95,10 @@ class CampaignResult:
     shrink_calls: int = 0
     seconds: float = 0.0
     max_share_of_tolerance: float = 0.0
+    unjudged: int = 0  # calls the oracle could not judge here (out of memory)
     findings: list[Finding] = dataclasses.field(default_factory=list)
     stopped: Optional[str] = None  # why the campaign stopped early (a hang)
+    target: Optional[str] = None  # the literal schedule's TPU generation (native mode)
     report: Optional[str] = None
 
     @property
@@ -119,7 +123,8 @@ class CampaignResult:
             "profile": self.profile, "seed": self.seed, "seconds": round(self.seconds, 3),
             "calls": self.calls, "passed": self.passed, "compile_keys": self.compile_keys,
             "shrink_calls": self.shrink_calls,
-            "max_share_of_tolerance": self.max_share_of_tolerance, "stopped": self.stopped,
+            "max_share_of_tolerance": self.max_share_of_tolerance, "unjudged": self.unjudged,
+            "stopped": self.stopped,
             "findings": [{
                 "kind": f.kind, "detail": f.detail, "size": f.size(),
                 "original_size": f.original_size(), "description": f.case.description,
@@ -241,9 +246,13 @@ class _Runner:
         self.kernel, self.dialect, self.mode = kernel, dialect, mode
         self.timeout_s, self.target = timeout_s, target
         self.hung = False
+        self.hung_case: Optional[Case] = None
 
     def _call(self, case: Case) -> Any:
         args, kwargs = case.call_args()
+        # Copies: a kernel that writes its inputs in place (a donated buffer) must not change
+        # the case its output is checked against.
+        args = tuple(None if a is None else np.array(a, copy=True) for a in args)
         box: dict[str, Any] = {}
 
         def run() -> None:
@@ -257,6 +266,7 @@ class _Runner:
         worker.join(self.timeout_s)
         if worker.is_alive():
             self.hung = True
+            self.hung_case = case
             raise _Hang(f"the kernel did not return in {self.timeout_s:g} s")
         if "error" in box:
             raise box["error"]
@@ -272,14 +282,16 @@ class _Runner:
                         target=self.target)
         except _api.KernelDoesNotReturn:
             return True
-        except ValueError:  # rejected, or an hd64 call without block sizes
-            return False
+        except (ValueError, MemoryError):  # rejected, an hd64 call without block sizes, or
+            return False                   # a schedule too large to run here
         return False
 
     def run(self, case: Case) -> _Outcome:
         try:
             result = self._call(case)
         except _Hang as e:
+            if self._stops_too(case):
+                return _Outcome(None, f"hangs, as the literal schedule does ({e})", case)
             return _Outcome("hang", str(e), case)
         except Exception as e:  # pylint: disable=broad-except
             text = str(e).strip().splitlines()
@@ -290,9 +302,11 @@ class _Runner:
             # raises with stage "timeout" and can take the next call.
             return _Outcome("hang" if getattr(e, "stage", None) == "timeout" else "raised", line,
                             case)
+        if result is None:
+            return _Outcome("raised", "TypeError: the kernel returned None", case)
         try:
             if self.dialect == "jax":
-                out = result[0] if isinstance(result, tuple) else result
+                out = result[0] if isinstance(result, (tuple, list)) else result
                 checked = case.replace(out=np.asarray(out))
                 if self.mode == "strict":
                     r = _api.check(checked)
@@ -308,7 +322,13 @@ class _Runner:
                     r = _api.check(checked)
                 else:
                     r = _api.check(checked, oracle="literal", mode="native", target=self.target)
-        except ValueError as e:  # an output of another shape or dtype
+        except MemoryError:
+            # The oracle cannot run this call here (a literal schedule of blocks near 2^31):
+            # neither a pass nor a finding.
+            return _Outcome("unjudged", "the oracle ran out of memory", case)
+        except ValueError as e:  # an output of another shape or dtype than the call's
+            if "out" not in str(e) and "kv_cache" not in str(e):
+                raise  # the harness's own error, not the kernel's
             return _Outcome("raised", f"the kernel's output: {e}", case)
         if r.verdict == "agree":
             return _Outcome(None, "", checked, r.share_of_tolerance)
@@ -336,10 +356,18 @@ def _byte_candidates(b: bytes) -> Iterator[bytes]:
             yield b[:i] + bytes([b[i] - 1]) + b[i + 1:]
 
 
+def _bare(case: Case) -> Case:
+    """The call without the outputs a check added."""
+    if case.is_v3:
+        return case.replace(out=None, kv_cache_out=None, expected=None, expected_kv_cache=None)
+    return case.replace(out=None, expected=None)
+
+
 def _read_prefix(data: bytes, valid: bool, seed: Optional[int], case: Case,
                  drawer: _Drawer) -> bytes:
     """The shortest prefix of data that decodes to the same call (the decoder reads bytes
     in order; past the last it reads, none matter)."""
+    case = _bare(case)
     lo, hi = 0, len(data)
     while lo < hi:
         mid = (lo + hi) // 2
@@ -352,11 +380,13 @@ def _read_prefix(data: bytes, valid: bool, seed: Optional[int], case: Case,
 
 
 def _shrink(data: bytes, valid: bool, seed: Optional[int], first: _Outcome, drawer: _Drawer,
-            runner: _Runner, budget: int) -> tuple[bytes, _Outcome, int, int]:
+            runner: _Runner, budget: int,
+            deadline: Optional[float] = None) -> tuple[bytes, _Outcome, int, int]:
     """The smallest call found that fails as `first` did: (bytes, outcome, steps, calls).
     Each round decodes every candidate edit of the current bytes (cheap: no kernel call),
     keeps those that decode to a smaller call the mode draws, and runs the kernel on them
-    smallest first until one fails the same way; no smaller call fails: done."""
+    smallest first until one fails the same way; no smaller call fails, the budget is spent
+    or the deadline (time.monotonic()) has passed: done."""
     best, best_out = _read_prefix(data, valid, seed, first.case, drawer), first
     best_key = _size_key(first.case)
     steps = calls = 0
@@ -376,14 +406,13 @@ def _shrink(data: bytes, valid: bool, seed: Optional[int], first: _Outcome, draw
         found = False
         for key in sorted(smaller):
             for candidate, case in smaller[key]:
-                if calls >= budget:
-                    break
+                if calls >= budget or (deadline is not None and time.monotonic() >= deadline):
+                    return best, best_out, steps, calls
                 calls += 1
                 out = runner.run(case)
                 if runner.hung:
                     return best, best_out, steps, calls
-                if out.kind == first.kind and (first.kind != "raised" or
-                                               _error_type(out) == _error_type(first)):
+                if out.kind == first.kind and _signature(out) == _signature(first):
                     best = _read_prefix(candidate, valid, seed, case, drawer)
                     best_out, best_key = out, key
                     steps += 1
@@ -403,8 +432,13 @@ def _fingerprint(case: Case) -> int:
                  repr(sorted(kwargs.items()))))
 
 
-def _error_type(out: _Outcome) -> str:
-    return out.detail.split(":")[0]
+def _signature(out: _Outcome) -> str:
+    """What makes two failures one finding: the kind; for a raise, the exception's type (a
+    PallasError: its stage and the inner error's type too)."""
+    if out.kind != "raised":
+        return str(out.kind)
+    parts = [p.strip() for p in out.detail.split(":")]
+    return "raised " + ":".join(parts[:3] if parts[0] == "PallasError" else parts[:1])
 
 
 def _kernel_name(kernel: Any) -> str:
@@ -453,18 +487,29 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
         raise ValueError(f"calls takes a positive number (got {calls!r})")
     if seconds is not None and not float(seconds) > 0:
         raise ValueError(f"seconds takes a positive number (got {seconds!r})")
-    if batch < 1 or calls_per_shape < 1 or shrink_calls < 0 or not timeout_s > 0:
-        raise ValueError("batch and calls_per_shape take >= 1, shrink_calls >= 0 and "
-                         "timeout_s > 0")
+    if batch < 1 or calls_per_shape < 1:
+        raise ValueError(f"batch and calls_per_shape take >= 1 (got {batch}, {calls_per_shape})")
+    if shrink_calls < 0 or not timeout_s > 0:
+        raise ValueError(f"shrink_calls takes >= 0 and timeout_s > 0 (got {shrink_calls}, "
+                         f"{timeout_s})")
     if not callable(kernel):
         raise ValueError(f"kernel must be callable (got {type(kernel).__name__})")
+    if target is not None and target not in TARGETS:
+        raise ValueError(f"target takes {', '.join(TARGETS)} (got {target!r})")
     if dialect == "jax" and head_dim is None:
         head_dim = 128  # JAX's validators take multiples of 128 (head_dim_not_lane_multiple)
     bounds = draw_bounds(max_seqs, max_kv_len, max_head_dim, max_page_size)
     check_profile(profile, head_dim, bounds, dialect)
     drawer = _Drawer(dialect, mode, profile, head_dim, bounds)
-    runner = _Runner(kernel, dialect, mode, timeout_s, target)
-    result = CampaignResult(_kernel_name(kernel), dialect, mode, profile, int(seed))
+    # A kernel with a watchdog of its own (rpa.jax.kernel_file's, started after compiling)
+    # gets time to compile first, so that its recoverable timeout comes before ours.
+    own = getattr(kernel, "timeout_s", None)
+    runner = _Runner(kernel, dialect, mode,
+                     timeout_s if own is None else max(timeout_s, float(own) + 600.0), target)
+    result = CampaignResult(_kernel_name(kernel), dialect, mode, profile, int(seed),
+                            target=target)
+    if replay is None:
+        replay = getattr(kernel, "rpa_replay", None)
     rng = np.random.default_rng(int(seed))
     keys: set[Any] = set()
     start = time.monotonic()
@@ -494,24 +539,28 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
                 again = drawer.case(data, valid, seed_)
                 if again is not None:
                     out.append((data, valid, seed_, again))
-        if not out:
+        if not out and not result.calls:
             raise ValueError(f"no call of the {dialect} dialect fits these bounds and profile "
                              f"in {tries} draws")
         return out
 
-    while not runner.hung:
-        if calls is not None:
-            n = min(batch, calls - result.calls)
-            if n <= 0:
-                break
-        else:
-            if time.monotonic() - start >= float(seconds):  # type: ignore[arg-type]
-                break
-            n = batch
+    deadline = None if seconds is None else start + float(seconds)
+
+    def out_of_time() -> bool:
+        # At least one call runs, however short the time.
+        return deadline is not None and result.calls > 0 and time.monotonic() >= deadline
+
+    while not runner.hung and not out_of_time():
+        n = batch if calls is None else min(batch, calls - result.calls)
+        if n <= 0:
+            break
         drawn = draw_batch(n)
+        if not drawn:
+            result.stopped = f"no further call of the {dialect} dialect fits the bounds"
+            break
         drawn.sort(key=lambda x: repr(compile_key(x[3])))
         for data, valid, data_seed, case in drawn:
-            if seconds is not None and time.monotonic() - start >= float(seconds):
+            if out_of_time():
                 break
             keys.add(repr(compile_key(case)))
             out = runner.run(case)
@@ -520,24 +569,32 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
                 result.passed += 1
                 if out.share is not None:
                     result.max_share_of_tolerance = max(result.max_share_of_tolerance, out.share)
+            elif out.kind == "unjudged":
+                result.unjudged += 1
             else:
                 # One finding per kind (a raise: per exception type), shrunk from the first
                 # call that showed it; later calls that fail the same way are counted.
-                signature = out.kind if out.kind != "raised" else _error_type(out)
+                signature = _signature(out)
                 if signature in seen:
                     seen[signature].failing_calls += 1
                 else:
                     small_data, small, steps, spent = data, out, 0, 0
                     if out.kind != "hang":
-                        small_data, small, steps, spent = _shrink(data, valid, data_seed, out,
-                                                                  drawer, runner, shrink_calls)
+                        small_data, small, steps, spent = _shrink(
+                            data, valid, data_seed, out, drawer, runner, shrink_calls, deadline)
                     result.shrink_calls += spent
                     seen[signature] = Finding(small.kind, small.detail, small.case, out.case,
                                               small_data, steps, spent, first_call=result.calls,
                                               data_seed=data_seed)
                     result.findings.append(seen[signature])
                 if runner.hung:
-                    result.stopped = f"a call did not return in {timeout_s:g} s"
+                    hung = runner.hung_case
+                    if out.kind != "hang" and hung is not None and "hang" not in seen:
+                        # A call tried while shrinking hung: a finding of its own.
+                        seen["hang"] = Finding("hang", f"the kernel did not return in "
+                                               f"{runner.timeout_s:g} s", hung, hung, b"")
+                        result.findings.append(seen["hang"])
+                    result.stopped = f"a call did not return in {runner.timeout_s:g} s"
                     break
             now = time.monotonic()
             if progress and now - last_progress >= 10:
@@ -559,8 +616,15 @@ def _finding_replay(f: Finding, path: str, result: CampaignResult, replay: Optio
         if result.mode == "native":
             flags = ["--oracle", "literal", "--mode",
                      "jax" if result.dialect == "jax" else "native"]
+            if result.target:
+                flags += ["--target", result.target]
         return " ".join(["rpa check", path, *flags])
+    if replay is None and "<locals>" in result.kernel:
+        return (f"run {result.kernel} on the call in {path} (rpa.Case.load(...).call_args()): "
+                f"it is not importable")
     base = replay or f"python -m rpa campaign --kernel {result.kernel} --dialect {result.dialect}"
+    if result.target and "--tpu-version" not in base:
+        base += f" --tpu-version {TPU_VERSIONS[result.target]}"
     return f"{base} --mode {result.mode} --case {path}"
 
 

@@ -114,7 +114,8 @@ def rpa_campaign(request: Any, tmp_path: Any) -> Callable[..., rpa.CampaignResul
     config = request.config
 
     def run(kernel: Callable[..., Any], **options: Any) -> rpa.CampaignResult:
-        options.setdefault("calls", config.getoption("--rpa-calls"))
+        if options.get("seconds") is None:
+            options.setdefault("calls", config.getoption("--rpa-calls"))
         options.setdefault("seed", config.getoption("--rpa-seed"))
         options.setdefault("profile", config.getoption("--rpa-profile"))
         options.setdefault("report", str(tmp_path / "rpa-campaign"))

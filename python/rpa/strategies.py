@@ -123,7 +123,6 @@ def invalid_cases(rule: Optional[str] = None, *, dialect: str = "jax",
             .filter(lambda x: x is not None))
 
 
-__all__ = ["cases", "invalid_cases", "DEFAULT_MAX_BYTES"]
 
 
 def production_calls(dialect: str = "jax", *,
@@ -142,3 +141,6 @@ def production_calls(dialect: str = "jax", *,
         return Case._from_native((arrays, params), spec=spec, description=description)
 
     return st.binary(max_size=max_bytes).map(build)
+
+
+__all__ = ["cases", "invalid_cases", "production_calls", "DEFAULT_MAX_BYTES"]

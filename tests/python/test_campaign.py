@@ -112,10 +112,35 @@ def test_a_kernel_that_hangs_is_a_finding_and_stops_the_campaign():
     assert result.stopped and "did not return in 0.5 s" in result.stopped
 
 
-def test_seconds_bound_the_run():
+def test_seconds_bound_the_run_and_one_call_runs_at_least():
     started = time.monotonic()
     result = rpa.campaign(tiled, seconds=2, seed=6)
     assert result.ok and result.calls > 0 and time.monotonic() - started < 10
+    assert rpa.campaign(tiled, seconds=1e-9, seed=6).calls == 1
+
+
+def test_a_kernel_that_writes_its_inputs_cannot_hide_a_slip():
+    def zeroes_the_cache_in_place(*args, **kwargs):
+        # The slip: the cache it was given zeroed before the attention reads it. Were that
+        # array the call's own, the check would judge the output on the zeroed cache and agree.
+        args[3][...] = 0
+        return v3_tiled("tpu_inference_v3")(*args, **kwargs)
+    result = rpa.campaign(zeroes_the_cache_in_place, dialect="tpu_inference_v3", calls=8, seed=3)
+    assert [f.kind for f in result.findings] == ["mismatch"], result.summary()
+
+
+def test_native_mode_on_every_generation():
+    def literal(target):
+        def kernel(*args, **kwargs):
+            case = rpa.Case.from_v3_call(*args, **kwargs)
+            return rpa.kernel(case, schedule="literal", mode="native", target=target)
+        return kernel
+    for target in ("v5e", "v6e", "7x"):
+        result = rpa.campaign(literal(target), dialect="tpu_inference_v3", calls=12, seed=7,
+                              mode="native", target=target)
+        assert result.ok, (target, result.summary())
+    with pytest.raises(ValueError, match="target takes"):
+        rpa.campaign(tiled, calls=1, target="v7x")
 
 
 def test_bad_campaign_arguments_fail_before_a_call():

@@ -77,6 +77,12 @@ def test_the_v3_corpus_cases_run_and_a_mismatch_names_the_replay(pytester):
     result.stdout.fnmatch_lines(["*mismatch*", "*replay: rpa check *case-*.npz*"])
 
 
+def test_rpa_campaign_takes_seconds_instead_of_calls(pytester):
+    pytester.makepyfile(test_seconds=JAX_FILE.replace('dialect="jax")', 'dialect="jax", seconds=1)'))
+    pytester.runpytest_inprocess("-q", "-k", "campaign").assert_outcomes(passed=1, deselected=len(
+        pytest_plugin.corpus_cases("jax")))
+
+
 def test_the_corpus_cases_are_ones_strict_mode_accepts():
     for dialect in rpa._case.DIALECTS:  # pylint: disable=protected-access
         for path in pytest_plugin.corpus_cases(dialect):

@@ -41,6 +41,10 @@ class KernelFile:
         self.tpu_version, self.timeout_s = tpu_version, timeout_s
         self.cache: dict[Any, Any] = {}
         self.rpa_name = f"{path}:{ENTRY_POINTS[dialect]}"
+        # The command that runs this kernel again (rpa.campaign's replay lines).
+        self.rpa_replay = (f"python -m rpa campaign --kernel-file {path}"
+                           f"{' --interpret' if interpret else ''} --dialect {dialect}"
+                           f" --tpu-version {tpu_version or 6} --timeout {timeout_s:g}")
         with open(path, encoding="utf-8") as f:
             source = f.read()
         if not interpret:
