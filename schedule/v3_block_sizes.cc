@@ -48,6 +48,9 @@ std::optional<V3BlockSizes> v3_default_block_sizes(const V3BlockShape& s, V3Pass
   if (tpu_version < 5 || tpu_version > 8) return std::nullopt;
   // get_default_block_sizes (kernel.py).
   const int64_t packing = v3_kv_packing(s.kv_dtype);
+  // A 64-bit cache (kv_dtype_unsupported: what a shape mutation may leave) packs 0 values a
+  // word; kernel.py's arithmetic would divide by it (fuzz_validate, UBSan).
+  if (packing <= 0) return std::nullopt;
   const int64_t hkv = s.kv_heads, hq = s.q_heads;
   const int64_t heads_x2 = next_pow2(v3_align(hkv * 2, packing));
   const int64_t head_dim = v3_align(s.head_dim, 128);

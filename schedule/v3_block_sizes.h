@@ -22,7 +22,8 @@ V3Pass v3_pass_of(const V3Inputs& in, int64_t seq);
 // The pass's (bq_sz, bkv_sz, bq_csz, bkv_csz): the call's tuple when it names one, else
 // get_default_block_sizes on TPU generation tpu_version; nullopt when neither (a generation
 // off 5..8, or shapes the defaults cannot be computed from: a rank off, a zero head count,
-// head_dim, page_size or max_num_seqs, fewer q heads than kv heads).
+// head_dim, page_size or max_num_seqs, fewer q heads than kv heads, a cache dtype wider than
+// 32 bits, which packs no value into a word).
 std::optional<V3BlockSizes> v3_block_sizes(const V3Inputs& in, const V3Params& p, V3Pass pass,
                                            int tpu_version);
 
@@ -35,8 +36,9 @@ struct V3BlockShape {
 };
 
 // get_default_block_sizes on TPU generation tpu_version (5..8, else nullopt) for a call of
-// these shapes (all positive, q_heads >= kv_heads): what v3_block_sizes gives a call without
-// the pass's tuple. For a generator that has shapes before it has arrays.
+// these shapes (all positive, q_heads >= kv_heads; nullopt for a kv_dtype of more than 32
+// bits): what v3_block_sizes gives a call without the pass's tuple. For a generator that has
+// shapes before it has arrays.
 std::optional<V3BlockSizes> v3_default_block_sizes(const V3BlockShape& s, V3Pass pass, int tpu_version);
 
 }  // namespace rpa

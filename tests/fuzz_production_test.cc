@@ -18,6 +18,7 @@
 #include "properties/v3_materialize.h"
 #include "properties/v3_mutation.h"
 #include "properties/v3_spec_model.h"
+#include "schedule/v3_block_sizes.h"
 #include "validation/jax_validate.h"
 #include "validation/v3_validate.h"
 
@@ -164,4 +165,31 @@ TEST(FuzzProduction, ZerosGiveTheSameVerdictsAsData) {
 }
 
 }  // namespace
+// Regression (fuzz_validate, 180 s of ASan fuzzing after issue 36; corpus/fuzz/fuzz_validate/
+// regression-prod-v3-window-rules-on-64bit-cache): a kernel.py production call with a sliding
+// window whose kv_dtype_unsupported mutation left a 64-bit cache, then chunk_prefill_nonpositive:
+// the spec model's window rules, declared again after each mutation, asked for kernel.py's
+// default block sizes, whose arithmetic divided by the cache's packing, 0 values a 32-bit word
+// (UBSan: division by zero in v3_align). The defaults are now nullopt for such a
+// cache, as for any shape they cannot be computed from.
+TEST(FuzzProduction, WindowRulesOnASixtyFourBitCacheDoNotDivideByItsPacking) {
+  const std::vector<uint8_t> bytes = {
+      0x50, 0x52, 0x01, 0x07, 0x05, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x01, 0x03, 0x00,
+      0x00, 0x40, 0x0b, 0x00, 0x01, 0xff, 0xff, 0xff, 0xff, 0x01, 0x0f, 0x00, 0xe8, 0x3b, 0x01, 0x00,
+      0x9e, 0x9e, 0x9e, 0x9e, 0x9e, 0x9e, 0x9e, 0x9e, 0x9e, 0x9e, 0x9e, 0x9e, 0x9e, 0x9e, 0x9e, 0x9e,
+      0x9e, 0xe5, 0x9e, 0x9e, 0x9e, 0x9e, 0x9e, 0x02, 0x4f, 0x4f, 0x4f, 0x4f, 0x4f, 0x4f, 0x4f, 0x4f,
+      0x4f, 0x4f, 0x4f, 0x4f, 0x4f, 0x4f, 0x4f, 0x4f, 0x4f, 0x3a, 0x9e, 0x9e, 0x9e, 0x9e, 0x9e, 0x9e,
+      0x9e, 0x9e, 0x9e, 0x9e, 0x00, 0x03, 0xc3, 0x01, 0x82, 0x00, 0xec, 0xf7, 0x6c, 0x47, 0x00};
+  const ProductionValidateInput v = decode_production_validate(*production_payload(bytes));
+  ASSERT_EQ(v.spec.dialect, Dialect::kTpuInferenceV3);
+  ASSERT_EQ(v.v3_mutations.size(), 2u);
+  EXPECT_EQ(props::describe_v3_mutations(v.v3_mutations),
+            "kv_dtype_unsupported(14), chunk_prefill_nonpositive(14)");
+  EXPECT_EQ(fuzz_validate(bytes.data(), bytes.size()), 0);
+  for (DType wide : {DType::kFloat64, DType::kInt64}) {
+    EXPECT_FALSE(v3_default_block_sizes({.kv_dtype = wide}, V3Pass::kMixed, 6));
+  }
+  EXPECT_TRUE(v3_default_block_sizes({.kv_dtype = DType::kBFloat16}, V3Pass::kMixed, 6));
+}
+
 }  // namespace rpa::fuzz
