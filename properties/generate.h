@@ -69,8 +69,9 @@ V3GenOptions v3_strategy_options(Dialect d, const GenRequest& request, const Dec
 
 // What a v3 strategy draws from its bytes (read most significant first): the case, as
 // visit_v3_case draws it, and for an invalid case one named mutation of `kinds` (all, when
-// empty) among those that apply to it, with its argument 0..kMaxV3MutationArg (0 first, so shrinking lowers
-// the variant). `mutations` is empty when a mutation was asked for and none applies.
+// empty) among those that apply to it, with its argument 0..kMaxV3MutationArg (0 first, so
+// shrinking lowers the variant). `mutations` is empty when a mutation was asked for and none
+// applies.
 struct V3Drawn {
   V3CaseSpec spec;
   std::vector<V3Mutation> mutations;
