@@ -787,6 +787,16 @@ nb::tuple v3_generated(const props::V3CaseSpec& spec, const std::optional<std::s
                         description ? *description : props::describe(spec), nb::none(), nb::none());
 }
 
+// A v3 dialect's name (tpu_inference_v3, tpu_inference_v3_hd64), else invalid_argument.
+Dialect v3_dialect_or_throw(const std::string& dialect) {
+  const std::optional<Dialect> d = parse_dialect(dialect);
+  if (!d || !is_v3(*d)) {
+    throw std::invalid_argument("dialect takes tpu_inference_v3 or tpu_inference_v3_hd64 (got " +
+                                dialect + ")");
+  }
+  return *d;
+}
+
 // The v3 Hypothesis strategies' decoder (properties/generate.h, decode_v3_strategy): the case
 // and, for an invalid one, one named mutation (any, when none is named) with what the v3 spec
 // model says strict and native mode must report; None where an invalid case was asked for and
@@ -795,11 +805,7 @@ nb::tuple v3_generated(const props::V3CaseSpec& spec, const std::optional<std::s
 nb::object v3_decode(const nb::bytes& data, const std::string& dialect, const std::string& profile,
                      std::optional<int64_t> head_dim, const props::DecodeBounds& bounds, bool valid,
                      const std::vector<std::string>& mutations, std::optional<uint32_t> data_seed) {
-  const std::optional<Dialect> d = parse_dialect(dialect);
-  if (!d || !is_v3(*d)) {
-    throw std::invalid_argument("dialect takes tpu_inference_v3 or tpu_inference_v3_hd64 (got " +
-                                dialect + ")");
-  }
+  const Dialect d = v3_dialect_or_throw(dialect);
   std::vector<props::V3MutationKind> kinds;
   for (const std::string& name : mutations) {
     const auto all = props::all_v3_mutation_kinds();
@@ -807,12 +813,12 @@ nb::object v3_decode(const nb::bytes& data, const std::string& dialect, const st
       return props::v3_mutation_name(m) == name;
     });
     if (k == all.end()) throw std::invalid_argument("no v3 mutation named " + name);
-    if (!props::v3_mutation_in_dialect(*k, *d)) {
+    if (!props::v3_mutation_in_dialect(*k, d)) {
       throw std::invalid_argument("the v3 mutation " + name + " is not written for " + dialect);
     }
     kinds.push_back(*k);
   }
-  const props::V3GenOptions g = props::v3_strategy_options(*d, {profile, head_dim}, bounds);
+  const props::V3GenOptions g = props::v3_strategy_options(d, {profile, head_dim}, bounds);
   if (!g.options) throw std::invalid_argument(g.error);
   const auto* p = static_cast<const uint8_t*>(data.data());
   props::V3Drawn drawn =
@@ -839,14 +845,10 @@ nb::object v3_decode(const nb::bytes& data, const std::string& dialect, const st
 
 // The names of the v3 mutations written for a dialect (each named after the rule it breaks).
 std::vector<std::string> v3_mutation_names(const std::string& dialect) {
-  const std::optional<Dialect> d = parse_dialect(dialect);
-  if (!d || !is_v3(*d)) {
-    throw std::invalid_argument("dialect takes tpu_inference_v3 or tpu_inference_v3_hd64 (got " +
-                                dialect + ")");
-  }
+  const Dialect d = v3_dialect_or_throw(dialect);
   std::vector<std::string> out;
   for (props::V3MutationKind k : props::all_v3_mutation_kinds()) {
-    if (props::v3_mutation_in_dialect(k, *d)) out.emplace_back(props::v3_mutation_name(k));
+    if (props::v3_mutation_in_dialect(k, d)) out.emplace_back(props::v3_mutation_name(k));
   }
   return out;
 }
@@ -854,14 +856,10 @@ std::vector<std::string> v3_mutation_names(const std::string& dialect) {
 // The (rule, reason) pairs strict mode of a v3 dialect enforces that no input reaches
 // (properties/v3_unreachable.h).
 std::vector<std::pair<std::string, std::string>> v3_strict_unreachable(const std::string& dialect) {
-  const std::optional<Dialect> d = parse_dialect(dialect);
-  if (!d || !is_v3(*d)) {
-    throw std::invalid_argument("dialect takes tpu_inference_v3 or tpu_inference_v3_hd64 (got " +
-                                dialect + ")");
-  }
+  const Dialect d = v3_dialect_or_throw(dialect);
   std::vector<std::pair<std::string, std::string>> out;
   for (const props::V3Unreachable& u : props::v3_strict_unreachable()) {
-    if (u.dialect == *d) out.emplace_back(std::string(v3_rule_info(u.rule).name), u.reason);
+    if (u.dialect == d) out.emplace_back(std::string(v3_rule_info(u.rule).name), u.reason);
   }
   return out;
 }

@@ -96,7 +96,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     os.environ.setdefault("JAX_PLATFORMS", "cpu")  # unless set: interpret mode needs no TPU
     args = _parser().parse_args(argv)
     from rpa import _campaign  # pylint: disable=import-outside-toplevel
-    target = {5: "v5e", 6: "v6e", 7: "7x"}[args.tpu_version]
+    target = {v: t for t, v in _campaign.TPU_VERSIONS.items()}[args.tpu_version]
     try:
         kernel = _kernel(args)
     except (ValueError, ImportError, RuntimeError) as e:  # RuntimeError: rpa.jax's PatchError

@@ -42,7 +42,6 @@ def test_a_correct_kernel_reports_nothing(tmp_path):
     assert result.compile_keys <= 60 // 4 + 1, result.compile_keys
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["calls"] == 60 and summary["findings"] == []
-    assert "0 failures" not in (tmp_path / "junit.xml").read_text()
     assert 'failures="0"' in (tmp_path / "junit.xml").read_text()
     assert "Nothing found" in (tmp_path / "report.html").read_text()
 
