@@ -1,11 +1,13 @@
-// rpa campaign: the main job. For a bounded time it draws cases from the property
-// generators (valid ones, and ones with named mutations), checks both validation modes
-// against the spec model and the tiled kernel against the dense reference, shows a live
-// progress line, and ends with a summary (also written to --report as JSON and markdown)
-// whose findings each come with the command that replays them. With --pallas N, N more
-// generated cases of each dialect then go through the real kernels in TPU interpret mode
-// (JAX's: python -m rpa.jax.cross_check --pallas; tpu-inference's v3: python -m
-// rpa.jax.v3_cross_check --pallas), and the summary says whether that ran.
+// rpa campaign: the main job. For a bounded time (--seconds) or number of cases (--cases) it
+// draws cases from the property generators (valid ones, and ones with named mutations),
+// checks both validation modes against the spec model and the tiled kernel against the dense
+// reference, shows a live progress line, and ends with a summary (cli/campaign_summary.h;
+// also written to --report as JSON, markdown, a page and the state rpa merge reads) whose
+// findings each come with the command that replays them. --shard I/N takes only the case
+// indices i % N == I, one job of a job array whose reports rpa merge combines. With
+// --pallas N, N more generated cases of each dialect then go through the real kernels in TPU
+// interpret mode (JAX's: python -m rpa.jax.cross_check --pallas; tpu-inference's v3: python
+// -m rpa.jax.v3_cross_check --pallas), and the summary says whether that ran.
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,7 +20,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <optional>
 #include <string>
 #include <thread>
@@ -27,13 +28,13 @@
 #include "bench/workloads.h"
 #include "casefile/case_file.h"
 #include "cli/campaign_report.h"
+#include "cli/campaign_run.h"
 #include "cli/campaign_stats.h"
+#include "cli/campaign_summary.h"
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
-#include "cli/junit_report.h"
 #include "core/paged_kv_view.h"
-#include "core/python_repr.h"
 #include "fuzz/jax_raw_call.h"
 #include "fuzz/raw_check.h"
 #include "kernel/jax_kernel.h"
@@ -55,7 +56,6 @@
 #include "reference/jax_reference.h"
 #include "reference/v3_reference.h"
 #include "service/check_case.h"
-#include "service/json_writer.h"
 #include "service/v3_run_case.h"
 #include "validation/jax_validate.h"
 #include "validation/v3_validate.h"
@@ -215,10 +215,7 @@ void run_v3_spec(const props::V3CaseSpec& spec, const std::string& hex, int64_t 
   const std::string key = name + " " + std::string(dtype_name(m.inputs.queries.dtype())) + "/" +
                           std::string(dtype_name(m.inputs.kv_cache.dtype()));
   ++st.v3_pair_checks[key];
-  if (!st.v3_worst_share.contains(key) || c.max_share > st.v3_worst_share[key]) {
-    st.v3_worst_share[key] = c.max_share;
-    st.v3_tolerance_at_worst[key] = c.tolerance_at_max;
-  }
+  keep_v3_worst(st, key, c.max_share, c.tolerance_at_max);
   // The check's power, as for the jax dialect's kernel-semantics checks.
   if (std::isfinite(c.min_detectable_key_weight)) {
     st.v3_key_weights[key].push_back(c.min_detectable_key_weight);
@@ -253,20 +250,6 @@ void run_production_case(uint64_t seed, int64_t i, DotPasses passes, Stats& st) 
   } else {
     run_case(props::production_case(spec), hex, i, passes, st);
   }
-}
-
-// Three significant digits, for the one-line summary.
-double round_sig(double x) {
-  if (x == 0.0 || !std::isfinite(x)) return x;
-  const double scale = std::pow(10.0, 2 - std::floor(std::log10(std::fabs(x))));
-  return std::round(x * scale) / scale;
-}
-
-std::string pallas_line(const Stats& st) {
-  return st.pallas.empty() ? "not run (--pallas N runs N generated cases of each dialect through "
-                             "JAX's and tpu-inference's kernels; needs scripts/python_venv.sh "
-                             "build/venv and scripts/python_v3_venv.sh build/v3venv)"
-                           : st.pallas;
 }
 
 // The python with the pinned JAX and the rpa package (rpa.jax): $RPA_JAX_PYTHON, else
@@ -366,292 +349,6 @@ void run_pallas_checks(uint64_t n, uint64_t seed, bool production,
   }
 }
 
-int64_t v3_case_count(const Stats& st) {
-  int64_t n = 0;
-  for (const auto& [d, c] : st.v3_cases) n += c;
-  return n;
-}
-
-// The v3 dialects' lines of the summary: cases and verdicts per dialect and mode, then the
-// kernel checks per dialect and q/kv dtypes.
-std::string v3_summary_text(const Stats& st) {
-  std::string s;
-  for (const auto& [dialect, n] : st.v3_cases) {
-    s += "  " + dialect + ": " + std::to_string(n) + " cases\n";
-    for (int k = 0; k < 2; ++k) {
-      s += "    " + std::string(v3_mode_name(kV3Modes[k])) + " verdicts:";
-      const auto it = st.v3_verdicts[k].find(dialect);
-      if (it != st.v3_verdicts[k].end()) {
-        for (const auto& [rule, c] : it->second) s += " " + rule + " " + std::to_string(c);
-      }
-      s += "\n";
-    }
-  }
-  s += "  v3 kernel vs v3 reference (kernel semantics; cache bit for bit): " +
-       std::to_string(st.v3_kernel_checks) +
-       " cases; most of the tolerance used (the tolerance there) and the least weight of a "
-       "dropped key caught (median / largest), per dialect and q/kv dtypes:";
-  for (const auto& [key, share] : st.v3_worst_share) {
-    s += " " + key + " " + py_float_repr(round_sig(share)) + " (" +
-         py_float_repr(round_sig(st.v3_tolerance_at_worst.at(key))) + "), " +
-         key_weight_text(st.v3_key_weights, key) + " (" +
-         std::to_string(st.v3_pair_checks.at(key)) + " cases)";
-  }
-  return s + "\n";
-}
-
-std::string summary_text(const Stats& st, double seconds, uint64_t seed) {
-  std::string s = "rpa campaign: " + py_float_repr(std::round(seconds * 10) / 10) + " s, seed " +
-                  std::to_string(seed) + ", sizes 0.." + std::to_string(st.max_size) + ": " +
-                  std::to_string(st.cases) + " cases (" + std::to_string(st.cases - st.mutated) +
-                  " valid, " + std::to_string(st.mutated) + " with mutations) and " +
-                  std::to_string(v3_case_count(st)) + " tpu-inference v3 cases\n";
-  for (int k = 0; k < 2; ++k) {
-    s += "  " + std::string(mode_name(kModes[k])) + " verdicts:";
-    for (const auto& [rule, n] : st.verdicts[k]) s += " " + rule + " " + std::to_string(n);
-    s += "\n";
-  }
-  s += "  validation vs spec model: " + std::to_string(st.validation_checks) + " checks\n";
-  s += "  kernel vs reference: " + std::to_string(st.kernel_checks) +
-       " cases; most of the tolerance used (kernel semantics / reference semantics), the "
-       "weakest discrimination and the least weight of a dropped key caught (median / "
-       "largest), per q/kv dtypes:";
-  for (const auto& [pair, worst] : st.worst_budget) {
-    const auto weakest = st.worst_discrimination.find(pair);
-    s += " " + pair + " " + py_float_repr(round_sig(worst)) + " / " +
-         py_float_repr(round_sig(st.worst_budget_reference.at(pair))) + ", " +
-         (weakest == st.worst_discrimination.end() ? std::string("-")
-                                                   : py_float_repr(round_sig(weakest->second))) +
-         ", " + key_weight_text(st.key_weights, pair) + " (" +
-         std::to_string(st.pair_checks.at(pair)) + ")";
-  }
-  s += "\n" + v3_summary_text(st);
-  s += "  kernel-semantics checks that could not reject an all-zero output (answer ~0): " +
-       std::to_string(st.could_not_reject_zero) + ", v3 " +
-       std::to_string(st.v3_could_not_reject_zero);
-  s += "\n  raw calls (fuzz_raw_inputs' decoder, valid cases with bytes changed): " +
-       std::to_string(st.raw_calls) + ", strict accepted " +
-       std::to_string(st.raw_strict_accepted) + ", run " + std::to_string(st.raw_ran);
-  if (!st.reach.empty()) {
-    s += "\n  production reach (each item: the calls that drew it):\n" +
-         st.reach.text("    ");
-    s.pop_back();
-  }
-  s += "\n  Pallas kernel (TPU interpret mode): " + pallas_line(st);
-  s += "\n  findings: " + std::to_string(st.findings_total) + "\n";
-  for (const Finding& f : st.findings) {
-    s += "    " + f.check + ": " + f.detail + "\n      replay: " + finding_replay(f) + "\n";
-  }
-  return s;
-}
-
-// {"KEY": {"median": ..., "largest": ...}, ...} of each key with a finite weight.
-void write_key_weights_json(JsonWriter& j, const KeyWeights& weights) {
-  j.begin_object();
-  for (const auto& [key, w] : weights) {
-    if (w.empty()) continue;
-    std::vector<double> sorted = w;
-    std::sort(sorted.begin(), sorted.end());
-    j.key(key).begin_object().key("median").value(sorted[sorted.size() / 2]);
-    j.key("largest").value(sorted.back()).end_object();
-  }
-  j.end_object();
-}
-
-std::string summary_json(const Stats& st, double seconds, uint64_t seed) {
-  JsonWriter j;
-  j.begin_object().key("seconds").value(seconds).key("seed").value(static_cast<int64_t>(seed));
-  j.key("max_size").value(st.max_size);
-  j.key("cases").value(st.cases).key("mutated_cases").value(st.mutated);
-  j.key("validation_checks").value(st.validation_checks);
-  for (int k = 0; k < 2; ++k) {
-    j.key(std::string(mode_name(kModes[k])) + "_verdicts").begin_object();
-    for (const auto& [rule, n] : st.verdicts[k]) j.key(rule).value(n);
-    j.end_object();
-  }
-  j.key("kernel_checks").value(st.kernel_checks).key("max_tolerance_used").begin_object();
-  for (const auto& [pair, worst] : st.worst_budget) j.key(pair).value(worst);
-  j.end_object().key("max_tolerance_used_reference_semantics").begin_object();
-  for (const auto& [pair, worst] : st.worst_budget_reference) j.key(pair).value(worst);
-  j.end_object().key("max_discrimination").begin_object();
-  for (const auto& [pair, weakest] : st.worst_discrimination) j.key(pair).value(weakest);
-  j.end_object().key("min_detectable_key_weight");
-  write_key_weights_json(j, st.key_weights);
-  j.key("kernel_checks_per_pair").begin_object();
-  for (const auto& [pair, n] : st.pair_checks) j.key(pair).value(n);
-  j.end_object().key("biased_per_pair").begin_object();
-  for (const auto& [pair, n] : st.biased) j.key(pair).value(n);
-  j.end_object().key("could_not_reject_zero").value(st.could_not_reject_zero);
-  j.key("raw_calls").value(st.raw_calls);
-  j.key("raw_strict_accepted").value(st.raw_strict_accepted).key("raw_ran").value(st.raw_ran);
-  j.key("pallas").value(pallas_line(st));
-  j.key("v3").begin_object().key("cases").begin_object();
-  for (const auto& [d, n] : st.v3_cases) j.key(d).value(n);
-  j.end_object();
-  for (int k = 0; k < 2; ++k) {
-    j.key(std::string(v3_mode_name(kV3Modes[k])) + "_verdicts").begin_object();
-    for (const auto& [d, rules] : st.v3_verdicts[k]) {
-      j.key(d).begin_object();
-      for (const auto& [rule, n] : rules) j.key(rule).value(n);
-      j.end_object();
-    }
-    j.end_object();
-  }
-  j.key("kernel_checks").value(st.v3_kernel_checks).key("kernel_checks_per_pair").begin_object();
-  for (const auto& [key, n] : st.v3_pair_checks) j.key(key).value(n);
-  j.end_object().key("max_tolerance_used").begin_object();
-  for (const auto& [key, w] : st.v3_worst_share) j.key(key).value(w);
-  j.end_object().key("tolerance_at_max").begin_object();
-  for (const auto& [key, w] : st.v3_tolerance_at_worst) j.key(key).value(w);
-  j.end_object().key("min_detectable_key_weight");
-  write_key_weights_json(j, st.v3_key_weights);
-  j.key("could_not_reject_zero").value(st.v3_could_not_reject_zero);
-  j.end_object();
-  if (!st.reach.empty()) {
-    j.key("production_reach").begin_object();
-    for (const auto& [d, r] : st.reach.by_dialect()) {
-      j.key(d).begin_object().key("calls").value(r.calls);
-      j.key("longest_kv_len").value(r.longest_kv_len).key("most_rows").value(r.most_rows);
-      j.key("highest_position").value(r.highest_position).key("items").begin_object();
-      for (const auto& [item, n] : r.items) j.key(item).value(n);
-      j.end_object().end_object();
-    }
-    j.end_object();
-  }
-  j.key("findings_total").value(st.findings_total).key("findings").begin_array();
-  for (const Finding& f : st.findings) {
-    j.begin_object().key("check").value(f.check).key("detail").value(f.detail);
-    j.key("spec").value(f.spec);
-    if (!f.raw.empty()) j.key("raw").value(f.raw);
-    j.key("replay").value(finding_replay(f)).end_object();
-  }
-  return j.end_array().end_object().str();
-}
-
-std::string summary_markdown(const Stats& st, double seconds, uint64_t seed) {
-  std::string s = "# rpa campaign\n\n" + std::to_string(st.cases) + " cases in " +
-                  py_float_repr(std::round(seconds * 10) / 10) + " s (seed " +
-                  std::to_string(seed) + "): " + std::to_string(st.cases - st.mutated) +
-                  " valid, " + std::to_string(st.mutated) + " with named mutations.\n\n" +
-                  "## Verdicts\n\n| rule | strict | jax |\n|---|---|---|\n";
-  std::map<std::string, std::pair<int64_t, int64_t>> rows;
-  for (const auto& [rule, n] : st.verdicts[0]) rows[rule].first = n;
-  for (const auto& [rule, n] : st.verdicts[1]) rows[rule].second = n;
-  for (const auto& [rule, n] : rows) {
-    s += "| " + rule + " | " + std::to_string(n.first) + " | " + std::to_string(n.second) + " |\n";
-  }
-  s += "\n## Kernel vs reference\n\n| q / kv | cases | most of the tolerance used, kernel "
-       "semantics | reference semantics | weakest discrimination (kernel) | least dropped key "
-       "weight caught (median / largest) |\n"
-       "|---|---|---|---|---|---|\n";
-  for (const auto& [pair, worst] : st.worst_budget) {
-    const auto weakest = st.worst_discrimination.find(pair);
-    s += "| " + pair + " | " + std::to_string(st.pair_checks.at(pair)) + " | " +
-         py_float_repr(worst) + " | " + py_float_repr(st.worst_budget_reference.at(pair)) + " | " +
-         (weakest == st.worst_discrimination.end() ? std::string("-")
-                                                   : py_float_repr(weakest->second)) +
-         " | " + key_weight_text(st.key_weights, pair) + " |\n";
-  }
-  s += "\n" + std::to_string(st.could_not_reject_zero) +
-       " kernel-semantics checks could not have rejected an all-zero output.\n";
-  s += "\n## tpu-inference v3\n\n| dialect | rule | native | strict |\n|---|---|---|---|\n";
-  std::map<std::pair<std::string, std::string>, std::pair<int64_t, int64_t>> v3_rows;
-  for (const auto& [d, rules] : st.v3_verdicts[0]) {
-    for (const auto& [rule, n] : rules) v3_rows[{d, rule}].first = n;
-  }
-  for (const auto& [d, rules] : st.v3_verdicts[1]) {
-    for (const auto& [rule, n] : rules) v3_rows[{d, rule}].second = n;
-  }
-  for (const auto& [k, n] : v3_rows) {
-    s += "| " + k.first + " | " + k.second + " | " + std::to_string(n.first) + " | " +
-         std::to_string(n.second) + " |\n";
-  }
-  s += "\n| dialect q / kv | cases | most of the tolerance used (kernel semantics) | tolerance "
-       "there | least dropped key weight caught (median / largest) |\n|---|---|---|---|---|\n";
-  for (const auto& [key, w] : st.v3_worst_share) {
-    s += "| " + key + " | " + std::to_string(st.v3_pair_checks.at(key)) + " | " +
-         py_float_repr(w) + " | " + py_float_repr(st.v3_tolerance_at_worst.at(key)) + " | " +
-         key_weight_text(st.v3_key_weights, key) + " |\n";
-  }
-  s += "\n" + std::to_string(st.v3_could_not_reject_zero) +
-       " v3 kernel-semantics checks could not have rejected an all-zero output.\n";
-  s += "\n## Raw calls\n\n" + std::to_string(st.raw_calls) +
-       " valid cases in fuzz_raw_inputs' raw form with one to four bytes changed: " +
-       std::to_string(st.raw_strict_accepted) + " still strict-valid, " +
-       std::to_string(st.raw_ran) + " run through the reference and the kernel.\n";
-  if (!st.reach.empty()) {
-    s += "\n## Production reach\n\n| dialect | calls | longest kv_len | most rows | highest "
-         "position |\n|---|---|---|---|---|\n";
-    for (const auto& [d, r] : st.reach.by_dialect()) {
-      s += "| " + d + " | " + std::to_string(r.calls) + " | " + std::to_string(r.longest_kv_len) +
-           " | " + std::to_string(r.most_rows) + " | " + std::to_string(r.highest_position) + " |\n";
-    }
-    s += "\n| dialect | item | calls |\n|---|---|---|\n";
-    for (const auto& [d, r] : st.reach.by_dialect()) {
-      for (const auto& [item, n] : r.items) {
-        s += "| " + d + " | " + item + " | " + std::to_string(n) + " |\n";
-      }
-    }
-  }
-  s += "\n## Pallas kernel (TPU interpret mode)\n\n" + pallas_line(st) + "\n";
-  s += "\n## Findings: " + std::to_string(st.findings_total) + "\n\n";
-  for (const Finding& f : st.findings) {
-    s += "- **" + f.check + "**: " + f.detail + "\n  `" + finding_replay(f) + "`\n";
-  }
-  return s;
-}
-
-bool write_text(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  return static_cast<bool>(out);
-}
-
-// One JUnit test case per check class: a failure when it found something.
-std::vector<JunitCase> junit_cases(const Stats& st, double seconds) {
-  struct Class {
-    std::string name, prefix;
-    int64_t checks;
-  };
-  const std::vector<Class> classes = {
-      {"validation (strict) vs spec model", "validation (strict)", st.cases},
-      {"validation (jax) vs spec model", "validation (jax)", st.cases},
-      {"kernel vs reference (kernel semantics)", "kernel vs reference (kernel semantics)",
-       st.kernel_checks},
-      {"kernel vs reference (reference semantics)", "kernel vs reference (reference semantics)",
-       st.kernel_checks},
-      {"kernel vs reference (bias)", "kernel vs reference (bias)", st.kernel_checks},
-      {"raw calls", "raw call", st.raw_calls},
-      {"v3 validation (native) of generated valid cases", "v3 validation (native)",
-       v3_case_count(st)},
-      {"v3 validation (strict) of generated valid cases", "v3 validation (strict)",
-       v3_case_count(st)},
-      {"v3 kernel vs reference (kernel semantics)", "v3 kernel vs reference (kernel semantics)",
-       st.v3_kernel_checks},
-      {"exceptions", "exception", st.cases},
-      {"pallas kernel", "pallas", st.pallas.empty() ? 0 : 1},
-  };
-  std::vector<JunitCase> out;
-  for (const Class& c : classes) {
-    if (c.prefix == "pallas" && st.pallas.empty()) continue;
-    JunitCase j;
-    j.classname = "rpa.campaign";
-    j.name = c.name + " (" + std::to_string(c.checks) + " checks)";
-    j.seconds = c.prefix == "pallas" ? 0.0 : seconds;  // the classes ran side by side
-    const auto found = st.findings_by_check.find(c.prefix);
-    if (found != st.findings_by_check.end() && found->second > 0) {
-      j.outcome = JunitCase::Outcome::kFailure;
-      j.type = "finding";
-      j.message = std::to_string(found->second) + " findings";
-      for (const Finding& f : st.findings) {
-        if (f.check == c.prefix) j.details += f.detail + "\n  replay: " + finding_replay(f) + "\n";
-      }
-    }
-    out.push_back(std::move(j));
-  }
-  return out;
-}
-
 std::optional<uint64_t> parse_u64(std::string_view v) {
   uint64_t n = 0;
   const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
@@ -662,14 +359,16 @@ std::optional<uint64_t> parse_u64(std::string_view v) {
 }  // namespace
 
 int campaign_command(const std::vector<std::string_view>& args) {
-  uint64_t seconds = 60, seed = 1, max_size = 100, pallas = 0;
-  bool production = false;
+  uint64_t seconds = 60, seed = 1, max_size = 100, pallas = 0, cases = 0;
+  bool seconds_given = false, production = false;
   DotPasses passes = DotPasses::kSix;
+  Shard shard;
   std::optional<std::string> report, junit;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     if (a != "--seconds" && a != "--seed" && a != "--report" && a != "--max-size" &&
-        a != "--pallas" && a != "--junit" && a != "--dot-passes" && a != "--profile") {
+        a != "--pallas" && a != "--junit" && a != "--dot-passes" && a != "--profile" &&
+        a != "--cases" && a != "--shard") {
       return usage_error("unknown option " + std::string(a));
     }
     if (i + 1 >= args.size()) return usage_error(std::string(a) + " needs a value");
@@ -693,10 +392,23 @@ int campaign_command(const std::vector<std::string_view>& args) {
       passes = *parsed;
       continue;
     }
+    if (a == "--shard") {
+      const std::optional<Shard> parsed = parse_shard(v);
+      if (!parsed) {
+        return usage_error("--shard takes I/N, N 1 to " + std::to_string(kMaxShards) +
+                           " and I 0 to N-1 (got '" + std::string(v) + "')");
+      }
+      shard = *parsed;
+      continue;
+    }
     const std::optional<uint64_t> n = parse_u64(v);
     if (a == "--seconds") {
       if (!n || *n < 1 || *n > 7 * 24 * 3600) return usage_error("--seconds takes 1 to 604800");
       seconds = *n;
+      seconds_given = true;
+    } else if (a == "--cases") {
+      if (!n || *n < 1 || *n > 1000000000) return usage_error("--cases takes 1 to 1000000000");
+      cases = *n;
     } else if (a == "--pallas") {
       if (!n || *n > 100000) return usage_error("--pallas takes 0 to 100000 cases");
       pallas = *n;
@@ -712,14 +424,20 @@ int campaign_command(const std::vector<std::string_view>& args) {
       max_size = *n;
     }
   }
+  if (cases > 0 && seconds_given) {
+    return usage_error("--cases and --seconds bound the run both: give one (--cases N checks "
+                       "cases 0..N-1, --seconds N draws cases for N seconds)");
+  }
+  // The cross-check is one subprocess run, not a share of the case indices: one shard does
+  // it, and rpa merge carries its line.
+  if (pallas > 0 && shard.index != 0) {
+    return usage_error("--pallas runs in shard 0 only (rpa merge carries its line); got --shard " +
+                       shard_text(shard));
+  }
   // A bad report path fails now, not after the run.
-  if (report) {
-    std::error_code ec;
-    std::filesystem::create_directories(*report, ec);
-    if (ec || !write_text(std::filesystem::path(*report) / "summary.json", "{}\n")) {
-      std::fprintf(stderr, "rpa: cannot write the report to %s\n", report->c_str());
-      return kExitUnreadable;
-    }
+  if (report && !report_dir_writable(*report)) {
+    std::fprintf(stderr, "rpa: cannot write the report to %s\n", report->c_str());
+    return kExitUnreadable;
   }
 
   // The Pallas check needs the pinned JAX: fail now, loudly, not after the run.
@@ -745,17 +463,24 @@ int campaign_command(const std::vector<std::string_view>& args) {
   auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   Stats st;
   st.max_size = static_cast<int>(max_size);
-  // Every core draws cases: worker w takes the next case index until the time is up, with
-  // tallies of its own, merged at the end. Which cases a run reaches depends on the time;
-  // what case i is and what it checks does not.
+  // Every core draws cases: worker w takes the run's next case until the time is up (or,
+  // with --cases, the cases are done), with tallies of its own, merged at the end. The run's
+  // k-th case is index shard.case_index(k): every index for a whole run, the shard's residue
+  // class for one shard. Which cases a timed run reaches depends on the time; what case i is
+  // and what it checks depends on i alone, so a shard's case i is a whole run's case i.
+  const int64_t shard_cases = shard.cases_of(static_cast<int64_t>(cases));  // with --cases
+  const auto more = [&](int64_t k) {
+    return cases > 0 ? k < shard_cases : elapsed() < static_cast<double>(seconds);
+  };
   const int workers = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
   std::atomic<int64_t> next{0}, cases_done{0}, kernel_done{0}, findings_seen{0};
+  std::atomic<bool> finished{false};
   std::vector<Stats> per_worker(static_cast<size_t>(workers));
   auto work = [&](size_t w) {
     Stats& mine = per_worker[w];
     mine.max_size = st.max_size;
-    while (elapsed() < static_cast<double>(seconds)) {
-      const int64_t i = next++;
+    for (int64_t k = next++; more(k); k = next++) {
+      const int64_t i = shard.case_index(k);
       const int64_t kernel_before = mine.kernel_checks, findings_before = mine.findings_total;
       std::optional<props::CaseSpec> spec;
       try {
@@ -776,52 +501,52 @@ int campaign_command(const std::vector<std::string_view>& args) {
       findings_seen += mine.findings_total - findings_before;
     }
   };
+  // "[ 12.5/60 s] 812 cases, ..." for a timed run, "[ 12.5 s] 812/2000 cases, ..." with --cases.
+  const auto show = [&](int64_t done, int64_t kernel, int64_t findings, const std::string& tail) {
+    char clock[64], count[64];
+    if (cases > 0) {
+      std::snprintf(clock, sizeof clock, "%5.1f", elapsed());
+      std::snprintf(count, sizeof count, "%lld/%lld", static_cast<long long>(done),
+                    static_cast<long long>(shard_cases));
+    } else {
+      std::snprintf(clock, sizeof clock, "%5.1f/%llu", elapsed(),
+                    static_cast<unsigned long long>(seconds));
+      std::snprintf(count, sizeof count, "%lld", static_cast<long long>(done));
+    }
+    std::fprintf(stderr, "%s[%s s] %s cases, %lld kernel checks, %lld findings%s%s",
+                 tty ? "\r" : "", clock, count, static_cast<long long>(kernel),
+                 static_cast<long long>(findings), tail.c_str(), tty ? "" : "\n");
+  };
   std::vector<std::thread> pool;
   for (int w = 1; w < workers; ++w) pool.emplace_back(work, static_cast<size_t>(w));
   std::thread progress([&] {
-    while (elapsed() < static_cast<double>(seconds)) {
-      std::fprintf(stderr, "%s[%5.1f/%llu s] %lld cases, %lld kernel checks, %lld findings%s",
-                   tty ? "\r" : "", elapsed(), static_cast<unsigned long long>(seconds),
-                   static_cast<long long>(cases_done.load()), static_cast<long long>(kernel_done.load()),
-                   static_cast<long long>(findings_seen.load()), tty ? "" : "\n");
-      const double until = std::min(static_cast<double>(seconds), elapsed() + step);
-      while (elapsed() < until) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    while (!finished) {
+      show(cases_done, kernel_done, findings_seen, "");
+      const double until = elapsed() + step;
+      while (!finished && elapsed() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
     }
   });
   work(0);
   for (std::thread& t : pool) t.join();
+  finished = true;
   progress.join();
   for (const Stats& w : per_worker) merge_into(st, w);
-  std::fprintf(stderr, "%s[%5.1f/%llu s] %lld cases, %lld kernel checks, %lld findings (%d workers)%s",
-               tty ? "\r" : "", elapsed(), static_cast<unsigned long long>(seconds),
-               static_cast<long long>(st.cases), static_cast<long long>(st.kernel_checks),
-               static_cast<long long>(st.findings_total), workers, tty ? "" : "\n");
+  show(cases_done, kernel_done, findings_seen, " (" + std::to_string(workers) + " workers)");
   if (tty) std::fprintf(stderr, "\n");
   if (pallas > 0) run_pallas_checks(pallas, seed, production, report, st);
-  const double took = elapsed();
-  std::printf("%s", summary_text(st, took, seed).c_str());
-
-  if (report) {
-    const std::filesystem::path dir(*report);
-    const CampaignRun run{seed, seconds, took, workers, machine_description(), started};
-    if (!write_text(dir / "summary.json", summary_json(st, took, seed) + "\n") ||
-        !write_text(dir / "summary.md", summary_markdown(st, took, seed)) ||
-        !write_text(dir / "report.html",
-                    campaign_report_html(st, run, write_finding_files(st, dir)))) {
-      std::fprintf(stderr, "rpa: cannot write the report to %s\n", report->c_str());
-      return kExitUnreadable;
-    }
-    std::printf("report: %s/report.html, %s/summary.json, %s/summary.md\n", report->c_str(),
-                report->c_str(), report->c_str());
-  }
-  if (junit) {
-    if (const std::string err = write_junit(*junit, "rpa campaign", junit_cases(st, took), took);
-        !err.empty()) {
-      std::fprintf(stderr, "rpa: %s\n", err.c_str());
-      return kExitUnreadable;
-    }
-  }
-  return st.findings_total == 0 ? kExitOk : kExitMismatch;
+  const CampaignRun run{.seed = seed,
+                        .seconds_asked = cases > 0 ? 0 : seconds,
+                        .seconds = elapsed(),
+                        .workers = workers,
+                        .machine = machine_description(),
+                        .started = started,
+                        .production = production,
+                        .dot_passes = passes,
+                        .cases_asked = cases,
+                        .shard = shard};
+  return report_campaign(st, run, report, junit);
 }
 
 }  // namespace rpa

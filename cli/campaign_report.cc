@@ -178,8 +178,15 @@ std::string campaign_report_html(const Stats& st, const CampaignRun& run,
   h += "<h2 id=\"run\">The run</h2>\n<table>\n";
   h += row({td("started"), td(xml_escape(run.started))});
   h += row({td("seed"), td(std::to_string(run.seed))});
-  h += row({td("seconds"), td(num(run.seconds, "%.1f") + " (asked " +
-                                 std::to_string(run.seconds_asked) + ")")});
+  h += row({td("seconds"),
+            td(num(run.seconds, "%.1f") +
+               (run.cases_asked > 0 ? " (" + std::to_string(run.cases_asked) + " cases asked)"
+                                    : " (asked " + std::to_string(run.seconds_asked) + ")"))});
+  if (!run.shard.whole()) {
+    h += row({td("shard"), td(shard_text(run.shard) + " (the case indices i with i % " +
+                              std::to_string(run.shard.count) + " == " +
+                              std::to_string(run.shard.index) + ")")});
+  }
   h += row({td("sizes"), td("0.." + std::to_string(st.max_size))});
   h += row({td("machine"), td(xml_escape(run.machine) + ", " + std::to_string(run.workers) +
                                  " workers")});

@@ -10,18 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "cli/campaign_run.h"
 #include "cli/campaign_stats.h"
 
 namespace rpa {
-
-struct CampaignRun {
-  uint64_t seed = 0;
-  uint64_t seconds_asked = 0;
-  double seconds = 0.0;  // taken
-  int workers = 1;
-  std::string machine;  // CPU model and core count
-  std::string started;  // UTC, ISO 8601
-};
 
 struct ReportedFinding {
   Finding finding;

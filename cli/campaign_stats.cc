@@ -38,6 +38,17 @@ void record(Stats& st, Finding f) {
   if (st.findings.size() < kMaxFindings) st.findings.push_back(std::move(f));
 }
 
+void keep_v3_worst(Stats& st, const std::string& key, double share, double tolerance) {
+  const auto it = st.v3_worst_share.find(key);
+  if (it != st.v3_worst_share.end() &&
+      (share < it->second ||
+       (share == it->second && tolerance <= st.v3_tolerance_at_worst.at(key)))) {
+    return;
+  }
+  st.v3_worst_share[key] = share;
+  st.v3_tolerance_at_worst[key] = tolerance;
+}
+
 void merge_into(Stats& to, const Stats& from) {
   to.cases += from.cases;
   to.mutated += from.mutated;
@@ -82,11 +93,9 @@ void merge_into(Stats& to, const Stats& from) {
   to.v3_kernel_checks += from.v3_kernel_checks;
   for (const auto& [key, n] : from.v3_pair_checks) to.v3_pair_checks[key] += n;
   for (const auto& [key, w] : from.v3_worst_share) {
-    if (!to.v3_worst_share.contains(key) || w > to.v3_worst_share[key]) {
-      to.v3_worst_share[key] = w;
-      to.v3_tolerance_at_worst[key] = from.v3_tolerance_at_worst.at(key);
-    }
+    keep_v3_worst(to, key, w, from.v3_tolerance_at_worst.at(key));
   }
+  if (!from.pallas.empty()) to.pallas += (to.pallas.empty() ? "" : "; ") + from.pallas;
   to.findings_total += from.findings_total;
   for (const auto& [check, n] : from.findings_by_check) to.findings_by_check[check] += n;
   to.findings.insert(to.findings.end(), from.findings.begin(), from.findings.end());

@@ -1,5 +1,7 @@
-// What `rpa campaign` tallies: per worker, merged at the end, read by its summary (text, JSON,
-// markdown), its HTML report (cli/campaign_report.h) and its JUnit report.
+// What `rpa campaign` tallies: per worker, merged at the end (and per shard, merged by `rpa
+// merge` from each shard's state, cli/campaign_state.h), read by its summary (text, JSON,
+// markdown, cli/campaign_summary.h), its HTML report (cli/campaign_report.h) and its JUnit
+// report.
 #pragma once
 
 #include <array>
@@ -83,12 +85,21 @@ inline constexpr Mode kV3Modes[] = {Mode::kJax, Mode::kStrict};
 
 void record(Stats& st, Finding f);
 
+// Keeps the most of the tolerance a v3 check used for the key, with the tolerance there: of
+// equal shares the larger tolerance, so that what a run reports does not depend on the order
+// its cases, or its workers' and shards' tallies, come in.
+void keep_v3_worst(Stats& st, const std::string& key, double share, double tolerance);
+
 // The median and the largest of the key weights a key holds (Stats::key_weights per q/kv
 // pair, Stats::v3_key_weights per dialect and pair; "-" for none): "0.00012 / 0.0031".
 std::string key_weight_text(const KeyWeights& weights, const std::string& key);
 
-// One worker's tallies into the run's: counts add up, the worst budgets and discriminations
-// are the worst of either, and the findings are the first kMaxFindings by case index.
+// One worker's (or one shard's, `rpa merge`) tallies into the run's: counts add up, the
+// worst budgets and discriminations are the worst of either, key weights are pooled, the
+// Pallas line is the one that has it (one run of the job does the cross-check), and the
+// findings are the first kMaxFindings by case index whatever the order of the merges: each
+// side's list is its first findings by case index (a worker takes its cases in increasing
+// order), and no case is in two of them, so ties (a case's several findings) keep their order.
 void merge_into(Stats& to, const Stats& from);
 
 }  // namespace rpa

@@ -14,5 +14,6 @@ int bench_command(const std::vector<std::string_view>& args);
 int gen_command(const std::vector<std::string_view>& args);
 int campaign_command(const std::vector<std::string_view>& args);
 int replay_command(const std::vector<std::string_view>& args);
+int merge_command(const std::vector<std::string_view>& args);
 
 }  // namespace rpa

@@ -23,6 +23,7 @@ int main_impl(int argc, char** argv) {
   if (command == "gen") return gen_command(args);
   if (command == "campaign") return campaign_command(args);
   if (command == "replay") return replay_command(args);
+  if (command == "merge") return merge_command(args);
   if (command == "--help" || command == "-h" || command == "help") {
     std::printf("%s", kUsage);
     return kExitOk;

@@ -1,6 +1,7 @@
 #include "properties/production_reach.h"
 
 #include <algorithm>
+#include <utility>
 
 namespace rpa::props {
 
@@ -25,6 +26,10 @@ void ProductionReach::merge(const ProductionReach& other) {
     r.highest_position = std::max(r.highest_position, o.highest_position);
     for (const auto& [item, n] : o.items) r.items[item] += n;
   }
+}
+
+void ProductionReach::restore(const std::string& dialect, DialectReach reach) {
+  by_dialect_[dialect] = std::move(reach);
 }
 
 std::vector<std::string> ProductionReach::never_reached() const {

@@ -27,6 +27,9 @@ class ProductionReach {
  public:
   void add(const ProductionSpec& s);
   void merge(const ProductionReach& other);
+  // Puts back one dialect's tallies as a saved run had them (rpa campaign's state file,
+  // cli/campaign_state.h), in place of what this reach holds for it.
+  void restore(const std::string& dialect, DialectReach reach);
   bool empty() const { return by_dialect_.empty(); }
   const std::map<std::string, DialectReach>& by_dialect() const { return by_dialect_; }
   // The catalog items of the dialects seen that no call reached, "dialect: item".

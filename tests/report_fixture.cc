@@ -79,7 +79,12 @@ int main(int argc, char** argv) {
   record(st, {INT64_MAX, "pallas", "made up: 2 cases differ", "", ""});
   st.pallas = "made up: 3 passed, 2 failed";
 
-  const CampaignRun run{7, 1, 1.0, 1, machine_description(), "2026-12-01T00:00:00Z"};
+  CampaignRun run;
+  run.seed = 7;
+  run.seconds_asked = 1;
+  run.seconds = 1.0;
+  run.machine = machine_description();
+  run.started = "2026-12-01T00:00:00Z";
   std::ofstream out(dir / "report.html");
   out << campaign_report_html(st, run, write_finding_files(st, dir));
   return out ? 0 : 1;
