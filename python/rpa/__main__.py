@@ -4,8 +4,10 @@
     python -m rpa campaign --kernel package.module:function --dialect D --calls N [options]
     python -m rpa campaign --kernel-file path/to/kernel.py --interpret --dialect D --calls N
     python -m rpa campaign --kernel ... --case finding-1.npz      (replay one call)
+    python -m rpa campaign --kernel ... --ray [HOST:PORT] [--ray-resources TPU=1]  (docs/cluster.md)
 
-Exit status: 0 nothing found, 1 findings, 2 usage or a kernel that cannot be loaded.
+Exit status: 0 nothing found, 1 findings, 2 usage or a kernel that cannot be loaded, 130
+stopped by Ctrl-C (after writing the report of what finished).
 """
 from __future__ import annotations
 
@@ -71,9 +73,32 @@ def _parser() -> argparse.ArgumentParser:
                    help="kernel calls shrinking may spend per finding (default 150)")
     c.add_argument("--timeout", type=float, default=120.0,
                    help="seconds a call may take before it is a hang (default 120)")
+    c.add_argument("--ray", nargs="?", const="ray", metavar="ADDRESS",
+                   help="run the calls as Ray tasks: on the cluster at ADDRESS (HOST:PORT, "
+                   "ray://HOST:10001), or without it the one ray.init finds (RAY_ADDRESS, else "
+                   "a new one on this machine)")
+    c.add_argument("--ray-resources", metavar="NAME=N[,NAME=N]",
+                   help="what each task asks the cluster for, e.g. TPU=1 or CPU=2 (default "
+                   "CPU=1)")
     c.add_argument("--case", metavar="FILE",
                    help="run the kernel on this case file alone and judge it (a finding's replay)")
     return parser
+
+
+def _resources(text: Optional[str]) -> Optional[dict[str, float]]:
+    if text is None:
+        return None
+    out: dict[str, float] = {}
+    for item in text.split(","):
+        name, eq, amount = item.partition("=")
+        try:
+            value = float(amount)
+        except ValueError:
+            value = -1.0
+        if not eq or not name.strip() or not value >= 0:
+            raise ValueError(f"--ray-resources takes NAME=N[,NAME=N] with N >= 0 (got {item!r})")
+        out[name.strip()] = value
+    return out
 
 
 def _kernel(args: argparse.Namespace) -> Any:
@@ -98,6 +123,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     from rpa import _campaign  # pylint: disable=import-outside-toplevel
     target = {v: t for t, v in _campaign.TPU_VERSIONS.items()}[args.tpu_version]
     try:
+        if args.ray_resources is not None and args.ray is None:
+            raise ValueError("--ray-resources goes with --ray")
+        if args.case and args.ray is not None:
+            raise ValueError("--case replays one call here: leave out --ray")
+        resources = _resources(args.ray_resources)
         kernel = _kernel(args)
     except (ValueError, ImportError, RuntimeError) as e:  # RuntimeError: rpa.jax's PatchError
         print(f"rpa campaign: {e}", file=sys.stderr)
@@ -122,11 +152,13 @@ def main(argv: Optional[list[str]] = None) -> int:
             report=args.report, head_dim=args.head_dim, max_seqs=args.max_seqs,
             max_kv_len=args.max_kv_len, max_head_dim=args.max_head_dim,
             max_page_size=args.max_page_size, shrink_calls=args.shrink_calls,
-            timeout_s=args.timeout, target=target, replay=replay)
+            timeout_s=args.timeout, target=target, replay=replay, cluster=args.ray,
+            worker_resources=resources)
     except ValueError as e:
         print(f"rpa campaign: {e}", file=sys.stderr)
         return 2
     print(result.summary())
+    interrupted = bool(result.stopped and result.stopped.startswith("interrupted"))
     for n, f in enumerate(result.findings, 1):
         print(f"  finding {n}: {f.kind}: {f.detail}")
         print(f"    shrunk to {f.size()} in {f.shrink_steps} steps ({f.shrink_calls} calls), "
@@ -135,7 +167,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             print(f"    replay: {f.replay}")
     if args.report:
         print(f"rpa campaign: wrote {args.report}/summary.json, report.html, junit.xml")
-    return 1 if result.findings else 0
+    return 130 if interrupted else 1 if result.findings else 0
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ where it returned one), which ``rpa check`` replays to the same verdict.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import html
 import json
 import os
@@ -97,9 +98,17 @@ class CampaignResult:
     max_share_of_tolerance: float = 0.0
     unjudged: int = 0  # calls the oracle could not judge here (out of memory)
     findings: list[Finding] = dataclasses.field(default_factory=list)
-    stopped: Optional[str] = None  # why the campaign stopped early (a hang)
+    stopped: Optional[str] = None  # why the campaign stopped early (a hang, Ctrl-C)
     target: Optional[str] = None  # the literal schedule's TPU generation (native mode)
     report: Optional[str] = None
+    asked: Optional[int] = None  # calls=, when given
+    cluster: Optional[str] = None  # the Ray cluster the calls ran on, None: here
+    worker_ids: set[str] = dataclasses.field(default_factory=set)  # host:pid that ran calls
+    resubmitted: int = 0  # groups of calls sent again (their worker died, or hung on a call)
+    duplicates: int = 0  # results of a call that came again (counted once)
+    lost: int = 0  # calls whose worker died every time they were sent
+    # Each call as (its number, a hash of its bytes and data seed, its verdict), in order.
+    call_log: list[tuple[int, str, str]] = dataclasses.field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -111,8 +120,9 @@ class CampaignResult:
     def summary(self) -> str:
         """One line, as the command line prints it at the end."""
         found = ", ".join(f"{f.kind} ({f.size()})" for f in self.findings) or "nothing"
+        where = (f" on {len(self.worker_ids)} workers of {self.cluster}" if self.cluster else "")
         line = (f"rpa campaign: {self.kernel} ({self.dialect}, {self.mode}): {self.calls} calls in "
-                f"{self.seconds:.1f} s, {self.compile_keys} compile keys, found {found}")
+                f"{self.seconds:.1f} s{where}, {self.compile_keys} compile keys, found {found}")
         if self.stopped:
             line += f"; stopped: {self.stopped}"
         return line
@@ -124,7 +134,11 @@ class CampaignResult:
             "calls": self.calls, "passed": self.passed, "compile_keys": self.compile_keys,
             "shrink_calls": self.shrink_calls,
             "max_share_of_tolerance": self.max_share_of_tolerance, "unjudged": self.unjudged,
-            "stopped": self.stopped,
+            "stopped": self.stopped, "cluster": self.cluster, "workers": len(self.worker_ids),
+            "resubmitted": self.resubmitted, "duplicates": self.duplicates, "lost": self.lost,
+            "verdicts": {v: sum(1 for _, _, w in self.call_log if w == v)
+                         for v in sorted({w for _, _, w in self.call_log})},
+            "call_log": [f"{i} {ident} {v}" for i, ident, v in self.call_log],
             "findings": [{
                 "kind": f.kind, "detail": f.detail, "size": f.size(),
                 "original_size": f.original_size(), "description": f.case.description,
@@ -449,6 +463,235 @@ def _kernel_name(kernel: Any) -> str:
     return f"{module}:{getattr(kernel, '__qualname__', type(kernel).__name__)}"
 
 
+@dataclasses.dataclass
+class _Call:
+    """One drawn call: its place in the campaign (0-based, in the order the calls are drawn
+    and sorted), and the bytes and data seed that redraw it. ``case`` is the drawn call (left
+    out of what goes to a cluster's workers, which redraw it)."""
+
+    index: int
+    data: bytes
+    valid: bool
+    data_seed: Optional[int]
+    case: Optional[Case] = None
+
+    def ident(self) -> str:
+        """A short name of the call: its bytes and data seed, hashed."""
+        seed = b"" if self.data_seed is None else self.data_seed.to_bytes(8, "little")
+        return hashlib.sha256(self.data + b"/" + seed).hexdigest()[:12]
+
+    def bare(self) -> "_Call":
+        return dataclasses.replace(self, case=None)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Settings:
+    """What draws and judges the calls, without the kernel: a cluster's workers get this and
+    build their drawer and runner from it."""
+
+    dialect: str
+    mode: str
+    profile: Optional[str]
+    head_dim: Optional[int]
+    limits: tuple[int, int, int, int]  # max_seqs, max_kv_len, max_head_dim, max_page_size
+    timeout_s: float
+    target: Optional[str]
+    shrink_calls: int
+
+    def drawer(self) -> _Drawer:
+        return _Drawer(self.dialect, self.mode, self.profile, self.head_dim,
+                       draw_bounds(*self.limits))
+
+    def runner(self, kernel: Callable[..., Any]) -> _Runner:
+        # A kernel with a watchdog of its own (rpa.jax.kernel_file's, started after compiling)
+        # gets time to compile first, so that its recoverable timeout comes before ours.
+        own = getattr(kernel, "timeout_s", None)
+        return _Runner(kernel, self.dialect, self.mode,
+                       self.timeout_s if own is None else max(self.timeout_s, float(own) + 600.0),
+                       self.target)
+
+
+class _Planner:
+    """The campaign's calls, batch after batch, from its seed alone: the same seed gives the
+    same calls in the same order, however many workers run them. Each batch is sorted by
+    compile key and numbered on from the last."""
+
+    def __init__(self, drawer: _Drawer, seed: int, max_bytes: int, calls_per_shape: int):
+        self.drawer, self.max_bytes, self.calls_per_shape = drawer, max_bytes, calls_per_shape
+        self.rng = np.random.default_rng(int(seed))
+        self.planned = 0
+        self.exhausted = False
+
+    def batch(self, n: int) -> list[_Call]:
+        drawer, rng = self.drawer, self.rng
+        out: list[_Call] = []
+        tries = 0
+        while len(out) < n and tries < 100 * n:
+            tries += 1
+            data = rng.bytes(int(rng.integers(self.max_bytes // 4, self.max_bytes + 1)))
+            # Native mode: half of the calls broken by one named mutation its validators let
+            # through; strict mode draws valid calls only.
+            valid = drawer.mode == "strict" or bool(rng.integers(2))
+            case = drawer.case(data, valid)
+            if case is None:
+                continue
+            out.append(_Call(0, data, valid, None, case))
+            # The same call with other data: the same compile key.
+            for _ in range(self.calls_per_shape - 1):
+                if len(out) >= n:
+                    break
+                seed_ = int(rng.integers(2**32))
+                again = drawer.case(data, valid, seed_)
+                if again is not None:
+                    out.append(_Call(0, data, valid, seed_, again))
+        if not out:
+            if not self.planned:
+                raise ValueError(f"no call of the {drawer.dialect} dialect fits these bounds and "
+                                 f"profile in {tries} draws")
+            self.exhausted = True
+        out.sort(key=lambda c: repr(compile_key(c.case)))
+        for c in out:
+            c.index = self.planned
+            self.planned += 1
+        return out
+
+
+def _groups(calls: list[_Call]) -> list[list[_Call]]:
+    """A sorted batch cut where the compile key changes: each group compiles once."""
+    groups: list[list[_Call]] = []
+    last = None
+    for c in calls:
+        key = repr(compile_key(c.case))
+        if key != last:
+            groups.append([])
+            last = key
+        groups[-1].append(c)
+    return groups
+
+
+@dataclasses.dataclass
+class _Ran:
+    """What running a group of calls gave: each call's verdict ("agree", "unjudged" or a
+    finding kind), and per failure signature the first call that failed that way (with its
+    outcome: what shrinking starts from) and how many did."""
+
+    verdicts: dict[int, str] = dataclasses.field(default_factory=dict)
+    idents: dict[int, str] = dataclasses.field(default_factory=dict)
+    share: float = 0.0
+    keys: set[str] = dataclasses.field(default_factory=set)
+    first: dict[str, tuple[_Call, _Outcome]] = dataclasses.field(default_factory=dict)
+    counts: dict[str, int] = dataclasses.field(default_factory=dict)
+    unrun: list[_Call] = dataclasses.field(default_factory=list)  # left when the kernel hung
+    worker: str = ""  # host:pid of the process that ran them
+
+
+def _run_calls(runner: _Runner, drawer: _Drawer, calls: list[_Call],
+               stop: Optional[Callable[[int], bool]] = None) -> _Ran:
+    """Runs the calls in order (redrawing those that come without their case) until they are
+    done, stop(calls run so far) says so, or the kernel hangs (the calls left are in unrun)."""
+    ran = _Ran(worker=f"{platform.node()}:{os.getpid()}")
+    for k, call in enumerate(calls):
+        if stop is not None and stop(k):
+            ran.unrun = calls[k:]
+            break
+        case = call.case if call.case is not None else drawer.case(call.data, call.valid,
+                                                                    call.data_seed)
+        if case is None:
+            raise RuntimeError(f"rpa campaign: call {call.index} does not redraw here (another "
+                               f"rpa version on this worker?)")
+        ran.keys.add(repr(compile_key(case)))
+        out = runner.run(case)
+        ran.idents[call.index] = call.ident()
+        ran.verdicts[call.index] = out.kind or "agree"
+        if out.kind is None:
+            if out.share is not None:
+                ran.share = max(ran.share, out.share)
+        elif out.kind != "unjudged":
+            signature = _signature(out)
+            ran.counts[signature] = ran.counts.get(signature, 0) + 1
+            ran.first.setdefault(signature, (call.bare(), out))
+        if runner.hung:
+            ran.unrun = calls[k + 1:]
+            break
+    return ran
+
+
+def _shrink_first(call: _Call, out: _Outcome, drawer: _Drawer, runner: _Runner, budget: int,
+                  deadline: Optional[float] = None) -> list[Finding]:
+    """The finding a call's failure makes, shrunk (a hang is not: its call cannot be taken
+    back), and, when a call tried while shrinking hung, a hang finding of its own."""
+    small_data, small, steps, spent = call.data, out, 0, 0
+    if out.kind != "hang":
+        small_data, small, steps, spent = _shrink(call.data, call.valid, call.data_seed, out,
+                                                  drawer, runner, budget, deadline)
+    found = [Finding(small.kind, small.detail, small.case, out.case, small_data, steps, spent,
+                     first_call=call.index + 1, data_seed=call.data_seed)]
+    hung = runner.hung_case
+    if runner.hung and out.kind != "hang" and hung is not None:
+        found.append(Finding("hang", f"the kernel did not return in {runner.timeout_s:g} s",
+                             hung, hung, b"", first_call=call.index + 1))
+    return found
+
+
+class _Tally:
+    """The campaign's result as groups of calls come in, in any order: each call counted once,
+    and per failure signature the call with the lowest number kept (the one shrunk), so that
+    the result does not depend on which worker finished first."""
+
+    def __init__(self, result: CampaignResult):
+        self.result = result
+        self.verdicts: dict[int, str] = {}
+        self.idents: dict[int, str] = {}
+        self.keys: set[str] = set()
+        self.first: dict[str, tuple[_Call, _Outcome]] = {}
+        self.counts: dict[str, int] = {}
+        self.findings: dict[str, Finding] = {}  # signature -> shrunk finding
+
+    def add(self, ran: _Ran) -> None:
+        r = self.result
+        for i, verdict in ran.verdicts.items():
+            if i in self.verdicts:  # a group run twice (a worker died after sending it)
+                r.duplicates += 1
+                continue
+            self.verdicts[i] = verdict
+            self.idents[i] = ran.idents[i]
+            r.calls += 1
+            r.passed += verdict == "agree"
+            r.unjudged += verdict == "unjudged"
+        r.max_share_of_tolerance = max(r.max_share_of_tolerance, ran.share)
+        self.keys |= ran.keys
+        r.compile_keys = len(self.keys)
+        if ran.worker:
+            r.worker_ids.add(ran.worker)
+        for signature, (call, out) in ran.first.items():
+            self.counts[signature] = self.counts.get(signature, 0) + ran.counts[signature]
+            known = self.first.get(signature)
+            if known is None or call.index < known[0].index:
+                self.first[signature] = (call, out)
+
+    def unshrunk(self) -> list[tuple[str, _Call, _Outcome]]:
+        return [(s, c, o) for s, (c, o) in sorted(self.first.items(), key=lambda x: x[1][0].index)
+                if s not in self.findings]
+
+    def shrunk(self, signature: str, found: list[Finding]) -> None:
+        self.result.shrink_calls += found[0].shrink_calls
+        self.findings[signature] = found[0]
+        for extra in found[1:]:  # a hang while shrinking
+            self.findings.setdefault(extra.kind, extra)
+
+    def finish(self) -> None:
+        """The findings in the order their calls came (shrunk ones, and the rest as found)."""
+        for signature, call, out in self.unshrunk():
+            self.findings[signature] = Finding(out.kind or "", out.detail, out.case, out.case,
+                                               call.data, first_call=call.index + 1,
+                                               data_seed=call.data_seed)
+        for signature, f in self.findings.items():
+            f.failing_calls = max(1, self.counts.get(signature, 1))
+        r = self.result
+        r.findings = sorted(self.findings.values(), key=lambda f: f.first_call)
+        r.call_log = [(i, self.idents[i], self.verdicts[i]) for i in sorted(self.verdicts)]
+
+
 def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optional[int] = None,
              seconds: Optional[float] = None, seed: int = 0, profile: Optional[str] = None,
              mode: str = "strict", report: Optional[str] = None,
@@ -457,7 +700,9 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
              max_bytes: int = DEFAULT_MAX_BYTES, batch: int = 64, calls_per_shape: int = 4,
              shrink_calls: int = 150,
              timeout_s: float = 300.0, target: Optional[str] = None,
-             replay: Optional[str] = None, progress: Optional[bool] = None) -> CampaignResult:
+             replay: Optional[str] = None, progress: Optional[bool] = None,
+             cluster: Optional[str] = None,
+             worker_resources: Optional[dict[str, float]] = None) -> CampaignResult:
     """Runs generated calls through ``kernel`` and checks each result (module docstring).
 
     kernel: called as ``kernel(*args, **kwargs)`` with ``case.call_args()`` of the dialect
@@ -472,11 +717,17 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
     call runs with this many data seeds (its own and others: the same shapes, sequences and
     keywords, so one compile). shrink_calls: the kernel calls
     shrinking may spend per finding. timeout_s: the watchdog (a call that does not return is a
-    finding, and the campaign stops: the call cannot be taken back). target: the TPU generation
+    finding; on one machine the campaign stops, as the call cannot be taken back; on a cluster
+    the worker is replaced and the campaign goes on). target: the TPU generation
     the literal schedule runs (native mode; default v6e). replay: the command line that runs
     this campaign's kernel (`python -m rpa campaign --kernel ...`), for the findings' replay
     lines. progress: a line on stderr every 10 s (default: when stderr is a terminal or the
-    run is long). Returns a CampaignResult; raises ValueError for arguments that do not fit."""
+    run is long). cluster: None runs here; "ray" (a running Ray cluster that RAY_ADDRESS or
+    ray.init finds, else a new one on this machine) or a Ray address ("HOST:PORT",
+    "ray://HOST:10001") runs the calls as Ray tasks (rpa._cluster). worker_resources: what each
+    task asks the cluster for ({"TPU": 1}, {"CPU": 2}, a custom resource). Ctrl-C stops the
+    campaign and keeps what finished (written to report). Returns a CampaignResult; raises
+    ValueError for arguments that do not fit."""
     if dialect not in DIALECTS:
         raise ValueError(f"dialect takes {', '.join(DIALECTS)} (got {dialect!r})")
     if mode not in MODES:
@@ -496,116 +747,101 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
         raise ValueError(f"kernel must be callable (got {type(kernel).__name__})")
     if target is not None and target not in TARGETS:
         raise ValueError(f"target takes {', '.join(TARGETS)} (got {target!r})")
+    if worker_resources is not None and cluster is None:
+        raise ValueError("worker_resources goes with cluster (the resources each Ray task asks "
+                         "for)")
     if dialect == "jax" and head_dim is None:
         head_dim = 128  # JAX's validators take multiples of 128 (head_dim_not_lane_multiple)
-    bounds = draw_bounds(max_seqs, max_kv_len, max_head_dim, max_page_size)
-    check_profile(profile, head_dim, bounds, dialect)
-    drawer = _Drawer(dialect, mode, profile, head_dim, bounds)
-    # A kernel with a watchdog of its own (rpa.jax.kernel_file's, started after compiling)
-    # gets time to compile first, so that its recoverable timeout comes before ours.
-    own = getattr(kernel, "timeout_s", None)
-    runner = _Runner(kernel, dialect, mode,
-                     timeout_s if own is None else max(timeout_s, float(own) + 600.0), target)
+    limits = (max_seqs, max_kv_len, max_head_dim, max_page_size)
+    check_profile(profile, head_dim, draw_bounds(*limits), dialect)
+    settings = _Settings(dialect, mode, profile, head_dim, limits, float(timeout_s), target,
+                         int(shrink_calls))
+    drawer = settings.drawer()
+    planner = _Planner(drawer, int(seed), max_bytes, calls_per_shape)
     result = CampaignResult(_kernel_name(kernel), dialect, mode, profile, int(seed),
-                            target=target)
+                            target=target, asked=int(calls) if calls is not None else None)
     if replay is None:
         replay = getattr(kernel, "rpa_replay", None)
-    rng = np.random.default_rng(int(seed))
-    keys: set[Any] = set()
     start = time.monotonic()
     if progress is None:
         progress = sys.stderr.isatty() or (seconds or 0) > 30 or (calls or 0) > 200
-    last_progress = start
-    seen: dict[str, Finding] = {}
-
-    def draw_batch(n: int) -> list[tuple[bytes, bool, Optional[int], Case]]:
-        out: list[tuple[bytes, bool, Optional[int], Case]] = []
-        tries = 0
-        while len(out) < n and tries < 100 * n:
-            tries += 1
-            data = rng.bytes(int(rng.integers(max_bytes // 4, max_bytes + 1)))
-            # Native mode: half of the calls broken by one named mutation its validators let
-            # through; strict mode draws valid calls only.
-            valid = mode == "strict" or bool(rng.integers(2))
-            case = drawer.case(data, valid)
-            if case is None:
-                continue
-            out.append((data, valid, None, case))
-            # The same call with other data: the same compile key.
-            for _ in range(calls_per_shape - 1):
-                if len(out) >= n:
-                    break
-                seed_ = int(rng.integers(2**32))
-                again = drawer.case(data, valid, seed_)
-                if again is not None:
-                    out.append((data, valid, seed_, again))
-        if not out and not result.calls:
-            raise ValueError(f"no call of the {dialect} dialect fits these bounds and profile "
-                             f"in {tries} draws")
-        return out
-
     deadline = None if seconds is None else start + float(seconds)
-
-    def out_of_time() -> bool:
-        # At least one call runs, however short the time.
-        return deadline is not None and result.calls > 0 and time.monotonic() >= deadline
-
-    while not runner.hung and not out_of_time():
-        n = batch if calls is None else min(batch, calls - result.calls)
-        if n <= 0:
-            break
-        drawn = draw_batch(n)
-        if not drawn:
-            result.stopped = f"no further call of the {dialect} dialect fits the bounds"
-            break
-        drawn.sort(key=lambda x: repr(compile_key(x[3])))
-        for data, valid, data_seed, case in drawn:
-            if out_of_time():
-                break
-            keys.add(repr(compile_key(case)))
-            out = runner.run(case)
-            result.calls += 1
-            if out.kind is None:
-                result.passed += 1
-                if out.share is not None:
-                    result.max_share_of_tolerance = max(result.max_share_of_tolerance, out.share)
-            elif out.kind == "unjudged":
-                result.unjudged += 1
-            else:
-                # One finding per kind (a raise: per exception type), shrunk from the first
-                # call that showed it; later calls that fail the same way are counted.
-                signature = _signature(out)
-                if signature in seen:
-                    seen[signature].failing_calls += 1
-                else:
-                    small_data, small, steps, spent = data, out, 0, 0
-                    if out.kind != "hang":
-                        small_data, small, steps, spent = _shrink(
-                            data, valid, data_seed, out, drawer, runner, shrink_calls, deadline)
-                    result.shrink_calls += spent
-                    seen[signature] = Finding(small.kind, small.detail, small.case, out.case,
-                                              small_data, steps, spent, first_call=result.calls,
-                                              data_seed=data_seed)
-                    result.findings.append(seen[signature])
-                if runner.hung:
-                    hung = runner.hung_case
-                    if out.kind != "hang" and hung is not None and "hang" not in seen:
-                        # A call tried while shrinking hung: a finding of its own.
-                        seen["hang"] = Finding("hang", f"the kernel did not return in "
-                                               f"{runner.timeout_s:g} s", hung, hung, b"")
-                        result.findings.append(seen["hang"])
-                    result.stopped = f"a call did not return in {runner.timeout_s:g} s"
-                    break
-            now = time.monotonic()
-            if progress and now - last_progress >= 10:
-                last_progress = now
-                print(f"rpa campaign: {result.calls} calls, {len(keys)} compile keys, "
-                      f"{len(result.findings)} findings, {now - start:.0f} s", file=sys.stderr)
-    result.compile_keys = len(keys)
+    budget = _Budget(calls, deadline, planner, batch)
+    tally = _Tally(result)
+    if cluster is not None:
+        from rpa import _cluster  # pylint: disable=import-outside-toplevel
+        _cluster.run(kernel, settings, budget, tally, cluster, worker_resources, progress)
+    else:
+        _run_here(kernel, settings, budget, tally, progress)
+    tally.finish()
     result.seconds = time.monotonic() - start
     if report:
         write_report(result, report, replay)
     return result
+
+
+class _Budget:
+    """How many calls are left to draw, or until when: the next batch, or None when done."""
+
+    def __init__(self, calls: Optional[int], deadline: Optional[float], planner: _Planner,
+                 batch: int):
+        self.calls, self.deadline, self.planner, self.size = calls, deadline, planner, batch
+        self.start = time.monotonic()
+
+    def out_of_time(self, ran_any: bool = True) -> bool:
+        # At least one call runs, however short the time.
+        return self.deadline is not None and ran_any and time.monotonic() >= self.deadline
+
+    def next_batch(self) -> Optional[list[_Call]]:
+        if self.planner.exhausted or self.out_of_time(self.planner.planned > 0):
+            return None
+        n = self.size if self.calls is None else min(self.size, self.calls - self.planner.planned)
+        if n <= 0:
+            return None
+        drawn = self.planner.batch(n)
+        return drawn or None
+
+    def progress(self, tally: "_Tally", extra: str = "") -> str:
+        """The progress line: calls done (of how many), compile keys, failure kinds found."""
+        asked = f"/{self.calls}" if self.calls is not None else ""
+        r = tally.result
+        return (f"rpa campaign: {r.calls}{asked} calls, {r.compile_keys} compile keys, "
+                f"{len(tally.first)} findings, {time.monotonic() - self.start:.0f} s{extra}")
+
+
+def _run_here(kernel: Callable[..., Any], settings: _Settings, budget: _Budget, tally: _Tally,
+              progress: bool) -> None:
+    """The calls in this process, one after another; a failure is shrunk when first seen."""
+    drawer, runner, result = settings.drawer(), settings.runner(kernel), tally.result
+    last = time.monotonic()
+    try:
+        while not runner.hung:
+            drawn = budget.next_batch()
+            if drawn is None:
+                if budget.planner.exhausted:
+                    result.stopped = (f"no further call of the {settings.dialect} dialect fits "
+                                      f"the bounds")
+                break
+            for group in _groups(drawn):
+                ran = _run_calls(runner, drawer, group,
+                                 lambda k: budget.out_of_time(result.calls + k > 0))
+                tally.add(ran)
+                for signature, call, out in tally.unshrunk():
+                    if runner.hung and out.kind != "hang":
+                        continue  # no more kernel calls: kept as drawn (_Tally.finish)
+                    tally.shrunk(signature, _shrink_first(call, out, drawer, runner,
+                                                          settings.shrink_calls, budget.deadline))
+                if runner.hung:
+                    result.stopped = f"a call did not return in {runner.timeout_s:g} s"
+                    break
+                if budget.out_of_time():
+                    break
+                now = time.monotonic()
+                if progress and now - last >= 10:
+                    last = now
+                    print(budget.progress(tally), file=sys.stderr)
+    except KeyboardInterrupt:
+        result.stopped = f"interrupted (Ctrl-C) after {result.calls} calls"
 
 
 # -- the report ----------------------------------------------------------------------------------

@@ -32,10 +32,11 @@ class KernelFile:
     Returns the output [T, Hq, D] (jax) or (out, kv_cache) (v3) as numpy arrays."""
 
     def __init__(self, path: str, dialect: str, interpret: bool = True,
-                 tpu_version: Optional[int] = 6, timeout_s: float = 120.0):
+                 tpu_version: Optional[int] = 6, timeout_s: float = 120.0,
+                 source: Optional[str] = None):
         if dialect not in ENTRY_POINTS:
             raise ValueError(f"dialect takes {', '.join(ENTRY_POINTS)} (got {dialect!r})")
-        if not os.path.isfile(path):
+        if source is None and not os.path.isfile(path):
             raise ValueError(f"--kernel-file {path}: no such file")
         self.path, self.dialect, self.interpret = path, dialect, interpret
         self.tpu_version, self.timeout_s = tpu_version, timeout_s
@@ -45,8 +46,10 @@ class KernelFile:
         self.rpa_replay = (f"python -m rpa campaign --kernel-file {path}"
                            f"{' --interpret' if interpret else ''} --dialect {dialect}"
                            f" --tpu-version {tpu_version or 6} --timeout {timeout_s:g}")
-        with open(path, encoding="utf-8") as f:
-            source = f.read()
+        if source is None:
+            with open(path, encoding="utf-8") as f:
+                source = f.read()
+        self.source = source
         if not interpret:
             import jax  # pylint: disable=import-outside-toplevel
             if jax.default_backend() != "tpu":
@@ -58,6 +61,12 @@ class KernelFile:
         if not hasattr(self.module, ENTRY_POINTS[dialect]):
             raise ValueError(f"--kernel-file {path} defines no {ENTRY_POINTS[dialect]} (the "
                              f"{dialect} dialect's entry point)")
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        # To a cluster's workers (rpa._cluster) with the file's source, which they compile
+        # themselves: the file need not be on their hosts, and compiled programs do not travel.
+        return (KernelFile, (self.path, self.dialect, self.interpret, self.tpu_version,
+                             self.timeout_s, self.source))
 
     def _load(self, source: str) -> types.ModuleType:
         name = "rpa_kernel_file_" + os.path.splitext(os.path.basename(self.path))[0]

@@ -1,0 +1,254 @@
+"""rpa.campaign on a Ray cluster (issue 37; docs/cluster.md): ``rpa.campaign(...,
+cluster="ray" | ADDRESS)`` and ``python -m rpa campaign --ray [ADDRESS]``.
+
+The driver draws the calls as on one machine (rpa._campaign._Planner: from the seed alone) and
+sends each group of calls that share a compile key to the cluster as one Ray task, with the
+bytes that redraw them, not their arrays. A worker process keeps the kernel it was sent (by
+the campaign's token), and with it what the kernel compiled, for the tasks that follow. Results
+stream back as tasks finish and are tallied by call number (rpa._campaign._Tally), so that every
+call counts once and the result does not depend on which worker finished first. When the calls
+are done, each failure signature's first call is shrunk on a worker, one task per signature.
+
+Faults:
+- a worker that dies (killed, out of memory, its node gone): Ray runs its task again on another
+  worker (max_retries), and the driver sends it again past that, _RESUBMITS times more; a group
+  that kills every worker it is sent to is counted in CampaignResult.lost.
+- a call that hangs: the watchdog makes it a finding of kind "hang" and the task returns the
+  calls after it; the driver sends those again. The hung thread cannot be stopped, so the worker
+  that holds it exits when its next task starts, and Ray runs that task on a fresh worker.
+- Ctrl-C: the result holds what finished (the failures found, as drawn where they were not yet
+  shrunk); the tasks in flight end with the driver's job.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+import uuid
+from typing import Any, Callable, Optional
+
+from rpa._campaign import (Finding, _Budget, _Call, _Outcome, _Ran, _Settings, _Tally, _groups,
+                           _run_calls, _shrink_first)
+
+_RAY_RETRIES = 3  # Ray's own reruns of a task whose worker died
+_RESUBMITS = 2  # the driver's, after those
+_EXIT_HUNG = 75  # the status a worker holding a hung kernel call exits with
+
+
+def _ray() -> Any:
+    try:
+        import ray  # pylint: disable=import-outside-toplevel
+    except ImportError as e:
+        raise ValueError("a campaign on a cluster needs Ray in this Python (pip install ray)") \
+            from e
+    return ray
+
+
+def connect(cluster: str) -> tuple[str, bool]:
+    """Connects this process to the cluster (unless it is already): "ray" is the cluster that
+    ray.init finds (RAY_ADDRESS, or one started on this machine), anything else an address.
+    Returns (what it is, in words; whether this call connected)."""
+    ray = _ray()
+    connected = False
+    if not ray.is_initialized():
+        address = None if cluster == "ray" else cluster
+        if address is not None:
+            _reachable(address)
+        env = {k: os.environ[k] for k in ("JAX_PLATFORMS",) if k in os.environ}
+        try:
+            ray.init(address=address, runtime_env={"env_vars": env} if env else None,
+                     logging_level="WARNING")
+        except (ConnectionError, ValueError, RuntimeError) as e:
+            raise ValueError(f"cannot connect to the Ray cluster {cluster}: {e}") from e
+        connected = True
+    resources = ray.cluster_resources()
+    nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
+    where = ray.get_runtime_context().gcs_address
+    return (f"ray {where} ({resources.get('CPU', 0):g} CPUs on {nodes} "
+            f"node{'s' if nodes != 1 else ''})", connected)
+
+
+def _reachable(address: str) -> None:
+    """A ValueError at once where nothing listens at a HOST:PORT address (ray.init itself
+    retries for minutes)."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        if address != "auto":
+            raise ValueError(f"a Ray address is HOST:PORT or ray://HOST:PORT (got {address!r})")
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except OSError as e:
+        raise ValueError(f"cannot connect to the Ray cluster {address}: {e.strerror or e}") from e
+
+
+def task_options(resources: Optional[dict[str, float]]) -> tuple[dict[str, Any], dict[str, float]]:
+    """Ray's options for each task from what the user asks a task to hold ({"TPU": 1}), and
+    that ask as {resource: amount}, CPU 1 unless given."""
+    ask = {"CPU": 1.0, **{k: float(v) for k, v in (resources or {}).items()}}
+    for name, amount in ask.items():
+        if not amount >= 0:
+            raise ValueError(f"worker_resources: {name} takes an amount >= 0 (got {amount!r})")
+    rest = {k: v for k, v in ask.items() if k not in ("CPU", "GPU") and v > 0}
+    options: dict[str, Any] = {"num_cpus": ask["CPU"], "max_retries": _RAY_RETRIES}
+    if ask.get("GPU"):
+        options["num_gpus"] = ask["GPU"]
+    if rest:
+        options["resources"] = rest
+    return options, ask
+
+
+def slots(ask: dict[str, float], total: dict[str, float]) -> int:
+    """How many tasks that each hold ask the cluster's total holds at once (at least 1), or a
+    ValueError naming what the cluster does not have."""
+    n: Optional[int] = None
+    for name, amount in ask.items():
+        if amount <= 0:
+            continue
+        have = float(total.get(name, 0))
+        if have < amount:
+            raise ValueError(f"worker_resources: each task asks {name} {amount:g}; the cluster "
+                             f"has {have:g}")
+        n = int(have // amount) if n is None else min(n, int(have // amount))
+    return max(1, n or 1)
+
+
+# -- on the workers ------------------------------------------------------------------------------
+
+_KERNELS: dict[str, tuple[Any, Any]] = {}  # campaign token -> (drawer, runner)
+_hung = False  # this process holds a kernel call that did not return
+
+
+def _worker(token: str, box: list[Any], settings: _Settings) -> tuple[Any, Any]:
+    if _hung:
+        # A hung call's thread cannot be stopped: leave, and Ray runs this task on a fresh
+        # worker (the task has not started here, so nothing is lost or counted twice).
+        os._exit(_EXIT_HUNG)  # pylint: disable=protected-access
+    if token not in _KERNELS:
+        while len(_KERNELS) >= 4:  # the oldest campaigns' kernels go
+            _KERNELS.pop(next(iter(_KERNELS)))
+        kernel = _ray().get(box[0])
+        _KERNELS[token] = (settings.drawer(), settings.runner(kernel))
+    return _KERNELS[token]
+
+
+def _note_hang(runner: Any) -> None:
+    global _hung  # pylint: disable=global-statement
+    _hung = _hung or bool(runner.hung)
+
+
+def calls_task(token: str, box: list[Any], settings: _Settings, calls: list[_Call]) -> _Ran:
+    """A group of calls on a worker (rpa._campaign._run_calls)."""
+    drawer, runner = _worker(token, box, settings)
+    try:
+        return _run_calls(runner, drawer, calls)
+    finally:
+        _note_hang(runner)
+
+
+def shrink_task(token: str, box: list[Any], settings: _Settings, call: _Call,
+                out: _Outcome) -> list[Finding]:
+    """One failure shrunk on a worker (rpa._campaign._shrink_first)."""
+    drawer, runner = _worker(token, box, settings)
+    try:
+        return _shrink_first(call, out, drawer, runner, settings.shrink_calls)
+    finally:
+        _note_hang(runner)
+
+
+# -- the driver ----------------------------------------------------------------------------------
+
+def run(kernel: Callable[..., Any], settings: _Settings, budget: _Budget, tally: _Tally,
+        cluster: str, resources: Optional[dict[str, float]], progress: bool) -> None:
+    """The campaign's calls as Ray tasks, tallied into tally as they finish (module docstring)."""
+    ray = _ray()
+    options, ask = task_options(resources)
+    result = tally.result
+    result.cluster, connected = connect(cluster)
+    try:
+        capacity = slots(ask, ray.cluster_resources())
+        _drive(ray, kernel, settings, budget, tally, options, capacity, progress)
+    finally:
+        if connected:
+            ray.shutdown()
+
+
+def _drive(ray: Any, kernel: Callable[..., Any], settings: _Settings, budget: _Budget,
+           tally: _Tally, options: dict[str, Any], capacity: int, progress: bool) -> None:
+    result = tally.result
+    run_calls = ray.remote(calls_task).options(**options)
+    run_shrink = ray.remote(shrink_task).options(**options)
+    token = uuid.uuid4().hex
+    box = [ray.put(kernel)]  # in a list: the tasks fetch it once per worker, not per task
+    pending: dict[Any, tuple[str, Any]] = {}  # task -> ("calls", group) or ("shrink", signature)
+    sent: dict[int, int] = {}  # a group's first call -> times the driver sent it
+    queue: list[list[_Call]] = []
+    shrinking: set[str] = set()
+    drawing = True
+    last = time.monotonic()
+
+    def send(group: list[_Call]) -> None:
+        sent[group[0].index] = sent.get(group[0].index, 0) + 1
+        ref = run_calls.remote(token, box, settings, [c.bare() for c in group])
+        pending[ref] = ("calls", group)
+
+    try:
+        while True:
+            # Keep every slot busy and one more task queued behind each.
+            while drawing and len(pending) < 2 * capacity:
+                if not queue:
+                    drawn = budget.next_batch()
+                    if drawn is None:
+                        drawing = False
+                        if budget.planner.exhausted:
+                            result.stopped = (f"no further call of the {settings.dialect} "
+                                              f"dialect fits the bounds")
+                        break
+                    queue.extend(_groups(drawn))
+                send(queue.pop(0))
+            if not drawing and not queue and not any(w == "calls" for w, _ in pending.values()):
+                # The calls are done: shrink each failure's first call, on the workers.
+                for signature, call, out in tally.unshrunk():
+                    if signature not in shrinking and settings.shrink_calls > 0:
+                        shrinking.add(signature)
+                        pending[run_shrink.remote(token, box, settings, call, out)] = (
+                            "shrink", signature)
+            if not pending:
+                break
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=1.0)
+            for ref in ready:
+                what, item = pending.pop(ref)
+                try:
+                    got = ray.get(ref)
+                except ray.exceptions.RayTaskError:
+                    raise  # the harness failed in the task: not the kernel's finding
+                except ray.exceptions.RayError as e:
+                    # The worker died each time Ray ran the task (or its node went away).
+                    if what == "calls" and sent[item[0].index] <= _RESUBMITS:
+                        result.resubmitted += 1
+                        send(item)
+                    elif what == "calls":
+                        result.lost += len(item)
+                        result.stopped = (f"{result.lost} calls lost: their worker died each of "
+                                          f"{sent[item[0].index] * (1 + _RAY_RETRIES)} times "
+                                          f"({type(e).__name__})")
+                    continue  # a shrink that kills its worker: the finding stays as drawn
+                if what == "calls":
+                    tally.add(got)
+                    if got.unrun:  # the kernel hung on a call: the rest go out again
+                        result.resubmitted += 1
+                        send(got.unrun)
+                else:
+                    tally.shrunk(item, got)
+            now = time.monotonic()
+            if progress and now - last >= 10:
+                last = now
+                print(budget.progress(tally, f"; {len(result.worker_ids)} workers, "
+                                      f"{len(pending)} tasks in flight"), file=sys.stderr)
+    except KeyboardInterrupt:
+        # The tasks in flight are left to end with the job (a driver that connected itself
+        # disconnects, and Ray stops the job's workers). ray.cancel is not called: in Ray 2.60 a
+        # forced cancel that races a task's reply aborts the driver (task_manager.cc: "Tried to
+        # complete task that was not pending"), which would lose the report.
+        result.stopped = f"interrupted (Ctrl-C) after {result.calls} calls"

@@ -1,0 +1,43 @@
+"""Kernels the cluster tests send to the workers (importable there: the test's cluster starts
+its workers with this folder on PYTHONPATH)."""
+import os
+import time
+import zlib
+
+import numpy as np
+
+import rpa
+
+
+def slow(*args, **kwargs):
+    """rpa's tiled kernel, 50 ms a call: long enough for both workers to take tasks."""
+    time.sleep(0.05)
+    return rpa.kernel(rpa.Case.from_call(*args, **kwargs))
+
+
+def slip(*args, **kwargs):
+    """Row 2 of the output 1% off: a mismatch on every call of three tokens or more."""
+    time.sleep(0.02)
+    out = np.array(rpa.kernel(rpa.Case.from_call(*args, **kwargs)))
+    if out.shape[0] > 2:
+        out[2] *= 1.01
+    return out
+
+
+def marks_pid(*args, **kwargs):
+    """As slow, with 200 ms a call, writing this process's pid into $RPA_PID_DIR first: the
+    test kills a worker it sees there, in the middle of a call."""
+    folder = os.environ.get("RPA_PID_DIR")
+    if folder:
+        with open(os.path.join(folder, str(os.getpid())), "w", encoding="utf-8"):
+            pass
+    time.sleep(0.2)
+    return rpa.kernel(rpa.Case.from_call(*args, **kwargs))
+
+
+def hangs_sometimes(*args, **kwargs):
+    """Never returns on about one call in 16 (chosen by a hash of q, so the same calls hang on
+    every run), else rpa's tiled kernel."""
+    if zlib.crc32(np.ascontiguousarray(args[0]).tobytes()) % 16 == 0:
+        time.sleep(3600)
+    return rpa.kernel(rpa.Case.from_call(*args, **kwargs))

@@ -1,0 +1,164 @@
+"""rpa.campaign on a local Ray cluster (issue 37; docs/cluster.md): the campaign on it equals
+the campaign on one machine and on one worker, a killed worker loses no call and counts none
+twice, a hang is a finding and the cluster goes on, Ctrl-C keeps the report of what finished,
+and the tasks ask for the resources given."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import rpa
+import cluster_kernels
+
+SAME = ("seconds", "cluster", "workers", "resubmitted", "duplicates")
+
+
+def comparable(result):
+    """The result without what depends on where and how fast it ran."""
+    j = result.to_json()
+    for key in SAME:
+        j.pop(key)
+    for f in j["findings"]:
+        f.pop("case_file")
+        f.pop("replay")
+    return j
+
+
+def test_a_campaign_on_the_cluster_is_the_campaign_on_one_machine(cluster, one_worker):
+    here = rpa.campaign(cluster_kernels.slip, calls=48, seed=1)
+    two = rpa.campaign(cluster_kernels.slip, calls=48, seed=1, cluster=cluster.address)
+    one = rpa.campaign(cluster_kernels.slip, calls=48, seed=1, cluster=one_worker.address)
+    assert not here.ok and here.findings[0].kind == "mismatch"
+    assert here.findings[0].shrink_steps > 0  # shrunk, on a worker in the cluster runs
+    assert comparable(two) == comparable(here)
+    assert comparable(one) == comparable(here)
+    assert [i for i, _, _ in two.call_log] == list(range(48))
+    assert len(two.worker_ids) == 2 and len(one.worker_ids) == 1
+    assert two.cluster.startswith(f"ray {cluster.address} (2 CPUs on 1 node)")
+    assert " on 2 workers of ray " in two.summary()
+
+
+def test_a_worker_killed_mid_campaign_loses_no_call_and_counts_none_twice(cluster, tmp_path):
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    os.environ["RPA_PID_DIR"] = str(pids)
+    # The workers read RPA_PID_DIR from the job's environment (rpa._cluster passes only
+    # JAX_PLATFORMS): connect with it set.
+    import ray
+    ray.init(address=cluster.address, runtime_env={"env_vars": {"RPA_PID_DIR": str(pids)}},
+             logging_level="WARNING")
+    killed = []
+
+    def kill_one():
+        deadline = time.monotonic() + 60
+        while not killed and time.monotonic() < deadline:
+            for name in os.listdir(pids):
+                os.kill(int(name), signal.SIGKILL)  # in the middle of its 200 ms call
+                killed.append(int(name))
+                break
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_one)
+    killer.start()
+    try:
+        result = rpa.campaign(cluster_kernels.marks_pid, calls=32, seed=2,
+                              cluster=cluster.address)
+    finally:
+        killer.join()
+        ray.shutdown()
+        del os.environ["RPA_PID_DIR"]
+    assert killed, "no worker wrote its pid"
+    assert result.ok and result.calls == 32 and result.passed == 32
+    assert [i for i, _, _ in result.call_log] == list(range(32))  # each call once
+    assert result.duplicates == 0 and result.lost == 0 and result.stopped is None
+    # The killed worker's task ran again on another (a new worker: 3 pids in all at least).
+    assert len(os.listdir(pids)) >= 3
+    here = rpa.campaign(cluster_kernels.slow, calls=32, seed=2)
+    assert [v for _, _, v in here.call_log] == [v for _, _, v in result.call_log]
+    assert [h for _, h, _ in here.call_log] == [h for _, h, _ in result.call_log]
+
+
+def test_a_hang_is_a_finding_and_the_cluster_goes_on(cluster):
+    # A 3 s watchdog: no honest call comes near it, even with the machine busy.
+    result = rpa.campaign(cluster_kernels.hangs_sometimes, calls=40, seed=3, timeout_s=3.0,
+                          cluster=cluster.address)
+    hung = [i for i, _, v in result.call_log if v == "hang"]
+    assert hung, "no call hung: pick another seed"
+    assert result.calls == 40 and result.stopped is None  # every call ran
+    assert [i for i, _, _ in result.call_log] == list(range(40))
+    assert [f.kind for f in result.findings] == ["hang"]
+    assert result.findings[0].first_call == hung[0] + 1
+    assert result.findings[0].failing_calls == len(hung)
+    assert result.resubmitted >= len(hung)  # the calls after each hang went out again
+    # On one machine the campaign stops at the first hang, with the same verdicts up to it.
+    here = rpa.campaign(cluster_kernels.hangs_sometimes, calls=40, seed=3, timeout_s=3.0)
+    assert here.stopped and here.calls == hung[0] + 1
+    assert here.call_log == result.call_log[:hung[0] + 1]
+
+
+def cli(*args, env=None):
+    return subprocess.Popen([sys.executable, "-m", "rpa", "campaign", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+@pytest.mark.parametrize("where", ["here", "cluster"])
+def test_ctrl_c_writes_the_report_of_what_finished(cluster, tmp_path, where):
+    report = tmp_path / "report"
+    ray = ["--ray", cluster.address] if where == "cluster" else []
+    p = cli("--kernel", "cluster_kernels:slow", "--calls", "2000", "--seed", "4", "--report",
+            str(report), *ray, env=cluster.env)
+    time.sleep(8)  # connected, and calls done
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, (out, err)
+    summary = json.loads((report / "summary.json").read_text())
+    assert summary["stopped"].startswith("interrupted (Ctrl-C) after "), summary["stopped"]
+    assert 0 < summary["calls"] < 2000
+    indices = [int(line.split()[0]) for line in summary["call_log"]]
+    assert len(indices) == len(set(indices)) == summary["calls"]
+    assert (report / "report.html").exists() and (report / "junit.xml").exists()
+    assert "interrupted (Ctrl-C)" in out
+
+
+def test_tasks_ask_for_the_resources_given(cluster):
+    p = cli("--kernel", "cluster_kernels:slow", "--calls", "8", "--seed", "5", "--ray",
+            cluster.address, "--ray-resources", "rpa_slot=1", env=cluster.env)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 0, (out, err)
+    assert "8 calls in " in out and "on 2 workers of ray" in out
+    p = cli("--kernel", "cluster_kernels:slow", "--calls", "8", "--ray", cluster.address,
+            "--ray-resources", "TPU=1", env=cluster.env)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 2
+    assert err.strip().splitlines()[-1] == ("rpa campaign: worker_resources: each task asks TPU "
+                                            "1; the cluster has 0"), err
+    for bad in ("TPU", "TPU=-1", "=2", "TPU=x"):
+        p = cli("--kernel", "cluster_kernels:slow", "--ray", cluster.address,
+                "--ray-resources", bad, env=cluster.env)
+        out, err = p.communicate(timeout=60)
+        assert p.returncode == 2 and "--ray-resources takes NAME=N" in err, (bad, err)
+    p = cli("--kernel", "cluster_kernels:slow", "--ray-resources", "TPU=1", env=cluster.env)
+    assert p.communicate(timeout=60)[1].strip().endswith("--ray-resources goes with --ray")
+    p = cli("--kernel", "cluster_kernels:slow", "--ray", "127.0.0.1:9", env=cluster.env)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 2 and "cannot connect to the Ray cluster 127.0.0.1:9" in err, err
+
+
+def test_a_kernel_file_runs_in_interpret_mode_on_the_workers(cluster, tmp_path):
+    """JAX's kernel.py, sent as its source (rpa.jax.kernel_file.KernelFile.__reduce__): the
+    workers compile it themselves, from a path that is not on their host."""
+    pytest.importorskip("jax")
+    from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as shipped
+    from rpa.jax.kernel_file import KernelFile
+    source = open(shipped.__file__, encoding="utf-8").read()
+    kernel = KernelFile(str(tmp_path / "not-on-the-workers" / "kernel.py"), "jax",
+                        source=source)
+    result = rpa.campaign(kernel, calls=8, seed=1, cluster=cluster.address)
+    assert result.ok and result.calls == 8 and len(result.worker_ids) == 2, result.summary()
+    assert result.summary().startswith(f"rpa campaign: {tmp_path}/not-on-the-workers/kernel.py:"
+                                       f"ragged_paged_attention (jax, strict): 8 calls in ")
