@@ -7,7 +7,8 @@
 // indices i % N == I, one job of a job array whose reports rpa merge combines. With
 // --pallas N, N more generated cases of each dialect then go through the real kernels in TPU
 // interpret mode (JAX's: python -m rpa.jax.cross_check --pallas; tpu-inference's v3: python
-// -m rpa.jax.v3_cross_check --pallas), and the summary says whether that ran.
+// -m rpa.jax.v3_cross_check --pallas), and the summary says whether that ran; with --ray
+// ADDRESS those cases run as Ray tasks on that cluster (rpa._cluster).
 #include <unistd.h>
 
 #include <algorithm>
@@ -275,20 +276,30 @@ struct PallasCheck {
 };
 
 // production: N production calls (of at most 8 sequences) instead of N generated cases.
-PallasCheck jax_pallas_check(uint64_t n, uint64_t seed, bool production) {
+// ray: "" or --ray's address, passed on: the generated cases go out as Ray tasks
+// (rpa._cluster.map_in_order).
+PallasCheck jax_pallas_check(uint64_t n, uint64_t seed, bool production, const std::string& ray) {
   const std::string count = std::to_string(n);
   return {jax_python(), "-m rpa.jax.cross_check --pallas " +
                             (production ? "0 --production " + count : count) + " --seed " +
-                            std::to_string(seed),
+                            std::to_string(seed) + (ray.empty() ? "" : " --ray " + ray),
           "cross_check_jax pallas: ", "JAX's kernel"};
 }
 
-PallasCheck v3_pallas_check(uint64_t n, uint64_t seed, bool production) {
+PallasCheck v3_pallas_check(uint64_t n, uint64_t seed, bool production, const std::string& ray) {
   return {v3_python(), "-m rpa.jax.v3_cross_check --cases 0 --reference 0 --scenarios none " +
                            (production ? "--pallas-production " + std::to_string(n)
                                        : "--pallas " + std::to_string(2 * n)) +
-                           " --seed " + std::to_string(seed),
+                           " --seed " + std::to_string(seed) +
+                           (ray.empty() ? "" : " --ray " + ray),
           "v3_cross_check: ", "tpu-inference's v3 kernels"};
+}
+
+// --ray's value goes into a shell command: a Ray address (HOST:PORT, ray://HOST:PORT, a
+// bracketed IPv6 host) or "local", nothing a shell reads.
+bool ray_address_ok(std::string_view v) {
+  return !v.empty() && v.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                           "0123456789.:/_-[]") == std::string_view::npos;
 }
 
 // Runs the check; returns its verdict line's tail ("P passed, F failed") and the failure
@@ -316,14 +327,14 @@ PallasRun run_pallas_check(const PallasCheck& c, const std::filesystem::path& lo
 
 // Runs both checks, writes their lines into st.pallas and records a finding per check that
 // failed or gave no verdict.
-void run_pallas_checks(uint64_t n, uint64_t seed, bool production,
+void run_pallas_checks(uint64_t n, uint64_t seed, bool production, const std::string& ray,
                        const std::optional<std::string>& report, Stats& st) {
   const std::filesystem::path dir =
       report ? std::filesystem::path(*report) : std::filesystem::temp_directory_path();
   const std::string tag = report ? "" : "-" + std::to_string(getpid());
   const std::pair<PallasCheck, std::string> checks[] = {
-      {jax_pallas_check(n, seed, production), "pallas" + tag + ".log"},
-      {v3_pallas_check(n, seed, production), "pallas-v3" + tag + ".log"}};
+      {jax_pallas_check(n, seed, production, ray), "pallas" + tag + ".log"},
+      {v3_pallas_check(n, seed, production, ray), "pallas-v3" + tag + ".log"}};
   for (const auto& [check, name] : checks) {
     const std::filesystem::path log = dir / name;
     std::fprintf(stderr, "rpa campaign: %llu cases %sthrough %s (log %s)\n",
@@ -364,11 +375,12 @@ int campaign_command(const std::vector<std::string_view>& args) {
   DotPasses passes = DotPasses::kSix;
   Shard shard;
   std::optional<std::string> report, junit;
+  std::string ray;  // --ray: the Pallas cross-checks' cluster
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
     if (a != "--seconds" && a != "--seed" && a != "--report" && a != "--max-size" &&
         a != "--pallas" && a != "--junit" && a != "--dot-passes" && a != "--profile" &&
-        a != "--cases" && a != "--shard") {
+        a != "--cases" && a != "--shard" && a != "--ray") {
       return usage_error("unknown option " + std::string(a));
     }
     if (i + 1 >= args.size()) return usage_error(std::string(a) + " needs a value");
@@ -384,6 +396,14 @@ int campaign_command(const std::vector<std::string_view>& args) {
                            "generator's mix; got '" + std::string(v) + "')");
       }
       production = true;
+      continue;
+    }
+    if (a == "--ray") {
+      if (!ray_address_ok(v)) {
+        return usage_error("--ray takes a Ray address (HOST:PORT, ray://HOST:PORT) or local (got '" +
+                           std::string(v) + "')");
+      }
+      ray = std::string(v);
       continue;
     }
     if (a == "--dot-passes") {
@@ -427,6 +447,14 @@ int campaign_command(const std::vector<std::string_view>& args) {
   if (cases > 0 && seconds_given) {
     return usage_error("--cases and --seconds bound the run both: give one (--cases N checks "
                        "cases 0..N-1, --seconds N draws cases for N seconds)");
+  }
+  if (!ray.empty() && pallas == 0) {
+    return usage_error("--ray goes with --pallas N (it runs the Pallas cross-checks' generated "
+                       "cases as Ray tasks)");
+  }
+  if (!ray.empty() && production) {
+    return usage_error("--ray goes with --pallas's generated cases; with --profile production "
+                       "the Pallas cross-checks run production calls, here");
   }
   // The cross-check is one subprocess run, not a share of the case indices: one shard does
   // it, and rpa merge carries its line.
@@ -535,7 +563,7 @@ int campaign_command(const std::vector<std::string_view>& args) {
   for (const Stats& w : per_worker) merge_into(st, w);
   show(cases_done, kernel_done, findings_seen, " (" + std::to_string(workers) + " workers)");
   if (tty) std::fprintf(stderr, "\n");
-  if (pallas > 0) run_pallas_checks(pallas, seed, production, report, st);
+  if (pallas > 0) run_pallas_checks(pallas, seed, production, ray, report, st);
   const CampaignRun run{.seed = seed,
                         .seconds_asked = cases > 0 ? 0 : seconds,
                         .seconds = elapsed(),

@@ -4,8 +4,8 @@
 # Python >= 3.12, so this venv is made with a Python 3.12 or 3.13 (pyenv's versions under
 # $(pyenv root)/versions/3.12*, 3.13*, else python3.12 / python3.13 on PATH; none found: exit 1,
 # naming what was searched). From PyPI: jax==0.11.2 and jaxlib==0.11.2 (the pins of
-# tpu-inference 0.32.0's metadata, with numpy and ml_dtypes), pytest, hypothesis, nanobind,
-# scikit-build-core; then tpu-inference==0.32.0 without its dependencies (vllm, torch, libtpu:
+# tpu-inference 0.32.0's metadata, with numpy and ml_dtypes), pytest, hypothesis, Ray (the v3
+# cross-check's --ray), nanobind, scikit-build-core; then tpu-inference==0.32.0 without its dependencies (vllm, torch, libtpu:
 # rpa.jax.tpu_inference loads only its kernel modules), then the rpa package from this checkout
 # (built in build/pip/{wheel_tag}, apart from the Python 3.11 build of scripts/python_venv.sh).
 # A failed install or build fails (exit 1), never skips. Idempotent. Extra arguments go to
@@ -24,8 +24,9 @@ dir=$1
 shift
 jax_version=0.11.2
 tpu_inference_version=0.32.0
+ray_version=2.60.0  # as scripts/python_venv.sh's
 requirements=("jax==$jax_version" "jaxlib==$jax_version" "pytest>=7" "hypothesis>=6.100"
-              "nanobind>=2.4" "scikit-build-core>=0.10")
+              "nanobind>=2.4" "scikit-build-core>=0.10" "ray==$ray_version")
 # shellcheck source=scripts/venv_lib.sh
 source scripts/venv_lib.sh
 

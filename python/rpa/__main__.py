@@ -75,8 +75,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="seconds a call may take before it is a hang (default 120)")
     c.add_argument("--ray", nargs="?", const="ray", metavar="ADDRESS",
                    help="run the calls as Ray tasks: on the cluster at ADDRESS (HOST:PORT, "
-                   "ray://HOST:10001), or without it the one ray.init finds (RAY_ADDRESS, else "
-                   "a new one on this machine)")
+                   "ray://HOST:10001), or without it the one at $RAY_ADDRESS, else a new one on "
+                   "this machine for this run")
     c.add_argument("--ray-resources", metavar="NAME=N[,NAME=N]",
                    help="what each task asks the cluster for, e.g. TPU=1 or CPU=2 (default "
                    "CPU=1)")

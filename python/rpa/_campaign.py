@@ -722,8 +722,8 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
     the literal schedule runs (native mode; default v6e). replay: the command line that runs
     this campaign's kernel (`python -m rpa campaign --kernel ...`), for the findings' replay
     lines. progress: a line on stderr every 10 s (default: when stderr is a terminal or the
-    run is long). cluster: None runs here; "ray" (a running Ray cluster that RAY_ADDRESS or
-    ray.init finds, else a new one on this machine) or a Ray address ("HOST:PORT",
+    run is long). cluster: None runs here; "ray" (the Ray cluster at $RAY_ADDRESS, else a new
+    one on this machine for this campaign) or a Ray address ("HOST:PORT",
     "ray://HOST:10001") runs the calls as Ray tasks (rpa._cluster). worker_resources: what each
     task asks the cluster for ({"TPU": 1}, {"CPU": 2}, a custom resource). Ctrl-C stops the
     campaign and keeps what finished (written to report). Returns a CampaignResult; raises

@@ -21,6 +21,10 @@ Faults:
 """
 from __future__ import annotations
 
+import collections
+import contextlib
+import dataclasses
+import io
 import os
 import socket
 import sys
@@ -46,14 +50,17 @@ def _ray() -> Any:
 
 
 def connect(cluster: str) -> tuple[str, bool]:
-    """Connects this process to the cluster (unless it is already): "ray" is the cluster that
-    ray.init finds (RAY_ADDRESS, or one started on this machine), anything else an address.
-    Returns (what it is, in words; whether this call connected)."""
+    """Connects this process to the cluster (unless it is already): "ray" is the cluster at
+    $RAY_ADDRESS, else a new one on this machine that lives as long as this process is
+    connected (ray.init(address="local"): not a cluster an earlier `ray start` left behind);
+    anything else is an address. Returns (what it is, in words; whether this call connected)."""
     ray = _ray()
     connected = False
     if not ray.is_initialized():
-        address = None if cluster == "ray" else cluster
-        if address is not None:
+        address = cluster
+        if cluster == "ray":
+            address = os.environ.get("RAY_ADDRESS") or "local"
+        if address != "local":
             _reachable(address)
         env = {k: os.environ[k] for k in ("JAX_PLATFORMS",) if k in os.environ}
         try:
@@ -252,3 +259,91 @@ def _drive(ray: Any, kernel: Callable[..., Any], settings: _Settings, budget: _B
         # forced cancel that races a task's reply aborts the driver (task_manager.cc: "Tried to
         # complete task that was not pending"), which would lose the report.
         result.stopped = f"interrupted (Ctrl-C) after {result.calls} calls"
+
+
+# -- the shipped kernels' cross-checks (python -m rpa.jax.cross_check --pallas N --ray) -----------
+
+def _chunk_task(fn: Callable[[list[Any]], Any], chunk: list[Any]) -> tuple[Any, str]:
+    """fn(chunk) on a worker, with what it prints."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        value = fn(chunk)
+    return value, out.getvalue()
+
+
+def map_in_order(cluster: str, fn: Callable[[list[Any]], Any], items: list[Any], chunk: int,
+                 on_result: Callable[[Any, str], None]) -> str:
+    """fn over items on the cluster, `chunk` items to a Ray task: fn(a chunk) returns a value
+    (a tally of its items) and prints lines; on_result(value, printed) is called in the items'
+    order, each chunk as soon as every chunk before it is in, so that the output reads as a run
+    on one machine does. fn must be importable on the workers (a module-level function). A
+    worker that dies: Ray runs its task again, and the driver past that (_RESUBMITS times);
+    then RuntimeError. Returns what the cluster is, in words."""
+    ray = _ray()
+    where, connected = connect(cluster)
+    try:
+        run = ray.remote(_chunk_task).options(max_retries=_RAY_RETRIES)
+        chunks = [items[k:k + chunk] for k in range(0, len(items), max(1, chunk))]
+        pending = {run.remote(fn, c): k for k, c in enumerate(chunks)}
+        sent = dict.fromkeys(range(len(chunks)), 1)
+        done: dict[int, tuple[Any, str]] = {}
+        next_k = 0
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                k = pending.pop(ref)
+                try:
+                    done[k] = ray.get(ref)
+                except ray.exceptions.RayTaskError:
+                    raise
+                except ray.exceptions.RayError as e:
+                    if sent[k] > _RESUBMITS:
+                        raise RuntimeError(f"chunk {k} of {len(chunks)}: its worker died each of "
+                                           f"{sent[k] * (1 + _RAY_RETRIES)} times "
+                                           f"({type(e).__name__})") from e
+                    sent[k] += 1
+                    pending[run.remote(fn, chunks[k])] = k
+            while next_k in done:
+                on_result(*done.pop(next_k))
+                next_k += 1
+    finally:
+        if connected:
+            ray.shutdown()
+    return where
+
+
+def add_tallies(into: Any, other: Any, rows: Optional[dict[str, Callable[[list, list], None]]]
+                = None) -> None:
+    """other's counts into into (two instances of one tally dataclass): numbers add,
+    Counters add, lists extend, nested dataclasses and dicts of Counters add key by key; the
+    fields named in rows are dicts of rows, each row combined by rows[field](mine, theirs)."""
+    for field in dataclasses.fields(into):
+        a, b = getattr(into, field.name), getattr(other, field.name)
+        if rows and field.name in rows:
+            for key, row in b.items():
+                if key in a:
+                    rows[field.name](a[key], row)
+                else:
+                    a[key] = list(row)
+        elif isinstance(a, collections.Counter):
+            a.update(b)
+        elif isinstance(a, dict):
+            for key, counter in b.items():
+                a.setdefault(key, collections.Counter()).update(counter)
+        elif isinstance(a, list):
+            a.extend(b)
+        elif dataclasses.is_dataclass(a):
+            add_tallies(a, b)
+        elif isinstance(a, (int, float)):
+            setattr(into, field.name, a + b)
+        else:
+            raise TypeError(f"add_tallies: {type(into).__name__}.{field.name} is a "
+                            f"{type(a).__name__}")
+
+
+def row_combiner(ops: str) -> Callable[[list, list], None]:
+    """A row's columns combined by ops, one letter each: "+" adds, "m" keeps the larger."""
+    def combine(mine: list, theirs: list) -> None:
+        for k, op in enumerate(ops):
+            mine[k] = mine[k] + theirs[k] if op == "+" else max(mine[k], theirs[k])
+    return combine

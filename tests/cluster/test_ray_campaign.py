@@ -4,6 +4,7 @@ twice, a hang is a finding and the cluster goes on, Ctrl-C keeps the report of w
 and the tasks ask for the resources given."""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -162,3 +163,46 @@ def test_a_kernel_file_runs_in_interpret_mode_on_the_workers(cluster, tmp_path):
     assert result.ok and result.calls == 8 and len(result.worker_ids) == 2, result.summary()
     assert result.summary().startswith(f"rpa campaign: {tmp_path}/not-on-the-workers/kernel.py:"
                                        f"ragged_paged_attention (jax, strict): 8 calls in ")
+
+
+def without_times(text):
+    """The cross-check's lines without the ones that hold timings or name the cluster."""
+    return [line for line in text.splitlines()
+            if not re.search(r"[0-9] s\b|[0-9] s\)|Ray tasks of|WARNING", line)]
+
+
+def test_jax_cross_check_on_the_cluster_prints_what_it_prints_here(cluster):
+    pytest.importorskip("jax")
+    args = [sys.executable, "-m", "rpa.jax.cross_check", "--pallas", "8", "--seed", "3"]
+    here = subprocess.run(args, capture_output=True, text=True, env=cluster.env, timeout=300)
+    there = subprocess.run(args + ["--ray", cluster.address], capture_output=True, text=True,
+                           env=cluster.env, timeout=300)
+    assert here.returncode == there.returncode == 0, there.stdout[-2000:] + there.stderr[-2000:]
+    assert f"(the 8 generated cases ran as Ray tasks of 4 on ray {cluster.address}" in there.stdout
+    assert without_times(there.stdout) == without_times(here.stdout)
+    assert there.stdout.rstrip().endswith("cross_check_jax pallas: 8 passed, 0 failed")
+
+
+def test_rpa_campaign_pallas_runs_both_cross_checks_on_ray(tmp_path):
+    """rpa campaign --pallas 1 --ray local: each cross-check on a Ray cluster of its own
+    Python (JAX's in build/venv, tpu-inference's in build/v3venv)."""
+    rpa_cli = os.path.join(os.path.dirname(sys.executable), "rpa")
+    v3 = os.environ.get("RPA_V3_PYTHON")
+    assert v3 and os.path.exists(v3), "ctest passes RPA_V3_PYTHON (scripts/python_v3_venv.sh)"
+    env = dict(os.environ, RPA_JAX_PYTHON=sys.executable, RPA_V3_PYTHON=v3)
+    env.pop("RAY_ADDRESS", None)
+    report = tmp_path / "report"
+    p = subprocess.run([rpa_cli, "campaign", "--cases", "8", "--pallas", "1", "--ray", "local",
+                        "--report", str(report)], capture_output=True, text=True, env=env,
+                       timeout=540)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    summary = json.loads((report / "summary.json").read_text())
+    assert ("JAX's kernel: 1 passed, 0 failed (python -m rpa.jax.cross_check --pallas 1 --seed 1 "
+            "--ray local;") in summary["pallas"], summary["pallas"]
+    assert ("tpu-inference's v3 kernels: 4 passed, 0 failed (python -m rpa.jax.v3_cross_check "
+            "--cases 0 --reference 0 --scenarios none --pallas 2 --seed 1 --ray local;"
+            ) in summary["pallas"], summary["pallas"]
+    assert "(the 1 generated cases ran as Ray tasks of 4 on ray " in (
+        report / "pallas.log").read_text()
+    assert "(the 2 generated calls ran as Ray tasks of 2 on ray " in (
+        report / "pallas-v3.log").read_text()

@@ -91,6 +91,7 @@ import warnings
 import numpy as np
 
 import rpa
+from rpa._cluster import add_tallies, map_in_order, row_combiner
 from rpa.jax import pallas
 from rpa.jax.cases import (REF_DTYPE_COMBOS, describe_reference_case, random_case,
                            reference_case)
@@ -696,11 +697,52 @@ def run_pallas_production(kernel, count, seed, tally):
     return specs
 
 
+def check_generated(items, kernel, tally):
+    """The generated cases (seed, i, profile, case_seed, size) through the Pallas-mode checks:
+    (how many the Pallas kernel ran on, [(file name, case)] of those that differ)."""
+    ran, differ = 0, []
+    for seed, i, profile, case_seed, size in items:
+        name = f"pallas_{seed}_{i}_{profile}_{case_seed}_{size}.npz"
+        label = f"pallas seed={seed} #{i} (gen --seed {case_seed} --profile {profile} " \
+                f"--size {size})"
+        case, err = generate_pallas_case(case_seed, profile, size)
+        if case is None:
+            tally.failed += 1
+            tally.outcomes["rpa gen failed"] += 1
+            print(f"DIFF {label}: rpa gen failed: {err}")
+            continue
+        ran_before = tally.pallas_ran
+        if not check_pallas_case(kernel, case, label, tally):
+            differ.append((name, case))
+        ran += tally.pallas_ran - ran_before
+    return ran, differ
+
+
+def pallas_chunk(items):
+    """check_generated on a cluster's worker (--ray): (its tally, ran, differ)."""
+    logging.getLogger("jax._src.callback").setLevel(logging.CRITICAL)
+    pallas.patched_kernel()
+    tally = PallasTally()
+    ran, differ = check_generated(items, kernel_module(), tally)
+    return tally, ran, differ
+
+
+def _add_pallas_pair(mine, theirs):
+    # PallasTally.pairs rows: [cases, max used, max |diff|, identical, elements, worst label];
+    # the worst label follows the larger "used", the earlier one on a tie (as add_pair).
+    if theirs[1] > mine[1]:
+        mine[5] = theirs[5]
+    combine = row_combiner("+mm++")
+    combine(mine, theirs)
+
+
 def run_pallas_mode(kernel, count, seed, size_max, paths, keep, min_generated=0,
-                    production_count=0):
+                    production_count=0, ray=None):
     """The Pallas mode: `count` generated cases from `seed` and the case files in paths
     that Pallas can trace. Prints a line per case and the summary; returns True if none
-    failed and the Pallas kernel ran on at least min_generated of the generated cases."""
+    failed and the Pallas kernel ran on at least min_generated of the generated cases.
+    ray: run the generated cases as Ray tasks on that cluster ("ray" or an address;
+    rpa._cluster.map_in_order), in the same order of lines and with the same tally."""
     # The interpreter logs each exception raised in its callbacks (an out-of-bounds read,
     # say) with a traceback before it reaches run_pallas as a PallasError; the case's line
     # reports it.
@@ -739,23 +781,29 @@ def run_pallas_mode(kernel, count, seed, size_max, paths, keep, min_generated=0,
             continue
         if not check_pallas_case(kernel, case, path, tally):
             keep_case(path, case, os.path.basename(path))
+    generated = []
     for i in range(count):
         profile = _PALLAS_PROFILES[i % len(_PALLAS_PROFILES)]
         case_seed = int(rng.integers(0, 2**32))
         size = int(rng.integers(0, size_max + 1))
-        name = f"pallas_{seed}_{i}_{profile}_{case_seed}_{size}.npz"
-        label = f"pallas seed={seed} #{i} (gen --seed {case_seed} --profile {profile} " \
-                f"--size {size})"
-        case, err = generate_pallas_case(case_seed, profile, size)
-        if case is None:
-            tally.failed += 1
-            tally.outcomes["rpa gen failed"] += 1
-            print(f"DIFF {label}: rpa gen failed: {err}")
-            continue
-        ran_before = tally.pallas_ran
-        if not check_pallas_case(kernel, case, label, tally):
-            keep_case(None, case, name)
-        generated_ran += tally.pallas_ran - ran_before
+        generated.append((seed, i, profile, case_seed, size))
+    if ray is None:
+        ran, differ = check_generated(generated, kernel, tally)
+    else:
+        ran, differ = 0, []
+
+        def add(value, printed):
+            nonlocal ran
+            print(printed, end="", flush=True)
+            add_tallies(tally, value[0], {"pairs": _add_pallas_pair})
+            ran += value[1]
+            differ.extend(value[2])
+
+        where = map_in_order(ray, pallas_chunk, generated, 4, add)
+        print(f"(the {count} generated cases ran as Ray tasks of 4 on {where})")
+    generated_ran += ran
+    for name, case in differ:
+        keep_case(None, case, name)
     production_specs = run_pallas_production(kernel, production_count, seed, tally)
     elapsed = time.monotonic() - start
 
@@ -839,6 +887,10 @@ def main(argv=None):
                         help="--pallas: `rpa gen` sizes are drawn from 0..Z (default 24)")
     parser.add_argument("--seed", type=int, default=0, metavar="S",
                         help="seed of the random cases")
+    parser.add_argument("--ray", nargs="?", const="ray", metavar="ADDRESS",
+                        help="--pallas: run the generated cases as Ray tasks on the cluster at "
+                        "ADDRESS (HOST:PORT), or without it at $RAY_ADDRESS, else on a new one "
+                        "here; the lines and the summary are those of a run here")
     parser.add_argument("--keep", metavar="DIR", help="copy differing random cases here")
     args = parser.parse_args(argv)
     if not args.paths and not args.random and not args.reference and args.pallas is None:
@@ -846,6 +898,8 @@ def main(argv=None):
                      "--pallas N")
     if not 0 <= args.size_max <= 400:
         parser.error("--size-max must be in 0..400")
+    if args.ray is not None and args.pallas is None:
+        parser.error("--ray goes with --pallas (the Pallas mode's generated cases)")
 
     # No JAX, or one the Pallas patches do not fit, fails loudly: nothing is skipped.
     try:
@@ -876,8 +930,13 @@ def main(argv=None):
     if args.reference:
         ok = run_reference(kernel, args.reference, args.seed, args.keep, args.jit) and ok
     if args.pallas is not None:
-        ok = run_pallas_mode(kernel, args.pallas, args.seed, args.size_max, args.paths,
-                             args.keep, args.min_generated, args.production) and ok
+        try:
+            ok = run_pallas_mode(kernel, args.pallas, args.seed, args.size_max, args.paths,
+                                 args.keep, args.min_generated, args.production,
+                                 args.ray) and ok
+        except ValueError as e:  # no Ray, or no cluster at that address
+            print(f"cross_check_jax: --ray: {e}", file=sys.stderr)
+            return 2
     return 0 if ok else 1
 
 

@@ -495,12 +495,24 @@ def run_layouts(count: int, seed: int, tally: Tally, pallas: PallasTally) -> Non
                              pallas, version)
 
 
-def run_pallas(count: int, seed: int, scenarios: str, tally: Tally, pallas: PallasTally) -> None:
+def pallas_chunk(items: list) -> tuple[Tally, PallasTally]:
+    """(case, label, TPU version) items through check_pallas, on a cluster's worker (--ray)."""
+    tally, pallas = Tally(), PallasTally()
+    for case, label, version in items:
+        check_pallas(case, label, tally, pallas, version)
+    return tally, pallas
+
+
+def run_pallas(count: int, seed: int, scenarios: str, tally: Tally, pallas: PallasTally,
+               ray: Optional[str] = None) -> None:
     """count cases through the kernels: v3_cases.reference_case (a few fixed shapes, so most
     runs reuse a compilation) and random_case (every option, new shapes) in turn, both
-    dialects, TPU generations 5, 6, 7 in turn; then the package's scenarios."""
+    dialects, TPU generations 5, 6, 7 in turn; then the package's scenarios. ray: the count
+    cases as Ray tasks on that cluster ("ray" or an address; rpa._cluster.map_in_order), with
+    the same lines in the same order and the same tallies."""
     from rpa.jax import v3_cases, v3_pallas  # pylint: disable=import-outside-toplevel
     rng = np.random.default_rng([seed, 2])
+    items = []
     for i in range(count):
         dialect = v3_cases.DIALECTS[i % 2]
         version = v3_pallas.TPU_VERSIONS[(i // 2) % 3]
@@ -510,7 +522,22 @@ def run_pallas(count: int, seed: int, scenarios: str, tally: Tally, pallas: Pall
         else:
             case = v3_cases.reference_case(rng, dialect)
             label = f"pallas #{i} ({dialect}, v{version}, fixed shapes)"
-        check_pallas(case, label, tally, pallas, version)
+        items.append((case, label, version))
+    if ray is None:
+        for case, label, version in items:
+            check_pallas(case, label, tally, pallas, version)
+    elif items:
+        from rpa._cluster import (add_tallies, map_in_order,  # pylint: disable=import-outside-toplevel
+                                  row_combiner)
+
+        def add(value: tuple[Tally, PallasTally], printed: str) -> None:
+            print(printed, end="", flush=True)
+            add_tallies(tally, value[0], {"pairs": row_combiner("+mm+")})
+            add_tallies(pallas, value[1], {"pairs": row_combiner("+mm"),
+                                           "literal_pairs": row_combiner("+mm+")})
+
+        where = map_in_order(ray, pallas_chunk, items, 2, add)
+        print(f"(the {count} generated calls ran as Ray tasks of 2 on {where})", flush=True)
     if scenarios == "none":
         return
     for dialect in v3_cases.DIALECTS:
@@ -600,9 +627,15 @@ def main(argv: Optional[list[str]] = None) -> int:
                         "dialect with at most 8 sequences through the kernels, with the reach "
                         "table (default 0)")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--ray", nargs="?", const="ray", metavar="ADDRESS",
+                        help="--pallas: run the generated calls as Ray tasks on the cluster at "
+                        "ADDRESS (HOST:PORT), or without it at $RAY_ADDRESS, else on a new one "
+                        "here; the lines and the tallies are those of a run here")
     parser.add_argument("--replay", nargs="+", metavar="CASE.npz",
                         help="check saved cases instead")
     args = parser.parse_args(argv)
+    if args.ray is not None and not args.pallas:
+        parser.error("--ray goes with --pallas N (its generated calls)")
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     try:
         from rpa.jax import tpu_inference  # pylint: disable=import-outside-toplevel
@@ -623,7 +656,11 @@ def main(argv: Optional[list[str]] = None) -> int:
                 or args.pallas_production):
             t = time.perf_counter()
             pallas = PallasTally()
-            run_pallas(args.pallas, args.seed, args.pallas_scenarios, tally, pallas)
+            try:
+                run_pallas(args.pallas, args.seed, args.pallas_scenarios, tally, pallas, args.ray)
+            except ValueError as e:  # no Ray, or no cluster at that address
+                print(f"v3_cross_check: --ray: {e}", file=sys.stderr)
+                return 2
             run_layouts(args.pallas_layouts, args.seed, tally, pallas)
             specs = run_production(args.pallas_production, args.seed, tally, pallas)
             print_pallas(pallas)
