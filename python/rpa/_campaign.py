@@ -616,18 +616,21 @@ def _run_calls(runner: _Runner, drawer: _Drawer, calls: list[_Call],
     return ran
 
 
-def _shrink_first(call: _Call, out: _Outcome, drawer: _Drawer, runner: _Runner, budget: int,
+def _shrink_first(call: _Call, out: _Outcome, drawer: Optional[_Drawer],
+                  runner: Optional[_Runner], budget: int,
                   deadline: Optional[float] = None) -> list[Finding]:
     """The finding a call's failure makes, shrunk (a hang is not: its call cannot be taken
     back), and, when a call tried while shrinking hung, a hang finding of its own."""
-    small_data, small, steps, spent = call.data, out, 0, 0
-    if out.kind != "hang":
-        small_data, small, steps, spent = _shrink(call.data, call.valid, call.data_seed, out,
-                                                  drawer, runner, budget, deadline)
+    if out.kind == "hang":  # needs no drawer or runner
+        return [Finding(out.kind, out.detail, out.case, out.case, call.data,
+                        first_call=call.index + 1, data_seed=call.data_seed)]
+    assert drawer is not None and runner is not None
+    small_data, small, steps, spent = _shrink(call.data, call.valid, call.data_seed, out,
+                                              drawer, runner, budget, deadline)
     found = [Finding(small.kind, small.detail, small.case, out.case, small_data, steps, spent,
                      first_call=call.index + 1, data_seed=call.data_seed)]
     hung = runner.hung_case
-    if runner.hung and out.kind != "hang" and hung is not None:
+    if runner.hung and hung is not None:
         found.append(Finding("hang", f"the kernel did not return in {runner.timeout_s:g} s",
                              hung, hung, b"", first_call=call.index + 1))
     return found

@@ -217,7 +217,9 @@ def _drive(ray: Any, kernel: Callable[..., Any], settings: _Settings, budget: _B
             if not drawing and not queue and not any(w == "calls" for w, _ in pending.values()):
                 # The calls are done: shrink each failure's first call, on the workers.
                 for signature, call, out in tally.unshrunk():
-                    if signature not in shrinking and settings.shrink_calls > 0:
+                    if out.kind == "hang":  # not shrunk: its call cannot be taken back
+                        tally.shrunk(signature, _shrink_first(call, out, None, None, 0))
+                    elif signature not in shrinking:
                         shrinking.add(signature)
                         pending[run_shrink.remote(token, box, settings, call, out)] = (
                             "shrink", signature)
