@@ -20,7 +20,7 @@ from typing import Any
 from rpa._api import (Bias, CheckFailed, CheckResult, Failure, KernelDoesNotReturn, Mismatch,
                       Plan, Rejected, Verdict, check, gen, kernel, plan, reference, rules,
                       validate, workload)
-from rpa._campaign import CampaignResult, Finding, campaign
+from rpa._campaign import CampaignInterrupted, CampaignResult, Finding, campaign
 from rpa._case import Case
 
 __version__ = "0.21.0"
@@ -28,7 +28,8 @@ __version__ = "0.21.0"
 __all__ = ["Case", "validate", "reference", "kernel", "plan", "check", "gen", "workload", "rules",
            "Plan",
            "Verdict", "Failure", "CheckResult", "Mismatch", "Bias", "Rejected",
-           "KernelDoesNotReturn", "CheckFailed", "campaign", "CampaignResult", "Finding",
+           "KernelDoesNotReturn", "CheckFailed", "campaign", "CampaignResult",
+           "CampaignInterrupted", "Finding",
            "strategies", "__version__"]
 
 

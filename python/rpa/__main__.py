@@ -63,7 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--profile", help="decode, prefill, mixed, long or edge (default: any)")
     c.add_argument("--mode", choices=("strict", "native"), default="strict")
     c.add_argument("--report", metavar="DIR",
-                   help="write summary.json, report.html, junit.xml and the finding files")
+                   help="write summary.json, calls.tsv, report.html, junit.xml and the finding "
+                   "files")
     c.add_argument("--head-dim", type=int)
     c.add_argument("--max-seqs", type=int, default=4)
     c.add_argument("--max-kv-len", type=int, default=64)
@@ -113,13 +114,16 @@ def _kernel(args: argparse.Namespace) -> Any:
                 if args.dialect == "jax" else "jax==0.11.2 and tpu-inference==0.32.0 "
                 "(scripts/python_v3_venv.sh DIR)")
         raise ValueError(f"--kernel-file with dialect {args.dialect} needs {need}") from e
+    # Run natively on a cluster, the file compiles on each worker (on its TPU), not here.
     return KernelFile(args.kernel_file, args.dialect, interpret=args.interpret,
-                      tpu_version=args.tpu_version, timeout_s=args.timeout)
+                      tpu_version=args.tpu_version, timeout_s=args.timeout,
+                      lazy=args.ray is not None and not args.interpret)
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    os.environ.setdefault("JAX_PLATFORMS", "cpu")  # unless set: interpret mode needs no TPU
     args = _parser().parse_args(argv)
+    if args.interpret:
+        os.environ.setdefault("JAX_PLATFORMS", "cpu")  # unless set: interpret mode needs no TPU
     from rpa import _campaign  # pylint: disable=import-outside-toplevel
     target = {v: t for t, v in _campaign.TPU_VERSIONS.items()}[args.tpu_version]
     try:
@@ -154,7 +158,9 @@ def main(argv: Optional[list[str]] = None) -> int:
             max_page_size=args.max_page_size, shrink_calls=args.shrink_calls,
             timeout_s=args.timeout, target=target, replay=replay, cluster=args.ray,
             worker_resources=resources)
-    except ValueError as e:
+    except _campaign.CampaignInterrupted as e:  # Ctrl-C: the report of what finished
+        result = e.result
+    except (ValueError, RuntimeError) as e:  # RuntimeError: a cluster's task failed
         print(f"rpa campaign: {e}", file=sys.stderr)
         return 2
     print(result.summary())
@@ -166,7 +172,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if f.replay:
             print(f"    replay: {f.replay}")
     if args.report:
-        print(f"rpa campaign: wrote {args.report}/summary.json, report.html, junit.xml")
+        print(f"rpa campaign: wrote {args.report}/summary.json, calls.tsv, report.html, junit.xml")
     return 130 if interrupted else 1 if result.findings else 0
 
 

@@ -138,7 +138,6 @@ class CampaignResult:
             "resubmitted": self.resubmitted, "duplicates": self.duplicates, "lost": self.lost,
             "verdicts": {v: sum(1 for _, _, w in self.call_log if w == v)
                          for v in sorted({w for _, _, w in self.call_log})},
-            "call_log": [f"{i} {ident} {v}" for i, ident, v in self.call_log],
             "findings": [{
                 "kind": f.kind, "detail": f.detail, "size": f.size(),
                 "original_size": f.original_size(), "description": f.case.description,
@@ -148,6 +147,15 @@ class CampaignResult:
                 "data_seed": f.data_seed,
             } for f in self.findings],
         }
+
+
+class CampaignInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped rpa.campaign. ``result`` holds what finished (the calls run, the failures
+    found, as drawn where they were not yet shrunk), and its report is written."""
+
+    def __init__(self, result: "CampaignResult"):
+        super().__init__(result.stopped)
+        self.result = result
 
 
 class _Hang(Exception):
@@ -573,46 +581,57 @@ def _groups(calls: list[_Call]) -> list[list[_Call]]:
 class _Ran:
     """What running a group of calls gave: each call's verdict ("agree", "unjudged" or a
     finding kind), and per failure signature the first call that failed that way (with its
-    outcome: what shrinking starts from) and how many did."""
+    outcome: what shrinking starts from) and each failing call's signature."""
 
     verdicts: dict[int, str] = dataclasses.field(default_factory=dict)
     idents: dict[int, str] = dataclasses.field(default_factory=dict)
+    signatures: dict[int, str] = dataclasses.field(default_factory=dict)  # the failing calls'
     share: float = 0.0
     keys: set[str] = dataclasses.field(default_factory=set)
     first: dict[str, tuple[_Call, _Outcome]] = dataclasses.field(default_factory=dict)
-    counts: dict[str, int] = dataclasses.field(default_factory=dict)
-    unrun: list[_Call] = dataclasses.field(default_factory=list)  # left when the kernel hung
+    unrun: list[_Call] = dataclasses.field(default_factory=list)  # the calls not run
+    interrupted: bool = False  # Ctrl-C came while they ran
     worker: str = ""  # host:pid of the process that ran them
 
 
 def _run_calls(runner: _Runner, drawer: _Drawer, calls: list[_Call],
-               stop: Optional[Callable[[int], bool]] = None) -> _Ran:
+               stop: Optional[Callable[[int], bool]] = None,
+               known: Optional[set[str]] = None) -> _Ran:
     """Runs the calls in order (redrawing those that come without their case) until they are
-    done, stop(calls run so far) says so, or the kernel hangs (the calls left are in unrun)."""
+    done, stop(calls run so far) says so, the kernel hangs, a call fails in a way not in known
+    (given known: one machine shrinks it before the next call, which might hang), or Ctrl-C
+    (interrupted); the calls left are in unrun."""
     ran = _Ran(worker=f"{platform.node()}:{os.getpid()}")
-    for k, call in enumerate(calls):
-        if stop is not None and stop(k):
-            ran.unrun = calls[k:]
-            break
-        case = call.case if call.case is not None else drawer.case(call.data, call.valid,
-                                                                    call.data_seed)
-        if case is None:
-            raise RuntimeError(f"rpa campaign: call {call.index} does not redraw here (another "
-                               f"rpa version on this worker?)")
-        ran.keys.add(repr(compile_key(case)))
-        out = runner.run(case)
-        ran.idents[call.index] = call.ident()
-        ran.verdicts[call.index] = out.kind or "agree"
-        if out.kind is None:
-            if out.share is not None:
-                ran.share = max(ran.share, out.share)
-        elif out.kind != "unjudged":
-            signature = _signature(out)
-            ran.counts[signature] = ran.counts.get(signature, 0) + 1
-            ran.first.setdefault(signature, (call.bare(), out))
-        if runner.hung:
-            ran.unrun = calls[k + 1:]
-            break
+    k = 0
+    try:
+        for k, call in enumerate(calls):
+            if stop is not None and stop(k):
+                ran.unrun = calls[k:]
+                break
+            case = call.case if call.case is not None else drawer.case(call.data, call.valid,
+                                                                        call.data_seed)
+            if case is None:
+                raise RuntimeError(f"rpa campaign: call {call.index} does not redraw here "
+                                   f"(another rpa version on this worker?)")
+            ran.keys.add(repr(compile_key(case)))
+            out = runner.run(case)
+            ran.idents[call.index] = call.ident()
+            ran.verdicts[call.index] = out.kind or "agree"
+            new = False
+            if out.kind is None:
+                if out.share is not None:
+                    ran.share = max(ran.share, out.share)
+            elif out.kind != "unjudged":
+                signature = _signature(out)
+                ran.signatures[call.index] = signature
+                new = signature not in ran.first and known is not None and signature not in known
+                ran.first.setdefault(signature, (call.bare(), out))
+            if runner.hung or new:
+                ran.unrun = calls[k + 1:]
+                break
+    except KeyboardInterrupt:
+        ran.interrupted = True
+        ran.unrun = [c for c in calls[k:] if c.index not in ran.verdicts]
     return ran
 
 
@@ -653,7 +672,7 @@ class _Tally:
     def add(self, ran: _Ran) -> None:
         r = self.result
         for i, verdict in ran.verdicts.items():
-            if i in self.verdicts:  # a group run twice (a worker died after sending it)
+            if i in self.verdicts:  # a call whose result came twice: counted once
                 r.duplicates += 1
                 continue
             self.verdicts[i] = verdict
@@ -661,13 +680,15 @@ class _Tally:
             r.calls += 1
             r.passed += verdict == "agree"
             r.unjudged += verdict == "unjudged"
+            signature = ran.signatures.get(i)
+            if signature is not None:
+                self.counts[signature] = self.counts.get(signature, 0) + 1
         r.max_share_of_tolerance = max(r.max_share_of_tolerance, ran.share)
         self.keys |= ran.keys
         r.compile_keys = len(self.keys)
         if ran.worker:
             r.worker_ids.add(ran.worker)
         for signature, (call, out) in ran.first.items():
-            self.counts[signature] = self.counts.get(signature, 0) + ran.counts[signature]
             known = self.first.get(signature)
             if known is None or call.index < known[0].index:
                 self.first[signature] = (call, out)
@@ -713,7 +734,7 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
     "tpu_inference_v3" / "tpu_inference_v3_hd64": tpu-inference's, returns (out, kv_cache)).
     calls or seconds: how many calls, or for how long (one of them). seed: the random stream.
     profile: the batch mix (as rpa.gen). mode: "strict" or "native". report: a folder for
-    summary.json, report.html, junit.xml and the finding files. head_dim, max_*: the
+    summary.json, calls.tsv, report.html, junit.xml and the finding files. head_dim, max_*: the
     generators' bounds (as rpa.strategies.cases); a jax call's head_dim defaults to 128, as
     JAX's validators take multiples of 128 only.
     batch: calls drawn at a time and run grouped by compile key. calls_per_shape: each drawn
@@ -729,7 +750,8 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
     one on this machine for this campaign) or a Ray address ("HOST:PORT",
     "ray://HOST:10001") runs the calls as Ray tasks (rpa._cluster). worker_resources: what each
     task asks the cluster for ({"TPU": 1}, {"CPU": 2}, a custom resource). Ctrl-C stops the
-    campaign and keeps what finished (written to report). Returns a CampaignResult; raises
+    campaign: the report of what finished is written and CampaignInterrupted (a
+    KeyboardInterrupt) raised, holding that result. Returns a CampaignResult; raises
     ValueError for arguments that do not fit."""
     if dialect not in DIALECTS:
         raise ValueError(f"dialect takes {', '.join(DIALECTS)} (got {dialect!r})")
@@ -780,6 +802,8 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
     result.seconds = time.monotonic() - start
     if report:
         write_report(result, report, replay)
+    if result.stopped and result.stopped.startswith("interrupted"):
+        raise CampaignInterrupted(result)
     return result
 
 
@@ -826,14 +850,22 @@ def _run_here(kernel: Callable[..., Any], settings: _Settings, budget: _Budget, 
                                       f"the bounds")
                 break
             for group in _groups(drawn):
-                ran = _run_calls(runner, drawer, group,
-                                 lambda k: budget.out_of_time(result.calls + k > 0))
-                tally.add(ran)
-                for signature, call, out in tally.unshrunk():
-                    if runner.hung and out.kind != "hang":
-                        continue  # no more kernel calls: kept as drawn (_Tally.finish)
-                    tally.shrunk(signature, _shrink_first(call, out, drawer, runner,
-                                                          settings.shrink_calls, budget.deadline))
+                left = group
+                while left and not runner.hung and not budget.out_of_time(result.calls > 0):
+                    # Up to the first call that fails a new way, which is shrunk at once.
+                    ran = _run_calls(runner, drawer, left,
+                                     lambda k: budget.out_of_time(result.calls + k > 0),
+                                     known=set(tally.first))
+                    tally.add(ran)
+                    if ran.interrupted:
+                        raise KeyboardInterrupt
+                    for signature, call, out in tally.unshrunk():
+                        if runner.hung and out.kind != "hang":
+                            continue  # no more kernel calls: kept as drawn (_Tally.finish)
+                        tally.shrunk(signature, _shrink_first(call, out, drawer, runner,
+                                                              settings.shrink_calls,
+                                                              budget.deadline))
+                    left = ran.unrun
                 if runner.hung:
                     result.stopped = f"a call did not return in {runner.timeout_s:g} s"
                     break
@@ -868,7 +900,8 @@ def _finding_replay(f: Finding, path: str, result: CampaignResult, replay: Optio
 
 
 def write_report(result: CampaignResult, folder: str, replay: Optional[str] = None) -> None:
-    """Writes summary.json, report.html, junit.xml and finding-N.npz into folder."""
+    """Writes summary.json, calls.tsv (each call: its number, a hash of its bytes and data seed,
+    its verdict), report.html, junit.xml and finding-N.npz into folder."""
     os.makedirs(folder, exist_ok=True)
     result.report = folder
     for n, f in enumerate(result.findings, 1):
@@ -879,6 +912,9 @@ def write_report(result: CampaignResult, folder: str, replay: Optional[str] = No
     with open(os.path.join(folder, "summary.json"), "w", encoding="utf-8") as out:
         json.dump(result.to_json(), out, indent=1)
         out.write("\n")
+    with open(os.path.join(folder, "calls.tsv"), "w", encoding="utf-8") as out:
+        out.write("call\tbytes_and_data_seed_sha256\tverdict\n")
+        out.writelines(f"{i}\t{ident}\t{v}\n" for i, ident, v in result.call_log)
     with open(os.path.join(folder, "junit.xml"), "w", encoding="utf-8") as out:
         out.write(_junit(result))
     with open(os.path.join(folder, "report.html"), "w", encoding="utf-8") as out:

@@ -15,7 +15,8 @@ Faults:
   that kills every worker it is sent to is counted in CampaignResult.lost.
 - a call that hangs: the watchdog makes it a finding of kind "hang" and the task returns the
   calls after it; the driver sends those again. The hung thread cannot be stopped, so the worker
-  that holds it exits when its next task starts, and Ray runs that task on a fresh worker.
+  that holds it exits when its next task starts, and Ray runs that task on a fresh worker
+  (until then the thread keeps what it holds; a hang that holds the GIL is not caught).
 - Ctrl-C: the result holds what finished (the failures found, as drawn where they were not yet
   shrunk); the tasks in flight end with the driver's job.
 """
@@ -62,7 +63,10 @@ def connect(cluster: str) -> tuple[str, bool]:
             address = os.environ.get("RAY_ADDRESS") or "local"
         if address != "local":
             _reachable(address)
-        env = {k: os.environ[k] for k in ("JAX_PLATFORMS",) if k in os.environ}
+        # The driver's JAX_PLATFORMS (where set) and rpa settings (RPA_FAILURE_DIR, ...) hold
+        # on the workers too.
+        env = {k: v for k, v in os.environ.items()
+               if k == "JAX_PLATFORMS" or k.startswith("RPA_")}
         try:
             ray.init(address=address, runtime_env={"env_vars": env} if env else None,
                      logging_level="WARNING")
@@ -135,7 +139,11 @@ def _worker(token: str, box: list[Any], settings: _Settings) -> tuple[Any, Any]:
     if token not in _KERNELS:
         while len(_KERNELS) >= 4:  # the oldest campaigns' kernels go
             _KERNELS.pop(next(iter(_KERNELS)))
-        kernel = _ray().get(box[0])
+        try:
+            kernel = _ray().get(box[0])
+        except Exception as e:  # pylint: disable=broad-except
+            raise RuntimeError(f"the kernel does not load on worker {os.uname().nodename}:"
+                               f"{os.getpid()}: {type(e).__name__}: {e}") from e
         _KERNELS[token] = (settings.drawer(), settings.runner(kernel))
     return _KERNELS[token]
 
@@ -204,6 +212,8 @@ def _drive(ray: Any, kernel: Callable[..., Any], settings: _Settings, budget: _B
         while True:
             # Keep every slot busy and one more task queued behind each.
             while drawing and len(pending) < 2 * capacity:
+                if queue and budget.out_of_time(budget.planner.planned > 0):
+                    queue.clear()  # seconds= is up: what is drawn and not sent is not run
                 if not queue:
                     drawn = budget.next_batch()
                     if drawn is None:
@@ -230,8 +240,11 @@ def _drive(ray: Any, kernel: Callable[..., Any], settings: _Settings, budget: _B
                 what, item = pending.pop(ref)
                 try:
                     got = ray.get(ref)
-                except ray.exceptions.RayTaskError:
-                    raise  # the harness failed in the task: not the kernel's finding
+                except ray.exceptions.RayTaskError as e:
+                    # The harness failed in the task (the kernel did not load there, say): not
+                    # the kernel's finding. One line, from the task's own exception.
+                    cause = getattr(e, "cause", None) or e
+                    raise RuntimeError(f"a task failed on the cluster: {cause}") from e
                 except ray.exceptions.RayError as e:
                     # The worker died each time Ray ran the task (or its node went away).
                     if what == "calls" and sent[item[0].index] <= _RESUBMITS:
@@ -286,10 +299,20 @@ def map_in_order(cluster: str, fn: Callable[[list[Any]], Any], items: list[Any],
     try:
         run = ray.remote(_chunk_task).options(max_retries=_RAY_RETRIES)
         chunks = [items[k:k + chunk] for k in range(0, len(items), max(1, chunk))]
-        pending = {run.remote(fn, c): k for k, c in enumerate(chunks)}
-        sent = dict.fromkeys(range(len(chunks)), 1)
+        # Two chunks in flight per slot: the rest wait here, not in the object store.
+        window = 2 * max(1, int(ray.cluster_resources().get("CPU", 1)))
+        pending: dict[Any, int] = {}
+        sent = dict.fromkeys(range(len(chunks)), 0)
         done: dict[int, tuple[Any, str]] = {}
-        next_k = 0
+        next_k = to_send = 0
+
+        def send(k: int) -> None:
+            sent[k] += 1
+            pending[run.remote(fn, chunks[k])] = k
+
+        while to_send < len(chunks) and len(pending) < window:
+            send(to_send)
+            to_send += 1
         while pending:
             ready, _ = ray.wait(list(pending), num_returns=1)
             for ref in ready:
@@ -303,8 +326,11 @@ def map_in_order(cluster: str, fn: Callable[[list[Any]], Any], items: list[Any],
                         raise RuntimeError(f"chunk {k} of {len(chunks)}: its worker died each of "
                                            f"{sent[k] * (1 + _RAY_RETRIES)} times "
                                            f"({type(e).__name__})") from e
-                    sent[k] += 1
-                    pending[run.remote(fn, chunks[k])] = k
+                    send(k)
+                    continue
+                if to_send < len(chunks):
+                    send(to_send)
+                    to_send += 1
             while next_k in done:
                 on_result(*done.pop(next_k))
                 next_k += 1

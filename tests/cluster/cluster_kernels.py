@@ -1,5 +1,6 @@
 """Kernels the cluster tests send to the workers (importable there: the test's cluster starts
 its workers with this folder on PYTHONPATH)."""
+import json
 import os
 import time
 import zlib
@@ -41,3 +42,13 @@ def hangs_sometimes(*args, **kwargs):
     if zlib.crc32(np.ascontiguousarray(args[0]).tobytes()) % 16 == 0:
         time.sleep(3600)
     return rpa.kernel(rpa.Case.from_call(*args, **kwargs))
+
+
+def records_resources(*args, **kwargs):
+    """As slow, writing what Ray gave the task into $RPA_PID_DIR/<pid>.json."""
+    import ray  # pylint: disable=import-outside-toplevel
+    held = ray.get_runtime_context().get_assigned_resources()
+    with open(os.path.join(os.environ["RPA_PID_DIR"], f"{os.getpid()}.json"), "w",
+              encoding="utf-8") as f:
+        json.dump(held, f)
+    return slow(*args, **kwargs)

@@ -38,6 +38,7 @@ def test_a_campaign_on_the_cluster_is_the_campaign_on_one_machine(cluster, one_w
     assert here.findings[0].shrink_steps > 0  # shrunk, on a worker in the cluster runs
     assert comparable(two) == comparable(here)
     assert comparable(one) == comparable(here)
+    assert two.call_log == here.call_log == one.call_log
     assert [i for i, _, _ in two.call_log] == list(range(48))
     assert len(two.worker_ids) == 2 and len(one.worker_ids) == 1
     assert two.cluster.startswith(f"ray {cluster.address} (2 CPUs on 1 node)")
@@ -110,28 +111,44 @@ def cli(*args, env=None):
 @pytest.mark.parametrize("where", ["here", "cluster"])
 def test_ctrl_c_writes_the_report_of_what_finished(cluster, tmp_path, where):
     report = tmp_path / "report"
+    marks = tmp_path / "pids"
+    marks.mkdir()
     ray = ["--ray", cluster.address] if where == "cluster" else []
-    p = cli("--kernel", "cluster_kernels:slow", "--calls", "2000", "--seed", "4", "--report",
-            str(report), *ray, env=cluster.env)
-    time.sleep(8)  # connected, and calls done
+    # RPA_PID_DIR reaches the workers as every RPA_ variable does (rpa._cluster.connect).
+    p = cli("--kernel", "cluster_kernels:marks_pid", "--calls", "2000", "--seed", "4",
+            "--report", str(report), *ray, env=dict(cluster.env, RPA_PID_DIR=str(marks)))
+    deadline = time.monotonic() + 120
+    while not any(marks.iterdir()) and time.monotonic() < deadline:  # calls are running
+        time.sleep(0.1)
+    time.sleep(1.5)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=120)
     assert p.returncode == 130, (out, err)
     summary = json.loads((report / "summary.json").read_text())
     assert summary["stopped"].startswith("interrupted (Ctrl-C) after "), summary["stopped"]
     assert 0 < summary["calls"] < 2000
-    indices = [int(line.split()[0]) for line in summary["call_log"]]
+    rows = [line.split("\t") for line in (report / "calls.tsv").read_text().splitlines()[1:]]
+    indices = [int(r[0]) for r in rows]
     assert len(indices) == len(set(indices)) == summary["calls"]
+    # The calls that finished are the calls a run of the same seed here makes: calls are drawn
+    # 64 at a time (batch) and the last batch is cut to what calls= leaves, so a run of whole
+    # batches draws what the 2000-call run drew.
+    here = rpa.campaign(cluster_kernels.slow, calls=64 * (max(indices) // 64 + 1), seed=4)
+    by_index = {i: (h, v) for i, h, v in here.call_log}
+    assert all(by_index[int(i)] == (h, v) for i, h, v in rows)
     assert (report / "report.html").exists() and (report / "junit.xml").exists()
     assert "interrupted (Ctrl-C)" in out
 
 
-def test_tasks_ask_for_the_resources_given(cluster):
-    p = cli("--kernel", "cluster_kernels:slow", "--calls", "8", "--seed", "5", "--ray",
-            cluster.address, "--ray-resources", "rpa_slot=1", env=cluster.env)
+def test_tasks_ask_for_the_resources_given(cluster, tmp_path):
+    p = cli("--kernel", "cluster_kernels:records_resources", "--calls", "8", "--seed", "5",
+            "--ray", cluster.address, "--ray-resources", "rpa_slot=1,CPU=0.5",
+            env=dict(cluster.env, RPA_PID_DIR=str(tmp_path)))
     out, err = p.communicate(timeout=120)
     assert p.returncode == 0, (out, err)
-    assert "8 calls in " in out and "on 2 workers of ray" in out
+    assert "8 calls in " in out
+    held = [json.loads(f.read_text()) for f in tmp_path.iterdir()]
+    assert held and all(h == {"rpa_slot": 1.0, "CPU": 0.5} for h in held), held
     p = cli("--kernel", "cluster_kernels:slow", "--calls", "8", "--ray", cluster.address,
             "--ray-resources", "TPU=1", env=cluster.env)
     out, err = p.communicate(timeout=120)

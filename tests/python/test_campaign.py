@@ -175,3 +175,22 @@ def test_the_command_line_runs_a_callable_and_replays_a_finding(tmp_path):
                           "--calls", "1"], capture_output=True, text=True, env=env, check=False)
     assert bad.returncode == 2 and "cannot import no_such_module" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_a_failure_before_a_hang_in_its_group_is_shrunk_first():
+    """One machine shrinks a new failure at once: a later call of the same shape that hangs
+    must not leave it as drawn (shrinking tries smaller calls only, which never hang here)."""
+    first = []
+
+    def off_then_hangs(*args, **kwargs):
+        size = np.asarray(args[0]).size
+        if first and size >= first[0]:
+            time.sleep(3600)  # the campaign's second call: the first one's shape
+        first.append(size) if not first else None
+        out = np.array(rpa.kernel(rpa.Case.from_call(*args, **kwargs)))
+        return out * 1.5 + 1.0
+
+    result = rpa.campaign(off_then_hangs, calls=8, seed=1, timeout_s=1.0)
+    assert [f.kind for f in result.findings] == ["mismatch", "hang"], result.summary()
+    assert result.findings[0].shrink_steps > 0, result.summary()
+    assert result.stopped and result.calls == 2

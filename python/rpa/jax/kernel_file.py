@@ -33,7 +33,7 @@ class KernelFile:
 
     def __init__(self, path: str, dialect: str, interpret: bool = True,
                  tpu_version: Optional[int] = 6, timeout_s: float = 120.0,
-                 source: Optional[str] = None):
+                 source: Optional[str] = None, lazy: bool = False):
         if dialect not in ENTRY_POINTS:
             raise ValueError(f"dialect takes {', '.join(ENTRY_POINTS)} (got {dialect!r})")
         if source is None and not os.path.isfile(path):
@@ -50,23 +50,40 @@ class KernelFile:
             with open(path, encoding="utf-8") as f:
                 source = f.read()
         self.source = source
-        if not interpret:
+        self.lazy = lazy
+        self._module: Optional[types.ModuleType] = None
+        if not lazy:
+            self._module = self._checked_module()
+
+    @property
+    def module(self) -> types.ModuleType:
+        """The file compiled (and patched, in interpret mode); a lazy KernelFile compiles it
+        here, at its first call: on a cluster's worker, not on the driver."""
+        if self._module is None:
+            self._module = self._checked_module()
+        return self._module
+
+    def _checked_module(self) -> types.ModuleType:
+        path, dialect, source = self.path, self.dialect, self.source
+        if not self.interpret:
             import jax  # pylint: disable=import-outside-toplevel
             if jax.default_backend() != "tpu":
                 raise ValueError(f"--kernel-file {path} without --interpret runs the kernel as it "
                                  f"is, which needs a TPU; this JAX's backend is "
                                  f"{jax.default_backend()}: pass --interpret to run it in TPU "
                                  f"interpret mode on the CPU")
-        self.module = self._load(source)
-        if not hasattr(self.module, ENTRY_POINTS[dialect]):
+        module = self._load(source)
+        if not hasattr(module, ENTRY_POINTS[dialect]):
             raise ValueError(f"--kernel-file {path} defines no {ENTRY_POINTS[dialect]} (the "
                              f"{dialect} dialect's entry point)")
+        return module
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
-        # To a cluster's workers (rpa._cluster) with the file's source, which they compile
-        # themselves: the file need not be on their hosts, and compiled programs do not travel.
+        # To a cluster's workers (rpa._cluster) with the file's source, which each compiles
+        # itself at its first call (lazy: a TPU worker's own backend decides): the file need not
+        # be on their hosts, and compiled programs do not travel.
         return (KernelFile, (self.path, self.dialect, self.interpret, self.tpu_version,
-                             self.timeout_s, self.source))
+                             self.timeout_s, self.source, True))
 
     def _load(self, source: str) -> types.ModuleType:
         name = "rpa_kernel_file_" + os.path.splitext(os.path.basename(self.path))[0]

@@ -527,8 +527,8 @@ def run_pallas(count: int, seed: int, scenarios: str, tally: Tally, pallas: Pall
         for case, label, version in items:
             check_pallas(case, label, tally, pallas, version)
     elif items:
-        from rpa._cluster import (add_tallies, map_in_order,  # pylint: disable=import-outside-toplevel
-                                  row_combiner)
+        # pylint: disable-next=import-outside-toplevel
+        from rpa._cluster import add_tallies, map_in_order, row_combiner
 
         def add(value: tuple[Tally, PallasTally], printed: str) -> None:
             print(printed, end="", flush=True)
