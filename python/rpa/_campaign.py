@@ -46,7 +46,7 @@ from rpa import _api
 from rpa._case import DIALECTS, Case
 from rpa._draw import DEFAULT_MAX_BYTES, bounds as draw_bounds, check_profile, decoded
 
-KINDS = ("mismatch", "biased", "raised", "hang")
+KINDS = ("mismatch", "biased", "raised", "hang", "crashed")  # crashed: on a cluster only
 MODES = ("strict", "native")
 TARGETS = ("v5e", "v6e", "7x")
 TPU_VERSIONS = {"v5e": 5, "v6e": 6, "7x": 7}  # python -m rpa campaign --tpu-version
@@ -54,7 +54,8 @@ TPU_VERSIONS = {"v5e": 5, "v6e": 6, "7x": 7}  # python -m rpa campaign --tpu-ver
 
 @dataclasses.dataclass
 class Finding:
-    """One way the kernel fails: its kind ("mismatch", "biased", "raised" or "hang"), the line
+    """One way the kernel fails: its kind ("mismatch", "biased", "raised", "hang", or on a
+    cluster "crashed": the calls killed every worker they ran on), the line
     that says what failed, the shrunk call (with the kernel's output where it returned one) and
     the call as first drawn, how shrinking went, which call first showed it and how many did,
     and, once a report is written, the case file and the command that replays it."""
@@ -692,6 +693,20 @@ class _Tally:
             known = self.first.get(signature)
             if known is None or call.index < known[0].index:
                 self.first[signature] = (call, out)
+
+    def crashed(self, group: list[_Call], drawer: _Drawer, detail: str) -> None:
+        """A group of calls that killed every worker it ran on (a cluster): one finding of
+        kind "crashed" for all such groups, on the first call of the first (not shrunk)."""
+        self.counts["crashed"] = self.counts.get("crashed", 0) + 1
+        known = self.findings.get("crashed")
+        if known is not None and known.first_call <= group[0].index + 1:
+            return
+        call = group[0]
+        case = call.case or drawer.case(call.data, call.valid, call.data_seed)
+        if case is not None:
+            self.findings["crashed"] = Finding("crashed", detail, case, case, call.data,
+                                               first_call=call.index + 1,
+                                               data_seed=call.data_seed)
 
     def unshrunk(self) -> list[tuple[str, _Call, _Outcome]]:
         return [(s, c, o) for s, (c, o) in sorted(self.first.items(), key=lambda x: x[1][0].index)

@@ -12,7 +12,8 @@ are done, each failure signature's first call is shrunk on a worker, one task pe
 Faults:
 - a worker that dies (killed, out of memory, its node gone): Ray runs its task again on another
   worker (max_retries), and the driver sends it again past that, _RESUBMITS times more; a group
-  that kills every worker it is sent to is counted in CampaignResult.lost.
+  that kills every worker it is sent to is counted in CampaignResult.lost and is a finding of
+  kind "crashed" (a kernel that segfaults on a call, say).
 - a call that hangs: the watchdog makes it a finding of kind "hang" and the task returns the
   calls after it; the driver sends those again. The hung thread cannot be stopped, so the worker
   that holds it exits when its next task starts, and Ray runs that task on a fresh worker
@@ -251,10 +252,15 @@ def _drive(ray: Any, kernel: Callable[..., Any], settings: _Settings, budget: _B
                         result.resubmitted += 1
                         send(item)
                     elif what == "calls":
+                        tries = sent[item[0].index] * (1 + _RAY_RETRIES)
                         result.lost += len(item)
                         result.stopped = (f"{result.lost} calls lost: their worker died each of "
-                                          f"{sent[item[0].index] * (1 + _RAY_RETRIES)} times "
-                                          f"({type(e).__name__})")
+                                          f"{tries} times ({type(e).__name__})")
+                        tally.crashed(item, budget.planner.drawer,
+                                      f"the worker died each of the {tries} times it ran calls "
+                                      f"{item[0].index + 1}..{item[-1].index + 1} ("
+                                      f"{type(e).__name__}): one of them crashes the kernel's "
+                                      f"process; the case is the first of them")
                     continue  # a shrink that kills its worker: the finding stays as drawn
                 if what == "calls":
                     tally.add(got)

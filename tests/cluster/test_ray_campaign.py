@@ -105,8 +105,8 @@ def test_a_hang_is_a_finding_and_the_cluster_goes_on(cluster):
 
 def test_a_group_that_kills_every_worker_is_lost_and_named(cluster):
     """A call that ends its worker process each time: Ray runs its task 3 more times, the
-    driver sends it twice more, then its group's calls are lost, counted and named; every
-    other call is reported."""
+    driver sends it twice more, then its group's calls are lost, counted and named, and a
+    finding of kind "crashed"; every other call is reported."""
     result = rpa.campaign(cluster_kernels.kills_its_worker, calls=40, seed=3,
                           cluster=cluster.address)
     here = rpa.campaign(cluster_kernels.hangs_sometimes, calls=40, seed=3, timeout_s=3.0)
@@ -117,6 +117,10 @@ def test_a_group_that_kills_every_worker_is_lost_and_named(cluster):
     assert not killing & done  # no killing call was ever reported
     assert result.resubmitted >= 2
     assert result.stopped and "calls lost: their worker died each of 12 times" in result.stopped
+    assert [f.kind for f in result.findings] == ["crashed"] and not result.ok
+    first = min(killing)  # the first killing call's group is the finding's
+    assert result.findings[0].first_call <= first + 1, result.findings[0].detail
+    assert "the worker died each of the 12 times it ran calls " in result.findings[0].detail
 
 
 def cli(*args, env=None):
