@@ -103,6 +103,28 @@ def test_a_hang_is_a_finding_and_the_cluster_goes_on(cluster):
     assert here.call_log == result.call_log[:hung[0] + 1]
 
 
+def test_native_mode_v3_calls_on_the_cluster_are_those_here(cluster):
+    """A native-mode campaign (valid calls and calls broken by a mutation the validators let
+    through, judged by the literal schedule) of the v3 dialect: the same on the cluster."""
+    here = rpa.campaign(cluster_kernels.v3_literal, dialect="tpu_inference_v3", calls=24, seed=6,
+                        mode="native")
+    there = rpa.campaign(cluster_kernels.v3_literal, dialect="tpu_inference_v3", calls=24,
+                         seed=6, mode="native", cluster=cluster.address)
+    assert here.ok and there.ok, there.summary()
+    assert comparable(there) == comparable(here) and there.call_log == here.call_log
+
+
+def test_seconds_bound_a_campaign_on_the_cluster(cluster):
+    start = time.monotonic()
+    result = rpa.campaign(cluster_kernels.slow, seconds=4, seed=7, cluster=cluster.address)
+    took = time.monotonic() - start
+    assert result.ok and result.calls > 0 and result.stopped is None, result.summary()
+    assert [i for i, _, _ in result.call_log] == list(range(result.calls))
+    # Connecting takes a few seconds; past the deadline only the tasks in flight finish (two
+    # per slot, 4 calls of 50 ms each).
+    assert took < 4 + 20, took
+
+
 def test_a_group_that_kills_every_worker_is_lost_and_named(cluster):
     """A call that ends its worker process each time: Ray runs its task 3 more times, the
     driver sends it twice more, then its group's calls are lost, counted and named, and a
