@@ -695,8 +695,8 @@ class _Tally:
                 self.first[signature] = (call, out)
 
     def crashed(self, group: list[_Call], drawer: _Drawer, detail: str) -> None:
-        """A group of calls that killed every worker it ran on (a cluster): one finding of
-        kind "crashed" for all such groups, on the first call of the first (not shrunk)."""
+        """A call (group: that call) that killed every worker it ran on (a cluster): one
+        finding of kind "crashed" for all such calls, on the first (not shrunk)."""
         self.counts["crashed"] = self.counts.get("crashed", 0) + 1
         known = self.findings.get("crashed")
         if known is not None and known.first_call <= group[0].index + 1:

@@ -12,8 +12,9 @@ are done, each failure signature's first call is shrunk on a worker, one task pe
 Faults:
 - a worker that dies (killed, out of memory, its node gone): Ray runs its task again on another
   worker (max_retries), and the driver sends it again past that, _RESUBMITS times more; a group
-  that kills every worker it is sent to is counted in CampaignResult.lost and is a finding of
-  kind "crashed" (a kernel that segfaults on a call, say).
+  that kills every worker it is sent to is split in halves, each tried twice, down to the call
+  that does: that call is counted in CampaignResult.lost and is a finding of kind "crashed" (a
+  kernel that segfaults on a call, say), and the others are run.
 - a call that hangs: the watchdog makes it a finding of kind "hang" and the task returns the
   calls after it; the driver sends those again. The hung thread cannot be stopped, so the worker
   that holds it exits when its next task starts, and Ray runs that task on a fresh worker
@@ -194,19 +195,25 @@ def _drive(ray: Any, kernel: Callable[..., Any], settings: _Settings, budget: _B
            tally: _Tally, options: dict[str, Any], capacity: int, progress: bool) -> None:
     result = tally.result
     run_calls = ray.remote(calls_task).options(**options)
+    # A part of a group that killed every worker it ran on: tried twice, not 4 x 3 times.
+    run_part = ray.remote(calls_task).options(**{**options, "max_retries": 1})
     run_shrink = ray.remote(shrink_task).options(**options)
     token = uuid.uuid4().hex
     box = [ray.put(kernel)]  # in a list: the tasks fetch it once per worker, not per task
     pending: dict[Any, tuple[str, Any]] = {}  # task -> ("calls", group) or ("shrink", signature)
     sent: dict[int, int] = {}  # a group's first call -> times the driver sent it
+    parts: set[int] = set()  # first calls of the parts of groups being split
     queue: list[list[_Call]] = []
     shrinking: set[str] = set()
     drawing = True
     last = time.monotonic()
 
-    def send(group: list[_Call]) -> None:
+    def send(group: list[_Call], part: bool = False) -> None:
         sent[group[0].index] = sent.get(group[0].index, 0) + 1
-        ref = run_calls.remote(token, box, settings, [c.bare() for c in group])
+        if part:
+            parts.add(group[0].index)
+        ref = (run_part if part else run_calls).remote(token, box, settings,
+                                                       [c.bare() for c in group])
         pending[ref] = ("calls", group)
 
     try:
@@ -248,20 +255,29 @@ def _drive(ray: Any, kernel: Callable[..., Any], settings: _Settings, budget: _B
                     raise RuntimeError(f"a task failed on the cluster: {cause}") from e
                 except ray.exceptions.RayError as e:
                     # The worker died each time Ray ran the task (or its node went away).
-                    if what == "calls" and sent[item[0].index] <= _RESUBMITS:
+                    if what != "calls":
+                        continue  # a shrink that kills its worker: the finding stays as drawn
+                    first = item[0].index
+                    if first not in parts and sent[first] <= _RESUBMITS:
                         result.resubmitted += 1
                         send(item)
-                    elif what == "calls":
-                        tries = sent[item[0].index] * (1 + _RAY_RETRIES)
-                        result.lost += len(item)
-                        result.stopped = (f"{result.lost} calls lost: their worker died each of "
-                                          f"{tries} times ({type(e).__name__})")
+                    elif len(item) > 1:
+                        # Every try died: split the group, so that the calls that do not
+                        # crash are run and the one that does is found.
+                        result.resubmitted += 2
+                        half = len(item) // 2
+                        send(item[:half], part=True)
+                        send(item[half:], part=True)
+                    else:
+                        result.lost += 1
+                        result.stopped = (f"{result.lost} calls lost: their worker died each "
+                                          f"time they ran ({type(e).__name__})")
+                        tries = 2 if first in parts else sent[first] * (1 + _RAY_RETRIES)
                         tally.crashed(item, budget.planner.drawer,
-                                      f"the worker died each of the {tries} times it ran calls "
-                                      f"{item[0].index + 1}..{item[-1].index + 1} ("
-                                      f"{type(e).__name__}): one of them crashes the kernel's "
-                                      f"process; the case is the first of them")
-                    continue  # a shrink that kills its worker: the finding stays as drawn
+                                      f"the worker died each time it ran this call, {tries} "
+                                      f"times ({type(e).__name__}): it crashes the kernel's "
+                                      f"process")
+                    continue
                 if what == "calls":
                     tally.add(got)
                     if got.unrun:  # the kernel hung on a call: the rest go out again
