@@ -144,8 +144,10 @@ def _worker(token: str, box: list[Any], settings: _Settings) -> tuple[Any, Any]:
         try:
             kernel = _ray().get(box[0])
         except Exception as e:  # pylint: disable=broad-except
+            lines = str(e).strip().splitlines()  # Ray's errors carry a traceback: one line
             raise RuntimeError(f"the kernel does not load on worker {os.uname().nodename}:"
-                               f"{os.getpid()}: {type(e).__name__}: {e}") from e
+                               f"{os.getpid()}: {type(e).__name__}: "
+                               f"{lines[0] if lines else ''}") from e
         _KERNELS[token] = (settings.drawer(), settings.runner(kernel))
     return _KERNELS[token]
 

@@ -143,6 +143,22 @@ def test_a_call_that_kills_every_worker_is_found_and_the_others_run(cluster):
     assert result.stopped and "calls lost: their worker died each time they ran" in result.stopped
 
 
+def test_a_kernel_the_workers_cannot_import_stops_with_one_line(cluster, tmp_path):
+    (tmp_path / "only_on_the_driver.py").write_text(
+        "import rpa\n\ndef kernel(*args, **kwargs):\n"
+        "    return rpa.kernel(rpa.Case.from_call(*args, **kwargs))\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import only_on_the_driver  # pylint: disable=import-outside-toplevel
+        with pytest.raises(RuntimeError) as e:
+            rpa.campaign(only_on_the_driver.kernel, calls=4, seed=1, cluster=cluster.address)
+    finally:
+        sys.path.remove(str(tmp_path))
+    assert re.fullmatch(r"a task failed on the cluster: the kernel does not load on worker "
+                        r"\S+:\d+: RaySystemError: System error: No module named "
+                        r"'only_on_the_driver'", str(e.value)), str(e.value)
+
+
 def cli(*args, env=None):
     return subprocess.Popen([sys.executable, "-m", "rpa", "campaign", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
