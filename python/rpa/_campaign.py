@@ -102,7 +102,6 @@ class CampaignResult:
     stopped: Optional[str] = None  # why the campaign stopped early (a hang, Ctrl-C)
     target: Optional[str] = None  # the literal schedule's TPU generation (native mode)
     report: Optional[str] = None
-    asked: Optional[int] = None  # calls=, when given
     cluster: Optional[str] = None  # the Ray cluster the calls ran on, None: here
     worker_ids: set[str] = dataclasses.field(default_factory=set)  # host:pid that ran calls
     resubmitted: int = 0  # groups of calls sent again (their worker died, or hung on a call)
@@ -531,6 +530,12 @@ class _Planner:
         self.planned = 0
         self.exhausted = False
 
+    def exhausted_line(self) -> Optional[str]:
+        """Why the campaign stopped drawing, when it ran out of calls that fit (else None)."""
+        if not self.exhausted:
+            return None
+        return f"no further call of the {self.drawer.dialect} dialect fits the bounds"
+
     def batch(self, n: int) -> list[_Call]:
         drawer, rng = self.drawer, self.rng
         out: list[_Call] = []
@@ -799,7 +804,7 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
     drawer = settings.drawer()
     planner = _Planner(drawer, int(seed), max_bytes, calls_per_shape)
     result = CampaignResult(_kernel_name(kernel), dialect, mode, profile, int(seed),
-                            target=target, asked=int(calls) if calls is not None else None)
+                            target=target)
     if replay is None:
         replay = getattr(kernel, "rpa_replay", None)
     start = time.monotonic()
@@ -860,9 +865,7 @@ def _run_here(kernel: Callable[..., Any], settings: _Settings, budget: _Budget, 
         while not runner.hung:
             drawn = budget.next_batch()
             if drawn is None:
-                if budget.planner.exhausted:
-                    result.stopped = (f"no further call of the {settings.dialect} dialect fits "
-                                      f"the bounds")
+                result.stopped = budget.planner.exhausted_line() or result.stopped
                 break
             for group in _groups(drawn):
                 left = group

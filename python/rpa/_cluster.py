@@ -228,9 +228,7 @@ def _drive(ray: Any, kernel: Callable[..., Any], settings: _Settings, budget: _B
                     drawn = budget.next_batch()
                     if drawn is None:
                         drawing = False
-                        if budget.planner.exhausted:
-                            result.stopped = (f"no further call of the {settings.dialect} "
-                                              f"dialect fits the bounds")
+                        result.stopped = budget.planner.exhausted_line() or result.stopped
                         break
                     queue.extend(_groups(drawn))
                 send(queue.pop(0))
