@@ -310,7 +310,10 @@ void visit_production(Io& io, ProductionSpec& s, Dialect d) {
   // The rows first: decodes 1, the prefill range its chunks, the rest chunks of what is left,
   // each within the work and pages that leave every later one a row.
   int64_t rows = rows_left - s.num_prefill * s.chunk_prefill_size.value_or(0);
-  int64_t work = macs_left - edge_kv * head_macs, pages = pages_left;
+  // The edge's sequence holds its pages and work from the start: the rows below must not
+  // take them (fuzz_validate found 82 chunks of a llama-3.1-405b call, drawn in the pages the
+  // edge's 2047 were to take, 34 pages past the bound; corpus/fuzz/fuzz_validate/).
+  int64_t work = macs_left - edge_kv * head_macs, pages = pages_left - lead_pages;
   for (int64_t k = 0; k < n; ++k) {
     SeqSpec& sq = s.seqs[static_cast<size_t>(k)];
     if (k < s.num_decode) {
@@ -330,7 +333,6 @@ void visit_production(Io& io, ProductionSpec& s, Dialect d) {
       pages -= (sq.q_len + S - 1) / S;
     }
   }
-  if (edge_kv > 0) pages -= (edge_kv + S - 1) / S;
   // Then the contexts: each as long as the model, the pages and the work allow, after the
   // least every sequence still needs (its own rows) is set aside.
   for (int64_t k = 0; k < n; ++k) {
