@@ -19,6 +19,7 @@
 #include "properties/random_source.h"
 #include "properties/v3_build_case.h"
 #include "properties/v3_materialize.h"
+#include "service/path_features.h"
 #include "validation/jax_validate.h"
 #include "validation/v3_validate.h"
 
@@ -29,10 +30,22 @@ std::string v3_verdict_text(const std::optional<V3Failure>& f) {
   return f ? std::string(v3_rule_info(f->rule).name) + ": " + f->message : "valid";
 }
 
+// --features: the path features of the call's program on the target (service/path_features.h),
+// one "  feature NAME COUNT" line each, after the case.
+void print_features(const Case& c, const std::optional<TargetProfile>& features) {
+  if (!features) return;
+  const PathFeatures f = case_path_features(c, *features);
+  std::printf("  path features on %.*s (%zu):\n", static_cast<int>(features->name.size()),
+              features->name.data(), f.size());
+  for (const auto& [name, count] : f.counts()) {
+    std::printf("  feature %s %lld\n", name.c_str(), static_cast<long long>(count));
+  }
+}
+
 // The v3 half of gen: the spec from the seed or the hex, its case file, the report.
 int gen_v3(Dialect dialect, std::optional<uint64_t> seed, std::optional<int> size,
            const std::string& spec_text, const props::GenRequest& request,
-           const std::string& output) {
+           const std::string& output, const std::optional<TargetProfile>& features) {
   props::V3CaseSpec spec;
   if (seed) {
     const props::V3GenOptions options = props::v3_gen_options(dialect, request);
@@ -60,6 +73,7 @@ int gen_v3(Dialect dialect, std::optional<uint64_t> seed, std::optional<int> siz
               v3_verdict_text(v3_validate(spec.dialect, m.inputs, m.params, Mode::kStrict)).c_str(),
               v3_verdict_text(v3_validate(spec.dialect, m.inputs, m.params, Mode::kJax)).c_str(),
               output.c_str());
+  print_features(c, features);
   return kExitOk;
 }
 
@@ -67,7 +81,8 @@ int gen_v3(Dialect dialect, std::optional<uint64_t> seed, std::optional<int> siz
 // and the validators' verdicts (production calls are built valid; a rejection says which
 // rule a serving-shaped call runs into).
 int gen_production(Dialect dialect, bool dialect_given, std::optional<uint64_t> seed,
-                   const std::string& spec_text, const std::string& output) {
+                   const std::string& spec_text, const std::string& output,
+                   const std::optional<TargetProfile>& features) {
   props::ProductionSpec spec;
   if (seed) {
     spec = props::seeded_production_spec(*seed, dialect);
@@ -107,6 +122,7 @@ int gen_production(Dialect dialect, bool dialect_given, std::optional<uint64_t> 
   std::printf("%s\n  spec: %s\n  strict: %s\n  %s: %s\nwrote %s\n", props::describe(spec).c_str(),
               props::production_spec_hex(spec).c_str(), strict.c_str(),
               is_v3(dialect) ? "native" : "jax", native.c_str(), output.c_str());
+  print_features(c, features);
   return kExitOk;
 }
 
@@ -119,10 +135,16 @@ int gen_command(const std::vector<std::string_view>& args) {
   std::optional<int64_t> head_dim;
   std::optional<Dialect> dialect;
   bool has_spec = false;
+  std::optional<TargetProfile> features;
+  std::string_view target = default_target_profile().name;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string_view a = args[i];
+    if (a == "--features") {
+      features = default_target_profile();
+      continue;
+    }
     if (a != "--seed" && a != "--size" && a != "--spec" && a != "--profile" && a != "-o" &&
-        a != "--head-dim" && a != "--dialect") {
+        a != "--head-dim" && a != "--dialect" && a != "--target") {
       return usage_error("unknown option " + std::string(a));
     }
     if (i + 1 >= args.size()) return usage_error(std::string(a) + " needs a value");
@@ -152,6 +174,11 @@ int gen_command(const std::vector<std::string_view>& args) {
       }
     } else if (a == "--profile") {
       profile = v;
+    } else if (a == "--target") {
+      if (!find_target_profile(v)) {
+        return usage_error("--target takes v2 v3 v4 v4i v5e v5p v6e 7x (got '" + std::string(v) + "')");
+      }
+      target = v;
     } else if (a == "--head-dim") {
       int64_t d = 0;
       const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), d);
@@ -164,6 +191,11 @@ int gen_command(const std::vector<std::string_view>& args) {
     }
   }
   if (seed.has_value() == has_spec) return usage_error("gen needs one of --seed and --spec");
+  if (features) {
+    features = find_target_profile(target);
+  } else if (target != default_target_profile().name) {
+    return usage_error("--target goes with --features (the program whose path features print)");
+  }
   if (output.empty()) return usage_error("gen needs -o CASE.npz");
   if (!seed && (!profile.empty() || size || head_dim))
     return usage_error("--profile, --size and --head-dim go with --seed");
@@ -173,7 +205,7 @@ int gen_command(const std::vector<std::string_view>& args) {
                          "and the bounds size its calls)");
     }
     return gen_production(dialect.value_or(Dialect::kJax), dialect.has_value(), seed, spec_text,
-                          output);
+                          output, features);
   }
   // A v3 spec names its dialect; --dialect, if given, must agree.
   if (has_spec && spec_text.starts_with(props::kV3SpecPrefix)) {
@@ -183,7 +215,7 @@ int gen_command(const std::vector<std::string_view>& args) {
                          ", not " + std::string(dialect_name(*dialect)));
     }
     return gen_v3(decoded ? decoded->dialect : Dialect::kTpuInferenceV3, seed, size, spec_text,
-                  {.profile = profile, .head_dim = head_dim}, output);
+                  {.profile = profile, .head_dim = head_dim}, output, features);
   }
   if (dialect && is_v3(*dialect)) {
     if (has_spec) {
@@ -191,7 +223,7 @@ int gen_command(const std::vector<std::string_view>& args) {
                          " takes the 'v3:' hex rpa gen printed");
     }
     return gen_v3(*dialect, seed, size, spec_text, {.profile = profile, .head_dim = head_dim},
-                  output);
+                  output, features);
   }
   const props::GenOptions options = props::gen_options({.profile = profile, .head_dim = head_dim});
   if (!options.options) return usage_error(options.error);
@@ -219,6 +251,7 @@ int gen_command(const std::vector<std::string_view>& args) {
               props::describe(spec).c_str(), props::spec_hex(spec).c_str(),
               props::verdict_text(props::expected_failure(m, Mode::kStrict)).c_str(),
               props::verdict_text(props::expected_failure(m, Mode::kJax)).c_str(), output.c_str());
+  print_features(c, features);
   return kExitOk;
 }
 

@@ -58,6 +58,7 @@
 #include "service/case_options.h"
 #include "service/check_case.h"
 #include "service/jax_run_case.h"
+#include "service/path_features.h"
 #include "service/v3_run_case.h"
 #include "validation/jax_rule.h"
 #include "validation/jax_validate.h"
@@ -692,6 +693,23 @@ nb::list v3_validate_case(const ArrayMap& arrays, const ParamMap& params, const 
   return out;
 }
 
+// rpa.path_features: {name: count} of the program a case's call runs on the target
+// (service/path_features.h); "" is the default target.
+nb::dict path_features(const ArrayMap& arrays, const ParamMap& params, const std::string& target) {
+  const std::optional<TargetProfile> profile =
+      target.empty() ? std::optional<TargetProfile>(default_target_profile()) : find_target_profile(target);
+  if (!profile) throw std::invalid_argument("unknown target \"" + target + "\"");
+  const BorrowedCase b = to_case(arrays, params);
+  PathFeatures f;
+  {
+    nb::gil_scoped_release release;
+    f = case_path_features(b.c, *profile);
+  }
+  nb::dict d;
+  for (const auto& [name, count] : f.counts()) d[nb::str(name.c_str())] = count;
+  return d;
+}
+
 // The case's out and kv_cache_out against the v3 dense reference in `semantics`
 // (oracle/v3_compare.h; precondition: strict validation accepted the case), or with oracle
 // "literal" against the literal v3 schedule on `target`'s generation under the schedule
@@ -1003,6 +1021,7 @@ NB_MODULE(_rpa, m) {
   m.def("rules", &rules);
   m.def("v3_validate", &v3_validate_case, "arrays"_a, "params"_a, "mode"_a, "all"_a);
   m.def("v3_run", &v3_run, "arrays"_a, "params"_a, "flags"_a);
+  m.def("path_features", &path_features, "arrays"_a, "params"_a, "target"_a);
   m.def("v3_check", &v3_check_case, "arrays"_a, "params"_a, "semantics"_a, "oracle"_a, "target"_a);
   m.def("v3_gen", &v3_gen, "seed"_a, "dialect"_a, "profile"_a, "size"_a, "head_dim"_a.none());
   m.def("v3_gen_spec", &v3_gen_spec, "hex"_a);

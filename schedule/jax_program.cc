@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
+
+#include "core/dtype.h"
 
 
 namespace rpa {
@@ -104,6 +107,106 @@ bool walk_pallas_program(const Inputs& in, const PallasGrid& g, PallasProgramVis
     }
   }
   return true;
+}
+
+namespace {
+
+class FeatureVisitor : public PallasProgramVisitor {
+ public:
+  FeatureVisitor(const Inputs& in, const Params& p, const PallasGrid& g, PathFeatures& f)
+      : in_(in), p_(p), g_(g), f_(f), S_(in.kv_pages.dim(1)),
+        total_(ints(in.cu_q_lens)[ints(in.num_seqs)[0]]) {}
+
+  void dma(int buf, const KvBlockId& id) override {
+    if (id.heads_blk != hb_ && started_) f_.hit("prefetch.next_heads_block");
+    held_[buf] = id;
+  }
+  void step(int64_t hb, int64_t qb, int64_t seq, int64_t kv_blk, int buf, int64_t store_lo,
+            int64_t store_hi, int /*pending*/) override {
+    started_ = true;
+    hb_ = hb;
+    const int64_t kv_len = ints(in_.kv_lens)[seq], block = g_.kv_pages_per_block * S_;
+    const int64_t blocks = (kv_len + block - 1) / block;
+    f_.hit(std::string("kv_block.") + block_run_kind(kv_blk, 0, blocks));
+    if (kv_blk + 1 == blocks && kv_len % block != 0) f_.hit("kv_block.partial_last");
+    if (kv_blk + 1 == blocks && kv_len % S_ != 0) f_.hit("kv_block.partial_last_page");
+    if (!(held_[buf] == KvBlockId{hb, seq, kv_blk})) f_.hit("step.buffer_holds_another_block");
+    if (store_lo >= store_hi) {
+      f_.hit("step.stores_no_row");
+      return;
+    }
+    seqs_.insert(seq);
+    const int64_t lo = qb * g_.queries_per_block;
+    for (int64_t r = store_lo; r < store_hi; ++r) stored_.insert(lo + r);
+    const int64_t q_start = ints(in_.cu_q_lens)[seq], q_end = ints(in_.cu_q_lens)[seq + 1];
+    if (kv_blk == 0 && (q_start < lo + store_lo || q_end > lo + store_hi)) {
+      f_.hit("seq.spans_q_blocks");
+    }
+    if (kv_blk == 0 && p_.sliding_window) {
+      // The first stored row's position, and its first kept key (masked: q - W >= k).
+      const int64_t q0 = kv_len - (q_end - q_start) + (lo + store_lo - q_start);
+      f_.hit(std::string("window.") + window_start_kind(q0 - *p_.sliding_window + 1, block, kv_len));
+    }
+  }
+  void cell_end(int64_t /*hb*/, int64_t qb) override {
+    if (seqs_.size() > 1) f_.hit("q_block.spans_sequences");
+    const int64_t lo = qb * g_.queries_per_block;
+    const int64_t end = std::min({lo + g_.queries_per_block, total_, in_.q.dim(0)});
+    for (int64_t r = lo; r < end; ++r) {
+      if (!stored_.count(r)) {
+        f_.hit("cell.leaves_rows_unstored");
+        break;
+      }
+    }
+    if (lo < total_ && end - lo < g_.queries_per_block) f_.hit("q_block.partial_last");
+    seqs_.clear();
+    stored_.clear();
+  }
+
+ private:
+  const Inputs& in_;
+  const Params& p_;
+  const PallasGrid g_;
+  PathFeatures& f_;
+  const int64_t S_, total_;
+  KvBlockId held_[2];
+  int64_t hb_ = 0;
+  bool started_ = false;
+  std::set<int64_t> seqs_, stored_;
+};
+
+}  // namespace
+
+PathFeatures jax_path_features(const Inputs& in, const Params& p, const PallasGrid& grid) {
+  PathFeatures f;
+  f.hit("dtype.q." + std::string(dtype_name(in.q.dtype())));
+  f.hit("dtype.kv." + std::string(dtype_name(in.kv_pages.dtype())));
+  if (p.k_scale) f.hit("scale.k");
+  if (p.v_scale) f.hit("scale.v");
+  if (p.soft_cap) f.hit("soft_cap");
+  if (p.sliding_window) f.hit("window");
+  if (p.mask_value) f.hit("mask_value.set");
+  if (grid.num_heads_blks > 1) f.hit("heads_blocks.several");
+  if (grid.num_q_blks > 1) f.hit("q_blocks.several");
+  const int64_t num_seqs = ints(in.num_seqs)[0], S = in.kv_pages.dim(1);
+  const int64_t block = grid.kv_pages_per_block * S;
+  if (num_seqs < in.kv_lens.dim(0)) f.hit("seqs.slots_unused");
+  if (ints(in.cu_q_lens)[num_seqs] < in.q.dim(0)) f.hit("rows.padding_past_last_sequence");
+  int64_t most = 0;
+  for (int64_t i = 0; i < num_seqs; ++i) {
+    const int64_t kv_len = ints(in.kv_lens)[i];
+    const int64_t q_len = ints(in.cu_q_lens)[i + 1] - ints(in.cu_q_lens)[i];
+    if (kv_len == 0) f.hit("seq.kv_len_zero");
+    if (q_len == 0) f.hit("seq.q_len_zero");
+    if (kv_len > 0 && kv_len == q_len) f.hit("seq.no_cached_tokens");
+    if (kv_len % S != 0) f.hit("seq.partial_last_page");
+    most = std::max(most, (kv_len + block - 1) / block * block);
+  }
+  f.hit(std::string("positions.int32.") +
+        wrap_margin_bucket(std::numeric_limits<int32_t>::max() - most));
+  FeatureVisitor v(in, p, grid, f);
+  if (!walk_pallas_program(in, grid, v, int64_t{1} << 22)) f.hit("stops.hang");
+  return f;
 }
 
 DepartureVisitor::DepartureVisitor(const Inputs& in, const PallasGrid& grid)

@@ -27,6 +27,8 @@
 #include <vector>
 
 #include "core/jax_inputs.h"
+#include "core/jax_params.h"
+#include "schedule/path_features.h"
 
 namespace rpa {
 
@@ -72,6 +74,14 @@ int64_t dma_page_column(const Inputs& in, int64_t bkv, const KvBlockId& id, int6
 // ceil(kv_len / (bkv * S)) KV steps end the loop iff that many blocks' tokens fit in int32:
 // the loop compares kv_blk * bkv * S with kv_len in int32.
 bool kv_loop_wraps_int32(int64_t kv_len, int64_t block_tokens);
+
+// The path features of a call on its grid (schedule/path_features.h): the walk's KV blocks
+// (first, middle, last, partial), query blocks that span sequences or sequences that span
+// query blocks, steps over a buffer holding another block (finding 8), rows a cell leaves
+// unstored (finding 9), where each sequence's window starts among the KV blocks, how close
+// the KV loop's int32 product comes to its wrap, and the call's own (dtypes, window, soft cap,
+// scales). The walk only: no data. Precondition as walk_pallas_program's.
+PathFeatures jax_path_features(const Inputs& in, const Params& p, const PallasGrid& grid);
 
 // A visitor that follows where the program leaves the definition on a definition-valid
 // input. It keeps which block each buffer half holds and which rows of the current query

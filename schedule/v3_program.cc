@@ -117,6 +117,7 @@ class Program {
 
   V3KernelResult run() {
     const FlushSubnormals flush;
+    if (o_.features) call_features();
     if (hd64_) {
       run_hd64();
     } else {
@@ -172,6 +173,88 @@ class Program {
       throw V3ProgramError(Kind::kRun, what + ": a copy of negative size " + I(sz) +
                                            " before row 0 (numpy slices it from the end)");
     }
+  }
+
+  // -- path features (schedule/path_features.h) --------------------------------------------
+  // One feature of the part running now ("decode", "prefill", "mixed", "hd64").
+  void hit(std::string_view name) const {
+    if (o_.features) o_.features->hit(part_ + "." + std::string(name));
+  }
+  // The call's own: dtypes, scales, the options its arithmetic depends on.
+  void call_features() const {
+    PathFeatures& f = *o_.features;
+    f.hit("dtype.q." + std::string(dtype_name(qdt_)));
+    f.hit("dtype.kv." + std::string(dtype_name(kvdt_)));
+    if (!hd64_) f.hit("dtype.acc." + std::string(dtype_name(acc_dtype_)));
+    if (p_.q_scale) f.hit("scale.q");
+    if (p_.k_scale) f.hit("scale.k");
+    if (p_.v_scale) f.hit("scale.v");
+    if (p_.soft_cap) f.hit("soft_cap");
+    if (p_.sliding_window) f.hit("window");
+    if (in_.attention_sink) f.hit("sink");
+    if (p_.chunk_prefill_size) f.hit("chunk_prefill");
+    if (!hd64_ && !p_.use_causal_mask) f.hit("causal.off");
+    if (!hd64_ && p_.skip_kv_mask) f.hit("skip_kv_mask");
+    if (!hd64_ && !p_.update_kv_cache) f.hit("cache_update.off");
+    if (p_.mask_value) f.hit("mask_value.set");
+    // The mask value as the row max keeps it (kernel.py: rounded to the accumulation dtype).
+    const float mask = static_cast<float>(attention_math(d_, p_, qdt_).mask_value);
+    const float kept = hd64_ ? mask : rnd(acc_dtype_, mask);
+    if (std::isinf(kept)) {
+      f.hit("mask_value.rounds_to_inf");
+    } else if (kept != mask) {
+      f.hit("mask_value.rounds_away");
+    }
+    if (cu(in_.distribution.int_at(2)) < T_) f.hit("rows.padding_past_last_sequence");
+    if (in_.distribution.int_at(2) < N_) f.hit("seqs.slots_unused");
+  }
+  // A sequence of the part: its cached tokens, last page, query blocks.
+  void seq_features(int64_t seq, int64_t q_len, int64_t actual_bq,
+                    std::optional<int64_t> static_q_len) {
+    kv_len_now_ = kv_len(seq);
+    if (!o_.features) return;
+    hit("seq");
+    if (kv_len_now_ == q_len) hit("seq.no_cached_tokens");
+    if (kv_len_now_ % S_ != 0) hit("seq.partial_last_page");
+    hit(cdiv(static_q_len.value_or(q_len), actual_bq) > 1 ? "q_blocks.several" : "q_blocks.one");
+    if (q_len > actual_bq && q_len % actual_bq != 0) hit("q_block.partial_last");
+    if (static_q_len && *static_q_len > q_len) hit("q_block.static_rows_past_q_len");
+  }
+  // Where the first row's and the last row's windows of a query block start among the KV
+  // blocks (rows at positions q0 and q1; keys [0, effective) seen).
+  void window_features(int64_t q0, int64_t q1, int64_t effective) const {
+    if (!o_.features || !p_.sliding_window) return;
+    const int64_t w = *p_.sliding_window;
+    const int64_t k0 = q0 - w + 1, k1 = q1 - w + 1;
+    hit(std::string("window.") + window_start_kind(k0, bkv_sz_, effective));
+    hit(std::string("window.last_row_") + window_start_kind(k1, bkv_sz_, effective));
+    if (k0 > 0 && floordiv(k0, bkv_sz_) != floordiv(std::max<int64_t>(k1, 0), bkv_sz_)) {
+      hit("window.rows_start_in_different_blocks");
+    }
+    // The start block is taken from q - W, the last masked key: one block early when the
+    // first kept key opens a block.
+    if (k0 > 0 && k0 % bkv_sz_ == 0) hit("window.last_masked_key_ends_a_block");
+  }
+  // How close one KV block's positions come to their integer type's wrap.
+  void position_features(int64_t q_max, int64_t k_max) const {
+    if (!o_.features) return;
+    const int64_t limit = int16_positions_ ? 32767 : 2147483647;
+    const int64_t v = std::max(q_max, k_max + (p_.sliding_window && !hd64_ ? *p_.sliding_window : 0));
+    hit(std::string(int16_positions_ ? "positions.int16." : "positions.int32.") +
+        wrap_margin_bucket(limit - v));
+  }
+  // The blocks a query block walks, what each fetch brings, and the compute blocks.
+  void kv_block_features(int64_t bkv_idx, int64_t first, int64_t end, int64_t effective) const {
+    if (!o_.features) return;
+    hit(std::string("kv_block.") + block_run_kind(bkv_idx, first, end));
+    if (bkv_idx + 1 == end && effective % bkv_sz_ != 0) hit("kv_block.partial_last");
+    if (bkv_idx + 1 == end && kv_len_now_ % S_ != 0) hit("kv_block.partial_last_page");
+  }
+  void fetch_features(int64_t sz_cache, int64_t sz_new) const {
+    if (!o_.features) return;
+    hit(sz_cache > 0 ? (sz_new > 0 ? "fetch.cache_and_new" : "fetch.cache_only")
+                     : (sz_new > 0 ? "fetch.new_only" : "fetch.nothing"));
+    if (sz_cache > 0 && sz_new > 0 && sz_cache % S_ != 0) hit("fetch.new_starts_mid_page");
   }
 
   // -- the scratch of one pallas_call ---------------------------------------------------
@@ -275,6 +358,7 @@ class Program {
                     static_cast<size_t>(sz_new * rec_bytes_));
       });
     } else {
+      fetch_features(sz_cache, sz_new);
       sem.wait(sz_cache + sz_new, "KV block " + I(bkv_idx) + " of sequence " + I(seq));
     }
     return {kv_len_start + sz_cache, sz_new};
@@ -289,6 +373,12 @@ class Program {
     int64_t ignore = offset - kv_p_start * S_;
     const int64_t p_ignore = kv_p_start - bkv_id * bkv_p_;
     const int64_t page_offset = seq * pps_ + kv_p_start;
+    if (o_.features) {
+      hit(kv_p_end - kv_p_start > 1 ? "cache_write.several_pages" : "cache_write.one_page");
+      if (ignore > 0) hit("cache_write.starts_mid_page");
+      if (p_ignore > 0) hit("cache_write.starts_past_the_blocks_first_page");
+      if (writes_this_seq_++ > 0) hit("cache_write.several_kv_blocks");
+    }
     int64_t left = update_sz;
     for (int64_t i = 0; i < kv_p_end - kv_p_start; ++i) {
       const int64_t sz = std::min(S_ - ignore, left);
@@ -370,6 +460,7 @@ class Program {
     // measured in TPU interpret mode, finding 25).
     int16_positions_ = qpack_ != 1 && o_.tpu_version >= 6 && pps_ * S_ <= 32767;
     allocate(bq_sz, bkv_sz);
+    part_ = names[static_cast<int>(pass)];
     bkv_p_ = bkv_sz / S_;
     bq_csz_ = actual_bq_csz;
     bkv_csz_ = bkv_csz;
@@ -377,9 +468,16 @@ class Program {
                              in_.distribution.int_at(2)};
     range_start_ = pass == V3Pass::kDecode ? 0 : dist[static_cast<int>(pass) - 1];
     range_end_ = dist[static_cast<int>(pass)];
+    if (range_start_ < range_end_) {
+      hit("runs");
+      hit(int16_positions_ ? "positions.int16" : "positions.int32");
+      if (actual_bq_csz < actual_bq) hit("q_compute_blocks.several");
+      if (actual_bq % actual_bq_csz != 0) hit("q_compute_block.partial");
+    }
     for (int64_t seq = range_start_; seq < range_end_; ++seq) {
       const int64_t q_len = cu(seq + 1) - cu(seq);
       const int64_t gap = kv_len(seq) - q_len;
+      seq_features(seq, q_len, actual_bq, static_q_len);
       int64_t cur_start = 0;
       next_seq_start_bkv_ = 0;
       if (p_.sliding_window) {
@@ -395,6 +493,7 @@ class Program {
       }
       const int64_t num_bq = static_q_len ? cdiv(*static_q_len, actual_bq) : cdiv(q_len, actual_bq);
       for (int64_t bq_idx = 0; bq_idx < num_bq; ++bq_idx) process_bq(seq, bq_idx, num_bq, actual_bq, gap);
+      if (o_.features && p_.sliding_window && cur_start > 0) hit("window.first_fetch_skips_blocks");
       if (seq == range_end_ - 1) {
         for (int b = 0; b < 2; ++b) {
           wait_send_bo(b, seq);
@@ -426,6 +525,14 @@ class Program {
     }
     const int64_t effective = causal_ ? std::min(len, processed_q_len + actual_bq) : len;
     const int64_t end_bkv = cdiv(effective, bkv_sz_);
+    if (o_.features) {
+      const int64_t rows = std::min(actual_bq, cu(seq + 1) - cu(seq) - bq_idx * actual_bq);
+      window_features(processed_q_len, processed_q_len + std::max<int64_t>(rows, 1) - 1, effective);
+      if (start_bkv > 0) hit("window.skips_blocks");
+      if (effective < len) hit("causal.skips_blocks");
+      if (end_bkv <= start_bkv) hit("kv_blocks.none");
+      if (last_bq && p_.update_kv_cache) writes_this_seq_ = 0;
+    }
     if (next_seq < range_end_) {
       sem_ids_[0] = next_bq_sem;
       fetch_bq(next_seq, next_bq, next_bq_sem, false);
@@ -448,7 +555,15 @@ class Program {
         const int next_sem = bkv_sem == 0 ? 1 : 0;
         sem_ids_[1] = next_sem;
         fetch_bkv(nseq, nbkv, next_sem, false);
+        if (o_.features) {
+          hit(nseq != seq ? "prefetch.next_seq" : nbq != bq_idx ? "prefetch.next_q_block" : "prefetch.next_kv_block");
+          if (nbkv > 0 && (nseq != seq || nbq != bq_idx)) hit("prefetch.window_start");
+        }
+      } else {
+        hit("prefetch.none_past_range");
       }
+      kv_block_features(bkv_idx, start_bkv, end_bkv, effective);
+      position_features(processed_q_len + actual_bq - 1, (bkv_idx + 1) * bkv_sz_ - 1);
       if (bkv_idx == start_bkv) fetch_bq(seq, bq_idx, bq_sem, true);
       const auto [offset, update_sz] = fetch_bkv(seq, bkv_idx, bkv_sem, true);
       if (p_.update_kv_cache && update_sz > 0 && bq_idx == num_bq - 1) {
@@ -456,8 +571,14 @@ class Program {
       }
       const int64_t eff_bkv = std::max<int64_t>(std::min(effective - bkv_idx * bkv_sz_, bkv_sz_), 0);
       const int64_t loops = cdiv(eff_bkv, bkv_csz_);
+      if (o_.features) {
+        if (eff_bkv % bkv_csz_ != 0) hit("compute_block.partial");
+        if (loops > 1) hit("compute_blocks.several");
+        if (loops * bkv_csz_ < bkv_sz_) hit("compute_blocks.fewer_than_the_block");
+      }
       for (int64_t idx = 0; idx < loops; ++idx) {
         count_step();
+        if (!o_.compute) continue;
         for (int64_t bq_start = 0; bq_start < actual_bq; bq_start += bq_csz_) {
           for (int64_t h = 0; h < Hkv_; ++h) {
             kernel_block(bq_sem, bkv_sem, h, bq_start, idx * bkv_csz_,
@@ -610,6 +731,8 @@ class Program {
       }
     }
     allocate(bq_sz, bkv_sz);
+    part_ = "hd64";
+    if (o_.features && in_.distribution.int_at(2) > 0) hit("positions.int32");
     bkv_p_ = bkv_p;
     const int64_t num_seqs = in_.distribution.int_at(2);
     const int64_t decode_end = in_.distribution.int_at(0), prefill_end = in_.distribution.int_at(1);
@@ -642,6 +765,12 @@ class Program {
       if (actual_bq <= 0) throw V3ProgramError(Kind::kTrace, "a query block of 0 rows");
       const int64_t num_bq = static_q_len ? cdiv(*static_q_len, actual_bq) : cdiv(q_len, actual_bq);
       const int64_t num_bkv = cdiv(len, bkv_sz);
+      seq_features(seq, q_len, actual_bq, static_q_len);
+      if (o_.features) {
+        hit(seq < decode_end ? "segment.decode" : seq < prefill_end ? "segment.prefill" : "segment.mixed");
+        if (p_.sliding_window && hd64_start_bkv_ > 0) hit("window.skips_blocks");
+        writes_this_seq_ = 0;
+      }
       for (int64_t bq_idx = 0; bq_idx < num_bq; ++bq_idx) {
         process_hd64_bq(seq, bq_idx, num_bq, num_bkv, actual_bq, num_seqs);
       }
@@ -665,6 +794,12 @@ class Program {
         fetch_bq(nseq, nbq, static_cast<int>(sem_ids_[0]), false);
       }
     }
+    if (o_.features) {
+      const int64_t len = kv_len(seq), q0 = len - (cu(seq + 1) - cu(seq)) + bq_idx * bq_sz_;
+      const int64_t rows = std::min(actual_bq, cu(seq + 1) - cu(seq) - bq_idx * bq_sz_);
+      window_features(q0, q0 + std::max<int64_t>(rows, 1) - 1, len);
+      if (num_bkv <= hd64_start_bkv_) hit("kv_blocks.none");
+    }
     for (int64_t bkv_idx = hd64_start_bkv_; bkv_idx < num_bkv; ++bkv_idx) {
       const int bkv_sem = static_cast<int>(sem_ids_[1]);
       const bool last_bkv = bkv_idx + 1 == num_bkv;
@@ -677,11 +812,19 @@ class Program {
       if (nseq < num_seqs) {
         sem_ids_[1] = bkv_sem == 0 ? 1 : 0;
         fetch_bkv(nseq, nbkv, static_cast<int>(sem_ids_[1]), false);
+        if (o_.features) {
+          hit(nseq != seq ? "prefetch.next_seq" : nbq != bq_idx ? "prefetch.next_q_block" : "prefetch.next_kv_block");
+          if (nbkv > 0 && (nseq != seq || nbq != bq_idx)) hit("prefetch.window_start");
+        }
+      } else {
+        hit("prefetch.none_past_range");
       }
+      kv_block_features(bkv_idx, hd64_start_bkv_, num_bkv, kv_len(seq));
       if (bkv_idx == hd64_start_bkv_) fetch_bq(seq, bq_idx, bq_sem, true);
       const auto [offset, update_sz] = fetch_bkv(seq, bkv_idx, bkv_sem, true);
       if (update_sz > 0 && bq_idx == 0) start_update_kv_cache(seq, bkv_sem, offset, update_sz);
       count_step();
+      if (!o_.compute) continue;
       for (int64_t h = 0; h < Hkv_; ++h) hd64_block(seq, bq_sem, bkv_sem, h, bq_idx, bkv_idx, actual_bq);
     }
     // out = acc / l (float32 q) or acc * reciprocal(l, approx=True) in q's dtype.
@@ -783,6 +926,8 @@ class Program {
   int64_t bq_sz_ = 0, bkv_sz_ = 0, bkv_p_ = 0, bq_csz_ = 0, bkv_csz_ = 0;
   int64_t range_start_ = 0, range_end_ = 0, next_seq_start_bkv_ = 0, hd64_start_bkv_ = 0;
   bool causal_ = true, int16_positions_ = false;
+  std::string part_ = "call";  // the pass running now, for the path features
+  int64_t kv_len_now_ = 0, writes_this_seq_ = 0;
   std::vector<std::byte> bkv_[2], bq_[2], bo_[2];
   std::vector<float> l_, m_, acc_;  // [Hkv, bq_sz * qph_p] (acc: x Dp), in the accumulation dtype
   Semaphore sems_[4][2];            // fetch KV, fetch q, send out, write cache; x2 halves
@@ -837,6 +982,19 @@ V3KernelResult v3_literal_attention(Dialect d, const V3Inputs& in, const V3Param
   }
   Program program(d, in, p, options);
   return program.run();
+}
+
+PathFeatures v3_path_features(Dialect d, const V3Inputs& in, const V3Params& p, int tpu_version) {
+  PathFeatures f;
+  try {
+    v3_literal_attention(d, in, p, {.tpu_version = tpu_version, .features = &f, .compute = false});
+  } catch (const V3ProgramError& e) {
+    f.hit(std::string("stops.") + v3_program_error_kind_name(e.kind()));
+  } catch (const std::invalid_argument&) {
+    // The one call the walk cannot take after native validation: hd64 without block sizes.
+    f.hit(d == Dialect::kTpuInferenceV3Hd64 ? "stops.hd64_untuned" : "stops.malformed");
+  }
+  return f;
 }
 
 }  // namespace rpa

@@ -36,6 +36,7 @@
 #include "core/v3_inputs.h"
 #include "core/v3_params.h"
 #include "core/v3_result.h"
+#include "schedule/path_features.h"
 #include "schedule/v3_block_sizes.h"
 
 namespace rpa {
@@ -51,6 +52,11 @@ struct V3ProgramOptions {
   // in the other order, q.K over the lanes from the last, p.V (hd64: p.[K | V]) over the
   // compute block's tokens from the last. A correct second run of the same program.
   bool reverse_dot_order = false;
+  // Where the call's path features go (schedule/path_features.h), when set.
+  PathFeatures* features = nullptr;
+  // false: the program's control flow, DMAs and positions only, without the blocks'
+  // arithmetic (the output is then meaningless): what v3_path_features walks.
+  bool compute = true;
 };
 
 // Where the kernel does not return: it cannot trace (a Python assertion or error, a reshape
@@ -80,5 +86,14 @@ V3BlockSizes v3_pass_block_sizes(const V3Inputs& in, const V3Params& p, V3Pass p
 // V3ProgramError where the kernel does not return.
 V3KernelResult v3_literal_attention(Dialect d, const V3Inputs& in, const V3Params& p,
                                     const V3ProgramOptions& options = {});
+
+// The path features of a call its native validation accepts (schedule/path_features.h):
+// tpu_version's program walked without its arithmetic (kernel.py's passes "decode",
+// "prefill", "mixed"; kernel_hd64.py's "hd64"), with the call's own ("dtype.q.bfloat16",
+// "window", "scale.k", ...). Where the program stops, "stops.trace", "stops.run" or
+// "stops.hang" with the features up to there; an hd64 call without block sizes (whose tuned
+// tables rpa does not hold) "stops.hd64_untuned"; a kernel.py pass without block sizes off
+// generations 5-8, "stops.trace". Cost: the walk's DMAs, no dot.
+PathFeatures v3_path_features(Dialect d, const V3Inputs& in, const V3Params& p, int tpu_version);
 
 }  // namespace rpa
