@@ -18,14 +18,15 @@ import importlib
 from typing import Any
 
 from rpa._api import (Bias, CheckFailed, CheckResult, Failure, KernelDoesNotReturn, Mismatch,
-                      Plan, Rejected, Verdict, check, gen, kernel, plan, reference, rules,
-                      validate, workload)
+                      Plan, Rejected, Verdict, check, gen, kernel, path_features, plan,
+                      reference, rules, validate, workload)
 from rpa._campaign import CampaignInterrupted, CampaignResult, Finding, campaign
 from rpa._case import Case
 
 __version__ = "0.21.0"
 
 __all__ = ["Case", "validate", "reference", "kernel", "plan", "check", "gen", "workload", "rules",
+           "path_features",
            "Plan",
            "Verdict", "Failure", "CheckResult", "Mismatch", "Bias", "Rejected",
            "KernelDoesNotReturn", "CheckFailed", "campaign", "CampaignResult",

@@ -61,7 +61,12 @@ def _parser() -> argparse.ArgumentParser:
     budget.add_argument("--seconds", type=float, help="for how long")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--profile", help="decode, prefill, mixed, long or edge (default: any)")
-    c.add_argument("--mode", choices=("strict", "native"), default="strict")
+    c.add_argument("--mode", choices=("strict", "native", "both"), default="both",
+                   help="strict calls against the definition, native calls against the literal "
+                   "schedule, or both (default)")
+    c.add_argument("--cover", type=int, default=512, metavar="N",
+                   help="candidate calls whose path features the first calls cover (default "
+                   "512; 0: plain draws only)")
     c.add_argument("--report", metavar="DIR",
                    help="write summary.json, calls.tsv, report.html, junit.xml and the finding "
                    "files")
@@ -155,7 +160,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             seconds=args.seconds, seed=args.seed, profile=args.profile, mode=args.mode,
             report=args.report, head_dim=args.head_dim, max_seqs=args.max_seqs,
             max_kv_len=args.max_kv_len, max_head_dim=args.max_head_dim,
-            max_page_size=args.max_page_size, shrink_calls=args.shrink_calls,
+            max_page_size=args.max_page_size, shrink_calls=args.shrink_calls, cover=args.cover,
             timeout_s=args.timeout, target=target, replay=replay, cluster=args.ray,
             worker_resources=resources)
     except _campaign.CampaignInterrupted as e:  # Ctrl-C: the report of what finished

@@ -237,6 +237,16 @@ def plan(case: Case, schedule: str = "default", mode: str = "strict",
     return Plan(**report)
 
 
+def path_features(case: Case, target: Optional[str] = None) -> dict[str, int]:
+    """The path features of the program the case's call runs (DESIGN.md section 17): name ->
+    count of each branch and block kind its literal program walks (jax: the Pallas walk on the
+    plan the literal schedule runs; v3: kernel.py's passes or kernel_hd64.py on ``target``'s
+    generation, default v6e), without data. A call the dialect's native validation rejects
+    gives {"rejected.RULE": 1}."""
+    arrays, params = case._native()
+    return dict(_call(_rpa.path_features, arrays, params, target or ""))
+
+
 # -- checking --------------------------------------------------------------------------------
 @dataclasses.dataclass(frozen=True)
 class Mismatch:

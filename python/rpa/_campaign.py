@@ -10,7 +10,18 @@ kernel's result is judged:
   the definition (``rpa.check``: the dense reference in kernel semantics);
 - mode="native": calls the dialect's own validators accept (valid calls and calls broken by one
   named mutation that the library's validators let through), checked against the literal
-  schedule of the library's Pallas program (``rpa.check(..., oracle="literal")``).
+  schedule of the library's Pallas program (``rpa.check(..., oracle="literal")``);
+- mode="both" (the default): strict and native calls alike, each judged as its mode says, so
+  the regions where the shipped kernel departs from the definition are still walked, against
+  the program it should follow.
+
+Calls led by the program's paths (issue 46): before any plain draw, the campaign draws
+``cover`` candidate calls (cheap: decoded, no kernel call), takes each one's path features
+(``rpa.path_features``: the literal program's branches and block kinds, walked without data)
+and sends first the calls that add features not yet covered (greedy cover, most new features
+first), smallest first; the rest of the budget goes to plain draws. The result's ``reach``
+says, for every feature the candidates reached under the campaign's bounds, the first call
+that walked it.
 
 A call whose check fails, that raises, or that does not return within ``timeout_s`` (the
 watchdog) is a finding of that kind. A mismatch or a raise is shrunk: the bytes are cut, zeroed
@@ -47,7 +58,7 @@ from rpa._case import DIALECTS, Case
 from rpa._draw import DEFAULT_MAX_BYTES, bounds as draw_bounds, check_profile, decoded
 
 KINDS = ("mismatch", "biased", "raised", "hang", "crashed")  # crashed: on a cluster only
-MODES = ("strict", "native")
+MODES = ("strict", "native", "both")
 TARGETS = ("v5e", "v6e", "7x")
 TPU_VERSIONS = {"v5e": 5, "v6e": 6, "7x": 7}  # python -m rpa campaign --tpu-version
 
@@ -72,6 +83,7 @@ class Finding:
     failing_calls: int = 1  # the campaign's calls that failed this way
     case_file: Optional[str] = None
     replay: Optional[str] = None
+    mode: str = "strict"  # how the call was judged: "strict" or "native"
 
     def size(self) -> str:
         """What the shrunk call holds, in a few words."""
@@ -109,6 +121,13 @@ class CampaignResult:
     lost: int = 0  # calls whose worker died every time they were sent
     # Each call as (its number, a hash of its bytes and data seed, its verdict), in order.
     call_log: list[tuple[int, str, str]] = dataclasses.field(default_factory=list)
+    # Every path feature the campaign's candidates reached under its bounds -> the first call
+    # (1-based) that walked it, None where no call run did.
+    reach: dict[str, Optional[int]] = dataclasses.field(default_factory=dict)
+
+    def reached(self) -> int:
+        """How many of the reachable features some call walked."""
+        return sum(1 for v in self.reach.values() if v is not None)
 
     @property
     def ok(self) -> bool:
@@ -121,8 +140,11 @@ class CampaignResult:
         """One line, as the command line prints it at the end."""
         found = ", ".join(f"{f.kind} ({f.size()})" for f in self.findings) or "nothing"
         where = (f" on {len(self.worker_ids)} workers of {self.cluster}" if self.cluster else "")
+        reach = (f", {self.reached()} of {len(self.reach)} path features reached"
+                 if self.reach else "")
         line = (f"rpa campaign: {self.kernel} ({self.dialect}, {self.mode}): {self.calls} calls in "
-                f"{self.seconds:.1f} s{where}, {self.compile_keys} compile keys, found {found}")
+                f"{self.seconds:.1f} s{where}, {self.compile_keys} compile keys{reach}, "
+                f"found {found}")
         if self.stopped:
             line += f"; stopped: {self.stopped}"
         return line
@@ -144,8 +166,10 @@ class CampaignResult:
                 "shrink_steps": f.shrink_steps, "shrink_calls": f.shrink_calls,
                 "first_call": f.first_call, "failing_calls": f.failing_calls,
                 "case_file": f.case_file, "replay": f.replay, "bytes": f.data.hex(),
-                "data_seed": f.data_seed,
+                "data_seed": f.data_seed, "mode": f.mode,
             } for f in self.findings],
+            "reach": {"reachable": len(self.reach), "reached": self.reached(),
+                      "first_call": dict(sorted(self.reach.items()))},
         }
 
 
@@ -236,13 +260,18 @@ class _Drawer:
         self.dialect, self.mode, self.profile, self.head_dim = dialect, mode, profile, head_dim
         self.bounds = bounds
 
-    def case(self, data: bytes, valid: bool, data_seed: Optional[int] = None) -> Optional[Case]:
+    def case(self, data: bytes, valid: bool, data_seed: Optional[int] = None,
+             mode: Optional[str] = None) -> Optional[Case]:
+        """The call the bytes draw in `mode` (default: the drawer's, which "both" leaves to
+        each call), or None where the mode does not draw it."""
+        mode = mode or self.mode
+        assert mode in ("strict", "native"), mode
         d = decoded(data, self.profile, self.head_dim, self.bounds, valid, [], self.dialect,
                     data_seed)
         if d is None:
             return None
         case, strict, native = d
-        if self.mode == "strict":
+        if mode == "strict":
             # Valid draws are strict-valid by construction (the spec model's verdict);
             # a jax call must be one JAX's validators accept too.
             if strict is not None or (self.dialect == "jax" and native is not None):
@@ -255,7 +284,7 @@ class _Drawer:
             # The blocks set may break a rule (a block past the VMEM budget): ask again.
             if not _api.validate(case, mode="jax").valid:
                 return None
-            if self.mode == "strict" and not _api.validate(case).valid:
+            if mode == "strict" and not _api.validate(case).valid:
                 return None
         return case
 
@@ -294,10 +323,10 @@ class _Runner:
             raise box["error"]
         return box["result"]
 
-    def _stops_too(self, case: Case) -> bool:
+    def _stops_too(self, case: Case, mode: str) -> bool:
         # Native mode: where the library's program itself cannot trace, raises or hangs
         # (the literal schedule stops), a kernel that stops is doing what it ships to do.
-        if self.mode != "native":
+        if mode != "native":
             return False
         try:
             _api.kernel(case, schedule="literal", mode="jax" if self.dialect == "jax" else "native",
@@ -308,17 +337,20 @@ class _Runner:
             return False                   # a schedule too large to run here
         return False
 
-    def run(self, case: Case) -> _Outcome:
+    def run(self, case: Case, mode: Optional[str] = None) -> _Outcome:
+        """The kernel on the call, judged as `mode` says (default: the runner's)."""
+        mode = mode or self.mode
+        assert mode in ("strict", "native"), mode
         try:
             result = self._call(case)
         except _Hang as e:
-            if self._stops_too(case):
+            if self._stops_too(case, mode):
                 return _Outcome(None, f"hangs, as the literal schedule does ({e})", case)
             return _Outcome("hang", str(e), case)
         except Exception as e:  # pylint: disable=broad-except
             text = str(e).strip().splitlines()
             line = f"{type(e).__name__}: {text[-1] if text else ''}"
-            if self._stops_too(case):
+            if self._stops_too(case, mode):
                 return _Outcome(None, f"stops, as the literal schedule does ({line})", case)
             # A kernel with a watchdog of its own (rpa.jax.kernel_file's, in interpret mode)
             # raises with stage "timeout" and can take the next call.
@@ -330,7 +362,7 @@ class _Runner:
             if self.dialect == "jax":
                 out = result[0] if isinstance(result, (tuple, list)) else result
                 checked = case.replace(out=np.asarray(out))
-                if self.mode == "strict":
+                if mode == "strict":
                     r = _api.check(checked)
                 else:
                     r = _api.check(checked, oracle="literal", mode="jax", target=self.target)
@@ -340,7 +372,7 @@ class _Runner:
                                     f"got {type(result).__name__}", case)
                 checked = case.replace(out=np.asarray(result[0]),
                                        kv_cache_out=np.asarray(result[1]))
-                if self.mode == "strict":
+                if mode == "strict":
                     r = _api.check(checked)
                 else:
                     r = _api.check(checked, oracle="literal", mode="native", target=self.target)
@@ -386,14 +418,14 @@ def _bare(case: Case) -> Case:
 
 
 def _read_prefix(data: bytes, valid: bool, seed: Optional[int], case: Case,
-                 drawer: _Drawer) -> bytes:
+                 drawer: _Drawer, mode: Optional[str] = None) -> bytes:
     """The shortest prefix of data that decodes to the same call (the decoder reads bytes
     in order; past the last it reads, none matter)."""
     case = _bare(case)
     lo, hi = 0, len(data)
     while lo < hi:
         mid = (lo + hi) // 2
-        same = drawer.case(data[:mid], valid, seed)
+        same = drawer.case(data[:mid], valid, seed, mode)
         if same is not None and same == case:
             hi = mid
         else:
@@ -402,21 +434,21 @@ def _read_prefix(data: bytes, valid: bool, seed: Optional[int], case: Case,
 
 
 def _shrink(data: bytes, valid: bool, seed: Optional[int], first: _Outcome, drawer: _Drawer,
-            runner: _Runner, budget: int,
-            deadline: Optional[float] = None) -> tuple[bytes, _Outcome, int, int]:
+            runner: _Runner, budget: int, deadline: Optional[float] = None,
+            mode: Optional[str] = None) -> tuple[bytes, _Outcome, int, int]:
     """The smallest call found that fails as `first` did: (bytes, outcome, steps, calls).
     Each round decodes every candidate edit of the current bytes (cheap: no kernel call),
     keeps those that decode to a smaller call the mode draws, and runs the kernel on them
     smallest first until one fails the same way; no smaller call fails, the budget is spent
     or the deadline (time.monotonic()) has passed: done."""
-    best, best_out = _read_prefix(data, valid, seed, first.case, drawer), first
+    best, best_out = _read_prefix(data, valid, seed, first.case, drawer, mode), first
     best_key = _size_key(first.case)
     steps = calls = 0
     while calls < budget:
         smaller: dict[tuple[int, int], list[tuple[bytes, Case]]] = {}
         distinct: set[int] = set()
         for candidate in _byte_candidates(best):
-            case = drawer.case(candidate, valid, seed)
+            case = drawer.case(candidate, valid, seed, mode)
             if case is None:
                 continue
             key = _size_key(case)
@@ -431,11 +463,11 @@ def _shrink(data: bytes, valid: bool, seed: Optional[int], first: _Outcome, draw
                 if calls >= budget or (deadline is not None and time.monotonic() >= deadline):
                     return best, best_out, steps, calls
                 calls += 1
-                out = runner.run(case)
+                out = runner.run(case, mode)
                 if runner.hung:
                     return best, best_out, steps, calls
                 if out.kind == first.kind and _signature(out) == _signature(first):
-                    best = _read_prefix(candidate, valid, seed, case, drawer)
+                    best = _read_prefix(candidate, valid, seed, case, drawer, mode)
                     best_out, best_key = out, key
                     steps += 1
                     found = True
@@ -482,11 +514,13 @@ class _Call:
     valid: bool
     data_seed: Optional[int]
     case: Optional[Case] = None
+    mode: str = "strict"  # how the call is drawn and judged: "strict" or "native"
+    features: frozenset[str] = frozenset()  # its path features (rpa.path_features)
 
     def ident(self) -> str:
-        """A short name of the call: its bytes and data seed, hashed."""
+        """A short name of the call: its bytes, data seed and mode, hashed."""
         seed = b"" if self.data_seed is None else self.data_seed.to_bytes(8, "little")
-        return hashlib.sha256(self.data + b"/" + seed).hexdigest()[:12]
+        return hashlib.sha256(self.data + b"/" + seed + b"/" + self.mode.encode()).hexdigest()[:12]
 
     def bare(self) -> "_Call":
         return dataclasses.replace(self, case=None)
@@ -521,14 +555,23 @@ class _Settings:
 
 class _Planner:
     """The campaign's calls, batch after batch, from its seed alone: the same seed gives the
-    same calls in the same order, however many workers run them. Each batch is sorted by
-    compile key and numbered on from the last."""
+    same calls in the same order, however many workers run them. First the calls that cover the
+    path features of `cover` candidates (greedy: most new features first; sent smallest first),
+    then plain draws, each run with calls_per_shape data seeds; each batch of plain draws is
+    sorted by compile key. Calls are numbered on from the last."""
 
-    def __init__(self, drawer: _Drawer, seed: int, max_bytes: int, calls_per_shape: int):
+    def __init__(self, drawer: _Drawer, seed: int, max_bytes: int, calls_per_shape: int,
+                 cover: int = 0, target: Optional[str] = None):
         self.drawer, self.max_bytes, self.calls_per_shape = drawer, max_bytes, calls_per_shape
         self.rng = np.random.default_rng(int(seed))
         self.planned = 0
         self.exhausted = False
+        self.target = target
+        self.modes = ("strict", "native") if drawer.mode == "both" else (drawer.mode,)
+        self.drawn = 0  # plain draws so far, for the mode they take in turn
+        self.features: dict[int, frozenset[str]] = {}  # call number -> its path features
+        self.reachable: set[str] = set()
+        self.queue: list[_Call] = self._cover(cover) if cover > 0 else []
 
     def exhausted_line(self) -> Optional[str]:
         """Why the campaign stopped drawing, when it ran out of calls that fit (else None)."""
@@ -536,38 +579,90 @@ class _Planner:
             return None
         return f"no further call of the {self.drawer.dialect} dialect fits the bounds"
 
+    def path_features(self, case: Case, mode: str) -> frozenset[str]:
+        """A call's path features on the campaign's target, and the mode that judges it."""
+        return frozenset(_api.path_features(case, self.target)) | {f"mode.{mode}"}
+
+    def _draw(self) -> tuple[bytes, bool, str]:
+        """The next candidate's bytes, whether it is drawn valid, and its mode. Native mode:
+        half of the calls broken by one named mutation its validators let through; strict mode
+        draws valid calls only."""
+        rng = self.rng
+        data = rng.bytes(int(rng.integers(self.max_bytes // 4, self.max_bytes + 1)))
+        mode = self.modes[self.drawn % len(self.modes)]
+        self.drawn += 1
+        return data, mode == "strict" or bool(rng.integers(2)), mode
+
+    def _cover(self, candidates: int) -> list[_Call]:
+        """Greedy cover of the candidates' path features: the calls in the order chosen."""
+        pool: list[tuple[tuple[int, int], _Call]] = []
+        for _ in range(candidates):
+            data, valid, mode = self._draw()
+            case = self.drawer.case(data, valid, None, mode)
+            if case is None:
+                continue
+            features = self.path_features(case, mode)
+            self.reachable |= features
+            pool.append((_size_key(case), _Call(0, data, valid, None, case, mode, features)))
+        covered: set[str] = set()
+        chosen: list[_Call] = []
+        while pool:
+            k = max(range(len(pool)),
+                    key=lambda i: (len(pool[i][1].features - covered), [-x for x in pool[i][0]]))
+            if not pool[k][1].features - covered:
+                break
+            covered |= pool[k][1].features
+            chosen.append(pool.pop(k)[1])
+        return chosen
+
     def batch(self, n: int) -> list[_Call]:
+        if self.queue:
+            # The cover's calls, as many as fit, in the order chosen, sent smallest first.
+            out, self.queue = self.queue[:n], self.queue[n:]
+            out.sort(key=lambda c: _size_key(c.case))
+            return self._number(out)
         drawer, rng = self.drawer, self.rng
         out: list[_Call] = []
         tries = 0
         while len(out) < n and tries < 100 * n:
             tries += 1
-            data = rng.bytes(int(rng.integers(self.max_bytes // 4, self.max_bytes + 1)))
-            # Native mode: half of the calls broken by one named mutation its validators let
-            # through; strict mode draws valid calls only.
-            valid = drawer.mode == "strict" or bool(rng.integers(2))
-            case = drawer.case(data, valid)
+            data, valid, mode = self._draw()
+            case = drawer.case(data, valid, None, mode)
             if case is None:
                 continue
-            out.append(_Call(0, data, valid, None, case))
-            # The same call with other data: the same compile key.
+            out.append(_Call(0, data, valid, None, case, mode, self.path_features(case, mode)))
+            # The same call with other data: the same compile key and path.
             for _ in range(self.calls_per_shape - 1):
                 if len(out) >= n:
                     break
                 seed_ = int(rng.integers(2**32))
-                again = drawer.case(data, valid, seed_)
+                again = drawer.case(data, valid, seed_, mode)
                 if again is not None:
-                    out.append(_Call(0, data, valid, seed_, again))
+                    out.append(_Call(0, data, valid, seed_, again, mode, out[-1].features))
         if not out:
             if not self.planned:
                 raise ValueError(f"no call of the {drawer.dialect} dialect fits these bounds and "
                                  f"profile in {tries} draws")
             self.exhausted = True
         out.sort(key=lambda c: repr(compile_key(c.case)))
+        return self._number(out)
+
+    def _number(self, out: list[_Call]) -> list[_Call]:
         for c in out:
             c.index = self.planned
             self.planned += 1
+            self.features[c.index] = c.features
+            self.reachable |= c.features
         return out
+
+    def reach(self, ran: set[int]) -> dict[str, Optional[int]]:
+        """Every reachable feature -> the first call (1-based) among those run that walked it."""
+        first: dict[str, Optional[int]] = {f: None for f in self.reachable}
+        for i in sorted(ran):
+            for f in self.features.get(i, ()):
+                if first.get(f) is None:
+                    first[f] = i + 1
+        return first
 
 
 def _groups(calls: list[_Call]) -> list[list[_Call]]:
@@ -615,12 +710,12 @@ def _run_calls(runner: _Runner, drawer: _Drawer, calls: list[_Call],
                 ran.unrun = calls[k:]
                 break
             case = call.case if call.case is not None else drawer.case(call.data, call.valid,
-                                                                        call.data_seed)
+                                                                        call.data_seed, call.mode)
             if case is None:
                 raise RuntimeError(f"rpa campaign: call {call.index} does not redraw here "
                                    f"(another rpa version on this worker?)")
             ran.keys.add(repr(compile_key(case)))
-            out = runner.run(case)
+            out = runner.run(case, call.mode)
             ran.idents[call.index] = call.ident()
             ran.verdicts[call.index] = out.kind or "agree"
             new = False
@@ -648,12 +743,12 @@ def _shrink_first(call: _Call, out: _Outcome, drawer: Optional[_Drawer],
     back), and, when a call tried while shrinking hung, a hang finding of its own."""
     if out.kind == "hang":  # needs no drawer or runner
         return [Finding(out.kind, out.detail, out.case, out.case, call.data,
-                        first_call=call.index + 1, data_seed=call.data_seed)]
+                        first_call=call.index + 1, data_seed=call.data_seed, mode=call.mode)]
     assert drawer is not None and runner is not None
     small_data, small, steps, spent = _shrink(call.data, call.valid, call.data_seed, out,
-                                              drawer, runner, budget, deadline)
+                                              drawer, runner, budget, deadline, call.mode)
     found = [Finding(small.kind, small.detail, small.case, out.case, small_data, steps, spent,
-                     first_call=call.index + 1, data_seed=call.data_seed)]
+                     first_call=call.index + 1, data_seed=call.data_seed, mode=call.mode)]
     hung = runner.hung_case
     if runner.hung and hung is not None:
         found.append(Finding("hang", f"the kernel did not return in {runner.timeout_s:g} s",
@@ -707,11 +802,11 @@ class _Tally:
         if known is not None and known.first_call <= group[0].index + 1:
             return
         call = group[0]
-        case = call.case or drawer.case(call.data, call.valid, call.data_seed)
+        case = call.case or drawer.case(call.data, call.valid, call.data_seed, call.mode)
         if case is not None:
             self.findings["crashed"] = Finding("crashed", detail, case, case, call.data,
                                                first_call=call.index + 1,
-                                               data_seed=call.data_seed)
+                                               data_seed=call.data_seed, mode=call.mode)
 
     def unshrunk(self) -> list[tuple[str, _Call, _Outcome]]:
         return [(s, c, o) for s, (c, o) in sorted(self.first.items(), key=lambda x: x[1][0].index)
@@ -728,7 +823,7 @@ class _Tally:
         for signature, call, out in self.unshrunk():
             self.findings[signature] = Finding(out.kind or "", out.detail, out.case, out.case,
                                                call.data, first_call=call.index + 1,
-                                               data_seed=call.data_seed)
+                                               data_seed=call.data_seed, mode=call.mode)
         for signature, f in self.findings.items():
             f.failing_calls = max(1, self.counts.get(signature, 1))
         r = self.result
@@ -738,11 +833,11 @@ class _Tally:
 
 def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optional[int] = None,
              seconds: Optional[float] = None, seed: int = 0, profile: Optional[str] = None,
-             mode: str = "strict", report: Optional[str] = None,
+             mode: str = "both", report: Optional[str] = None,
              head_dim: Optional[int] = None, max_seqs: int = 4, max_kv_len: int = 64,
              max_head_dim: int = 128, max_page_size: int = 16,
              max_bytes: int = DEFAULT_MAX_BYTES, batch: int = 64, calls_per_shape: int = 4,
-             shrink_calls: int = 150,
+             shrink_calls: int = 150, cover: int = 512,
              timeout_s: float = 300.0, target: Optional[str] = None,
              replay: Optional[str] = None, progress: Optional[bool] = None,
              cluster: Optional[str] = None,
@@ -753,13 +848,15 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
     ("jax": JAX's ragged_paged_attention signature, returns the output [T, Hq, D];
     "tpu_inference_v3" / "tpu_inference_v3_hd64": tpu-inference's, returns (out, kv_cache)).
     calls or seconds: how many calls, or for how long (one of them). seed: the random stream.
-    profile: the batch mix (as rpa.gen). mode: "strict" or "native". report: a folder for
+    profile: the batch mix (as rpa.gen). mode: "strict", "native" or "both" (the default: the
+    two alike, each call judged as its mode says). report: a folder for
     summary.json, calls.tsv, report.html, junit.xml and the finding files. head_dim, max_*: the
     generators' bounds (as rpa.strategies.cases); a jax call's head_dim defaults to 128, as
     JAX's validators take multiples of 128 only.
     batch: calls drawn at a time and run grouped by compile key. calls_per_shape: each drawn
     call runs with this many data seeds (its own and others: the same shapes, sequences and
-    keywords, so one compile). shrink_calls: the kernel calls
+    keywords, so one compile). cover: how many candidate calls the path-feature cover draws
+    before the first call (0: plain draws only; module docstring). shrink_calls: the kernel calls
     shrinking may spend per finding. timeout_s: the watchdog (a call that does not return is a
     finding; on one machine the campaign stops, as the call cannot be taken back; on a cluster
     the worker is replaced and the campaign goes on). target: the TPU generation
@@ -776,7 +873,7 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
     if dialect not in DIALECTS:
         raise ValueError(f"dialect takes {', '.join(DIALECTS)} (got {dialect!r})")
     if mode not in MODES:
-        raise ValueError(f"mode takes strict or native (got {mode!r})")
+        raise ValueError(f"mode takes strict, native or both (got {mode!r})")
     if (calls is None) == (seconds is None):
         raise ValueError("campaign takes one of calls and seconds")
     if calls is not None and (isinstance(calls, bool) or int(calls) < 1):
@@ -785,6 +882,8 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
         raise ValueError(f"seconds takes a positive number (got {seconds!r})")
     if batch < 1 or calls_per_shape < 1:
         raise ValueError(f"batch and calls_per_shape take >= 1 (got {batch}, {calls_per_shape})")
+    if isinstance(cover, bool) or int(cover) < 0:
+        raise ValueError(f"cover takes >= 0 candidate calls (got {cover!r})")
     if shrink_calls < 0 or not timeout_s > 0:
         raise ValueError(f"shrink_calls takes >= 0 and timeout_s > 0 (got {shrink_calls}, "
                          f"{timeout_s})")
@@ -802,7 +901,7 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
     settings = _Settings(dialect, mode, profile, head_dim, limits, float(timeout_s), target,
                          int(shrink_calls))
     drawer = settings.drawer()
-    planner = _Planner(drawer, int(seed), max_bytes, calls_per_shape)
+    planner = _Planner(drawer, int(seed), max_bytes, calls_per_shape, int(cover), target)
     result = CampaignResult(_kernel_name(kernel), dialect, mode, profile, int(seed),
                             target=target)
     if replay is None:
@@ -819,6 +918,7 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
     else:
         _run_here(kernel, settings, budget, tally, progress)
     tally.finish()
+    result.reach = planner.reach(set(tally.verdicts))
     result.seconds = time.monotonic() - start
     if report:
         write_report(result, report, replay)
@@ -902,7 +1002,7 @@ def _run_here(kernel: Callable[..., Any], settings: _Settings, budget: _Budget, 
 def _finding_replay(f: Finding, path: str, result: CampaignResult, replay: Optional[str]) -> str:
     if f.kind in ("mismatch", "biased"):
         flags = []
-        if result.mode == "native":
+        if f.mode == "native":
             flags = ["--oracle", "literal", "--mode",
                      "jax" if result.dialect == "jax" else "native"]
             if result.target:
@@ -914,7 +1014,7 @@ def _finding_replay(f: Finding, path: str, result: CampaignResult, replay: Optio
     base = replay or f"python -m rpa campaign --kernel {result.kernel} --dialect {result.dialect}"
     if result.target and "--tpu-version" not in base:
         base += f" --tpu-version {TPU_VERSIONS[result.target]}"
-    return f"{base} --mode {result.mode} --case {path}"
+    return f"{base} --mode {f.mode} --case {path}"
 
 
 def write_report(result: CampaignResult, folder: str, replay: Optional[str] = None) -> None:
@@ -980,8 +1080,21 @@ agreeing output used {result.max_share_of_tolerance:.3g} of its tolerance. {e(ma
 {('Stopped: ' + e(result.stopped) + '.') if result.stopped else ''}</p>
 <h2>Findings</h2>
 {findings}
+<h2>Path features</h2>
+{_reach_html(result)}
 </body></html>
 """
+
+
+def _reach_html(result: CampaignResult) -> str:
+    """The reach table: each feature the candidates reached, the first call that walked it."""
+    if not result.reach:
+        return "<p>No path-feature cover (cover=0).</p>"
+    rows = "".join(f"<tr><td><code>{html.escape(f)}</code></td><td>{'-' if c is None else c}</td></tr>"
+                   for f, c in sorted(result.reach.items()))
+    return (f"<p>{result.reached()} of {len(result.reach)} features reachable under the "
+            f"campaign's bounds were walked.</p><table><tr><th>feature</th><th>first call</th>"
+            f"</tr>{rows}</table>")
 
 
 def run_one(kernel: Callable[..., Any], path: str, mode: str = "strict",
@@ -991,6 +1104,8 @@ def run_one(kernel: Callable[..., Any], path: str, mode: str = "strict",
     case = Case.load(path).replace(out=None, expected=None)
     if case.is_v3:
         case = case.replace(kv_cache_out=None, expected_kv_cache=None)
+    if mode == "both":  # the case's own: strict where strict validation accepts it
+        mode = "strict" if _api.validate(case).valid else "native"
     runner = _Runner(kernel, case.dialect, mode, timeout_s, target)
     out = runner.run(_with_jax_blocks(case))
     return out.kind, out.detail or "agree"
