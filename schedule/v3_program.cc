@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <new>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -720,7 +721,8 @@ class Program {
     }
     // prepare_inputs reshapes the sinks to (-1, qph_p): finding 22.
     if (in_.attention_sink) {
-      if (Hq_ % qph_p_ != 0) {
+      // No q heads (a shape mutation): numpy cannot reshape to (-1, 0) either.
+      if (qph_p_ == 0 || Hq_ % qph_p_ != 0) {
         throw V3ProgramError(Kind::kTrace, "attention_sink of " + I(Hq_) +
                                                " heads cannot be reshaped to (-1, " + I(qph_p_) + ")");
       }
@@ -993,6 +995,11 @@ PathFeatures v3_path_features(Dialect d, const V3Inputs& in, const V3Params& p, 
   } catch (const std::invalid_argument&) {
     // The one call the walk cannot take after native validation: hd64 without block sizes.
     f.hit(d == Dialect::kTpuInferenceV3Hd64 ? "stops.hd64_untuned" : "stops.malformed");
+  } catch (const std::bad_alloc&) {
+    // Buffers of blocks near 2^31 (a native call's block sizes): more than this machine holds.
+    f.hit("stops.too_large_to_walk");
+  } catch (const std::length_error&) {
+    f.hit("stops.too_large_to_walk");
   }
   return f;
 }

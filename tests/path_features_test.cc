@@ -155,5 +155,31 @@ TEST(V3PathFeatures, AProgramThatStopsSaysHow) {
   EXPECT_EQ(v3_path_features(Dialect::kTpuInferenceV3, c.in, c.p, 6).count("stops.trace"), 0);
 }
 
+// Found by the campaign's path features (issue 46), whose walk takes every call the native
+// validators accept: an hd64 call with no q heads (q_heads_zero) and a sink made the literal
+// schedule divide by zero (SIGFPE) reshaping the sinks to (-1, 0); numpy cannot either, so
+// the kernel does not trace.
+TEST(V3PathFeatures, AnHd64CallWithNoQHeadsAndASinkDoesNotTrace) {
+  V3Builder b;
+  b.dialect = Dialect::kTpuInferenceV3Hd64;
+  b.hq = 0;
+  b.hkv = 1;
+  b.d = 64;
+  b.seqs = {{1, 3}};
+  V3Inputs in = b.build();
+  in.attention_sink = Tensor(DType::kFloat32, {0});
+  V3Params p;
+  p.num_kv_pages_per_block = 1;
+  p.num_queries_per_block = 1;
+  ASSERT_FALSE(v3_validate(Dialect::kTpuInferenceV3Hd64, in, p, Mode::kJax).has_value());
+  EXPECT_EQ(v3_path_features(Dialect::kTpuInferenceV3Hd64, in, p, 6).count("stops.trace"), 1);
+  try {
+    v3_literal_attention(Dialect::kTpuInferenceV3Hd64, in, p, {.tpu_version = 6});
+    ADD_FAILURE() << "the literal schedule returned";
+  } catch (const V3ProgramError& e) {
+    EXPECT_EQ(e.kind(), V3ProgramError::Kind::kTrace);
+  }
+}
+
 }  // namespace
 }  // namespace rpa
