@@ -194,3 +194,75 @@ def test_a_failure_before_a_hang_in_its_group_is_shrunk_first():
     assert [f.kind for f in result.findings] == ["mismatch", "hang"], result.summary()
     assert result.findings[0].shrink_steps > 0, result.summary()
     assert result.stopped and result.calls == 2
+
+
+# -- calls led by the program's paths (issue 46) -------------------------------------------
+
+def test_path_features_name_the_programs_branches():
+    case = rpa.gen(seed=3, dialect="tpu_inference_v3")
+    f = rpa.path_features(case)
+    assert f["dtype.q." + str(np.asarray(case.queries).dtype)] == 1 or any(
+        k.startswith("dtype.q.") for k in f), f
+    assert any(k.endswith(".runs") for k in f), f
+    assert all(isinstance(v, int) and v >= 1 for v in f.values())
+    # Another generation's program: kernel.py holds bfloat16 positions in int16 from v6 on.
+    assert set(rpa.path_features(case, target="v5e")) != set() and isinstance(
+        rpa.path_features(case, target="7x"), dict)
+    with pytest.raises(ValueError, match="unknown target"):
+        rpa.path_features(case, target="v9")
+
+
+def _literal_kernel(dialect, target=None):
+    """rpa's literal schedule in the dialect's signature: right in both modes (strict calls are
+    those where it computes the definition)."""
+    def kernel(*args, **kwargs):
+        if dialect == "jax":
+            return rpa.kernel(rpa.Case.from_call(*args, **kwargs), schedule="literal", mode="jax",
+                              target=target)
+        case = rpa.Case.from_v3_call(*args, dialect=dialect, **kwargs)
+        return rpa.kernel(case, schedule="literal", mode="native", target=target)
+    return kernel
+
+
+@pytest.mark.parametrize("target", ("v5e", "v6e", "7x"))
+@pytest.mark.parametrize("dialect", ("jax",) + V3)
+def test_the_cover_reaches_every_reachable_feature_in_24_calls(dialect, target, tmp_path):
+    result = rpa.campaign(_literal_kernel(dialect, target), dialect=dialect, calls=24, seed=1,
+                          mode="both", cover=512, target=target, report=str(tmp_path))
+    unreached = sorted(f for f, c in result.reach.items() if c is None)
+    assert not unreached, (result.summary(), unreached)
+    assert result.reached() == len(result.reach) > 30
+    assert all(1 <= c <= 24 for c in result.reach.values())
+    # Both verdicts: strict and native calls among the 24.
+    assert {"mode.strict", "mode.native"} <= set(result.reach)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["reach"]["reached"] == summary["reach"]["reachable"] == len(result.reach)
+    assert "Path features" in (tmp_path / "report.html").read_text()
+
+
+def test_plain_draws_reach_less_than_the_cover():
+    kernel = _literal_kernel("tpu_inference_v3")
+    led = rpa.campaign(kernel, dialect="tpu_inference_v3", calls=24, seed=1, mode="both",
+                       cover=512)
+    plain = rpa.campaign(kernel, dialect="tpu_inference_v3", calls=24, seed=1, mode="both")
+    assert plain.reach and len(led.reach) >= len(plain.reach)
+    # Plain draws' own features are all reached by their own calls; the cover's pool reaches
+    # more of the program than 24 plain calls do.
+    assert plain.reached() == len(plain.reach) < led.reached(), (plain.summary(), led.summary())
+
+
+def test_a_both_mode_finding_replays_in_its_own_mode(tmp_path):
+    def off(*args, **kwargs):
+        out, cache = _literal_kernel("tpu_inference_v3")(*args, **kwargs)
+        out = np.array(out)
+        out[0] = out[0] * 2 + 1
+        return out, cache
+    result = rpa.campaign(off, dialect="tpu_inference_v3", calls=12, seed=1, mode="both",
+                          cover=512, shrink_calls=20, report=str(tmp_path))
+    assert not result.ok
+    for f in result.findings:
+        assert f.mode in ("strict", "native")
+        if f.kind == "mismatch" and f.mode == "native":
+            assert "--oracle literal" in f.replay
+    with pytest.raises(ValueError, match="cover takes"):
+        rpa.campaign(off, dialect="tpu_inference_v3", calls=1, cover=-1)
