@@ -150,6 +150,7 @@ V3GenOptions v3_strategy_options(Dialect d, const GenRequest& request, const Dec
   o.min_seqs = std::min(o.min_seqs, o.max_seqs);
   o.min_kv_len = std::min(o.min_kv_len, o.max_kv_len);
   o.max_q_len = std::min(o.max_q_len, o.max_kv_len);
+  o.integer_edges = bounds.integer_edges;
   return g;
 }
 

@@ -47,6 +47,8 @@ struct DecodeBounds {
   int64_t max_kv_len = 0;
   int64_t max_head_dim = 0;
   int64_t max_page_size = 0;
+  // v3: windows and page tables at the integer edges (V3BuildOptions::integer_edges).
+  bool integer_edges = false;
 };
 
 // The Hypothesis strategies' options: the request's, narrowed by the bounds, with no

@@ -55,6 +55,12 @@ struct V3BuildOptions {
   bool unsized_kv_len = false;       // kv_len uniform over its range at every size
   int64_t max_q_len = kV3MaxQLen;    // <= max_kv_len
   int64_t max_head_dim = kV3MaxHeadDim;
+  // The integer edges at the cost of a short call (issue 46; the kernel campaign's draws): a
+  // page table sized at kernel.py's int16 switch (pages_per_seq * page_size just at or past
+  // 32767) and windows that bring the longest sequence's last key + window to the wrap of its
+  // positions (32767 where kernel.py holds them in int16, else 2147483647), each still
+  // strict-valid. Off in the codec (a spec with such a window does not encode: its hex is "").
+  bool integer_edges = false;
 };
 
 // Options that narrow nothing: the codec's.
@@ -251,7 +257,21 @@ void visit_v3_case(Io& io, V3CaseSpec& s, const V3BuildOptions& options) {
     }
   }
   io.num(s.extra_seq_slots, 0, kV3MaxExtraSlots, {0, 1});
-  io.num(s.extra_page_slots, 0, 2, {0, 1});
+  if (options.integer_edges) {
+    // pages_per_seq * page_size at 32767 (the largest that keeps int16 positions) or one page
+    // past it.
+    const int64_t most = (s.max_kv_len() + s.page_size - 1) / s.page_size;
+    const int64_t at = std::max<int64_t>(32767 / s.page_size - most, 0);
+    int64_t table = s.extra_page_slots == at ? 1 : (s.extra_page_slots == at + 1 ? 2 : 0);
+    io.num(table, 0, 2, {0});
+    if (table == 0) {
+      io.num(s.extra_page_slots, 0, 2, {0, 1});
+    } else {
+      s.extra_page_slots = at + table - 1;
+    }
+  } else {
+    io.num(s.extra_page_slots, 0, 2, {0, 1});
+  }
   io.num(s.extra_pages, 0, kV3MaxExtraPages, {0, 1});
   io.num(s.extra_tokens, 0, kV3MaxExtraTokens, {0, 1});
   page_shuffle_seed(io, s.page_shuffle_seed);
@@ -268,7 +288,21 @@ void visit_v3_case(Io& io, V3CaseSpec& s, const V3BuildOptions& options) {
 
   among(io, p.sm_scale, std::span<const double>(kV3SmScales));
   maybe(io, p.sliding_window, [&](int64_t& w) {
-    io.num(w, 1, kV3MaxSlidingWindow, {1, 2, 5, 128});
+    if (!options.integer_edges) return io.num(w, 1, kV3MaxSlidingWindow, {1, 2, 5, 128});
+    // Near the edge: the longest sequence's last key + W at the wrap or 1, 16 below it; else
+    // as without the option. kernel.py's int16 positions (bfloat16 q, pages_per_seq *
+    // page_size <= 32767) wrap past 32767 and strict rejects every window past that on every
+    // generation (window_int16_wraps), so the edge is the int16 one there.
+    const int64_t last = std::max<int64_t>(s.max_kv_len() - 1, 0);
+    const bool int16 = !hd64 && s.q_dtype == DType::kBFloat16 &&
+                       s.pages_per_seq() * s.page_size <= 32767;
+    const int64_t at = (int16 ? int64_t{32767} : int64_t{2147483647}) - last;
+    bool edge = w > kV3MaxSlidingWindow;
+    flag(io, edge);
+    if (!edge) return io.num(w, 1, kV3MaxSlidingWindow, {1, 2, 5, 128});
+    int64_t below = std::clamp<int64_t>(at - w, 0, 16);
+    io.num(below, 0, 16, {0, 1, 16});
+    w = std::max<int64_t>(at - below, 1);
   });
   // Finding 25 (strict window_int16_wraps): kernel.py on TPU v6 and later holds mask
   // positions in int16 for bfloat16 q, where a key + sliding_window past 32767 wraps. Every

@@ -801,7 +801,9 @@ nb::tuple v3_generated(const props::V3CaseSpec& spec, const std::optional<std::s
   c.v3_inputs = m.inputs;
   c.v3_params = m.params;
   nb::tuple t = from_case(std::move(c));
-  return nb::make_tuple(t[0], t[1], hex ? *hex : props::v3_spec_hex(spec),
+  // A spec the codec cannot encode (a window at an integer edge) has no hex.
+  const std::string own = props::v3_spec_encodes(spec) ? props::v3_spec_hex(spec) : "";
+  return nb::make_tuple(t[0], t[1], hex ? *hex : own,
                         description ? *description : props::describe(spec), nb::none(), nb::none());
 }
 
@@ -1003,7 +1005,8 @@ NB_MODULE(_rpa, m) {
       .def_rw("max_seqs", &props::DecodeBounds::max_seqs)
       .def_rw("max_kv_len", &props::DecodeBounds::max_kv_len)
       .def_rw("max_head_dim", &props::DecodeBounds::max_head_dim)
-      .def_rw("max_page_size", &props::DecodeBounds::max_page_size);
+      .def_rw("max_page_size", &props::DecodeBounds::max_page_size)
+      .def_rw("integer_edges", &props::DecodeBounds::integer_edges);
   m.def("validate", &validate_case, "arrays"_a, "params"_a, "flags"_a);
   m.def("run", &run, "arrays"_a, "params"_a, "flags"_a);
   m.def("plan", &plan, "arrays"_a, "params"_a, "flags"_a);

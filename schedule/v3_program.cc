@@ -448,6 +448,13 @@ class Program {
                                              " is not a multiple of page_size and the KV packing "
                                              "(an assertion)");
     }
+    // Native validation lets a fetch block of no tokens through (strict
+    // block_size_nonpositive); what kernel.py then does (its loops divide by bkv_sz) has not
+    // been run in interpret mode, so the literal schedule does not claim it (it divided by 0).
+    if (bkv_sz < 1 && range_of(pass)) {
+      throw std::invalid_argument(where + ": the literal v3 schedule does not model a fetch block "
+                                  "of bkv_sz=" + I(bkv_sz) + " tokens (block_size_nonpositive)");
+    }
     const int64_t actual_bq = static_q_len ? std::min(bq_sz, *static_q_len) : bq_sz;
     const int64_t actual_bq_csz = std::min(bq_csz, actual_bq);
     if (actual_bq_csz <= 0 || bkv_csz <= 0) {
@@ -502,6 +509,12 @@ class Program {
         }
       }
     }
+  }
+
+  // Whether a kernel.py pass has sequences to walk.
+  bool range_of(V3Pass pass) const {
+    const int i = static_cast<int>(pass);
+    return (i == 0 ? 0 : in_.distribution.int_at(i - 1)) < in_.distribution.int_at(i);
   }
 
   int64_t pos(int64_t v) const {
@@ -564,7 +577,6 @@ class Program {
         hit("prefetch.none_past_range");
       }
       kv_block_features(bkv_idx, start_bkv, end_bkv, effective);
-      position_features(processed_q_len + actual_bq - 1, (bkv_idx + 1) * bkv_sz_ - 1);
       if (bkv_idx == start_bkv) fetch_bq(seq, bq_idx, bq_sem, true);
       const auto [offset, update_sz] = fetch_bkv(seq, bkv_idx, bkv_sem, true);
       if (p_.update_kv_cache && update_sz > 0 && bq_idx == num_bq - 1) {
@@ -573,6 +585,11 @@ class Program {
       const int64_t eff_bkv = std::max<int64_t>(std::min(effective - bkv_idx * bkv_sz_, bkv_sz_), 0);
       const int64_t loops = cdiv(eff_bkv, bkv_csz_);
       if (o_.features) {
+        // The positions the block's compute blocks compare: its rows, and its keys up to the
+        // last compute block's last lane.
+        if (loops > 0) {
+          position_features(processed_q_len + actual_bq - 1, bkv_idx * bkv_sz_ + loops * bkv_csz_ - 1);
+        }
         if (eff_bkv % bkv_csz_ != 0) hit("compute_block.partial");
         if (loops > 1) hit("compute_blocks.several");
         if (loops * bkv_csz_ < bkv_sz_) hit("compute_blocks.fewer_than_the_block");
@@ -993,8 +1010,10 @@ PathFeatures v3_path_features(Dialect d, const V3Inputs& in, const V3Params& p, 
   } catch (const V3ProgramError& e) {
     f.hit(std::string("stops.") + v3_program_error_kind_name(e.kind()));
   } catch (const std::invalid_argument&) {
-    // The one call the walk cannot take after native validation: hd64 without block sizes.
-    f.hit(d == Dialect::kTpuInferenceV3Hd64 ? "stops.hd64_untuned" : "stops.malformed");
+    // What the literal schedule does not model: hd64 without block sizes, a fetch block of
+    // no tokens.
+    f.hit(d == Dialect::kTpuInferenceV3Hd64 && !p.num_kv_pages_per_block ? "stops.hd64_untuned"
+                                                                         : "stops.not_modelled");
   } catch (const std::bad_alloc&) {
     // Buffers of blocks near 2^31 (a native call's block sizes): more than this machine holds.
     f.hit("stops.too_large_to_walk");

@@ -92,7 +92,8 @@ V3KernelResult v3_literal_attention(Dialect d, const V3Inputs& in, const V3Param
 // "prefill", "mixed"; kernel_hd64.py's "hd64"), with the call's own ("dtype.q.bfloat16",
 // "window", "scale.k", ...). Where the program stops, "stops.trace", "stops.run" or
 // "stops.hang" with the features up to there; an hd64 call without block sizes (whose tuned
-// tables rpa does not hold) "stops.hd64_untuned"; blocks whose buffers this machine cannot
+// tables rpa does not hold) "stops.hd64_untuned"; a fetch block of no rows or tokens, which the
+// schedule does not model, "stops.not_modelled"; blocks whose buffers this machine cannot
 // allocate, "stops.too_large_to_walk"; a kernel.py pass without block sizes off
 // generations 5-8, "stops.trace". Cost: the walk's DMAs, no dot.
 PathFeatures v3_path_features(Dialect d, const V3Inputs& in, const V3Params& p, int tpu_version);

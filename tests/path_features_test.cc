@@ -117,19 +117,20 @@ TEST(V3PathFeatures, WhereADecodesWindowStartsAmongItsKvBlocks) {
   EXPECT_EQ(Decode(DType::kFloat32, 10).features().count("decode.window.covers_all"), 1);
 }
 
-// kernel.py holds positions in int16 on v6+ with bfloat16 q (finding 25): the last block's key
-// 15 (its lanes run to 8 * 2 - 1) plus the window is the largest position compared.
+// kernel.py holds positions in int16 on v6+ with bfloat16 q (finding 25): the last block's last
+// compared key, 11 (its one compute block of 4 lanes from key 8), plus the window is the
+// largest position compared.
 TEST(V3PathFeatures, Int16PositionsAndTheirDistanceToTheWrap) {
-  const PathFeatures v5 = Decode(BF16, 32752).features(5);
+  const PathFeatures v5 = Decode(BF16, 32756).features(5);
   EXPECT_EQ(v5.count("decode.positions.int32"), 1);
   EXPECT_EQ(v5.count("decode.positions.int16"), 0);
-  const PathFeatures at = Decode(BF16, 32752).features(6);
+  const PathFeatures at = Decode(BF16, 32756).features(6);
   EXPECT_EQ(at.count("decode.positions.int16"), 1);
   EXPECT_EQ(at.count("decode.positions.int16.at"), 1);
-  const PathFeatures past = Decode(BF16, 32753).features(6);
+  const PathFeatures past = Decode(BF16, 32757).features(6);
   EXPECT_EQ(past.count("decode.positions.int16.wraps"), 1);
-  // Both blocks come near: 7 + 32751 and 15 + 32751 are 9 and 1 below the wrap.
-  const PathFeatures near = Decode(BF16, 32751).features(6);
+  // Both blocks come near: 7 + 32755 and 11 + 32755 are 5 and 1 below the wrap.
+  const PathFeatures near = Decode(BF16, 32755).features(6);
   EXPECT_EQ(near.count("decode.positions.int16.within_16"), 2);
   EXPECT_EQ(near.count("decode.positions.int16.at"), 0);
 }
@@ -179,6 +180,24 @@ TEST(V3PathFeatures, AnHd64CallWithNoQHeadsAndASinkDoesNotTrace) {
   } catch (const V3ProgramError& e) {
     EXPECT_EQ(e.kind(), V3ProgramError::Kind::kTrace);
   }
+}
+
+// Found by the campaign's cover (issue 46): native validation accepts a kernel.py fetch block of
+// 0 tokens (strict block_size_nonpositive), on which the literal schedule divided by zero
+// (SIGFPE). It does not model such a block (kernel.py's has not been run in interpret mode):
+// invalid_argument, which rpa check and the campaign report as not judged.
+TEST(V3PathFeatures, AFetchBlockOfNoTokensIsNotModelled) {
+  Decode c(DType::kFloat32, 3);
+  c.p.d_block_sizes = V3BlockSizes{1, 0, 1, 4};
+  ASSERT_FALSE(v3_validate(Dialect::kTpuInferenceV3, c.in, c.p, Mode::kJax).has_value());
+  EXPECT_TRUE(v3_validate(Dialect::kTpuInferenceV3, c.in, c.p, Mode::kStrict).has_value());
+  EXPECT_THROW(v3_literal_attention(Dialect::kTpuInferenceV3, c.in, c.p, {.tpu_version = 5}),
+               std::invalid_argument);
+  EXPECT_EQ(v3_path_features(Dialect::kTpuInferenceV3, c.in, c.p, 5).count("stops.not_modelled"), 1);
+  // An empty pass does not walk its blocks: the prefill and mixed passes' blocks are not read.
+  c.p.p_block_sizes = V3BlockSizes{1, 0, 1, 4};
+  c.p.d_block_sizes = V3BlockSizes{1, 8, 1, 4};
+  EXPECT_EQ(v3_path_features(Dialect::kTpuInferenceV3, c.in, c.p, 5).count("decode.runs"), 1);
 }
 
 }  // namespace

@@ -61,13 +61,15 @@ def _parser() -> argparse.ArgumentParser:
     budget.add_argument("--seconds", type=float, help="for how long")
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--profile", help="decode, prefill, mixed, long or edge (default: any)")
-    c.add_argument("--mode", choices=("strict", "native", "both"), default="strict",
-                   help="strict calls against the definition (default), native calls against "
-                   "the literal schedule, or both")
-    c.add_argument("--cover", type=int, default=0, metavar="N",
-                   help="candidate calls whose path features the first calls cover (default 0: "
-                   "plain draws only; 512 reaches every feature of the default bounds in 24 "
-                   "calls)")
+    c.add_argument("--mode", choices=("strict", "native", "both"), default="both",
+                   help="strict calls against the definition, native calls against the literal "
+                   "schedule, or both (default)")
+    c.add_argument("--cover", type=int, default=512, metavar="N",
+                   help="candidate calls whose path features the first calls cover (default "
+                   "512, which reaches every feature of the default bounds in 24 calls; 0: "
+                   "plain draws only)")
+    c.add_argument("--no-integer-edges", dest="integer_edges", action="store_false",
+                   help="v3: no windows or page tables at the int16/int32 position edges")
     c.add_argument("--report", metavar="DIR",
                    help="write summary.json, calls.tsv, report.html, junit.xml and the finding "
                    "files")
@@ -162,6 +164,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             report=args.report, head_dim=args.head_dim, max_seqs=args.max_seqs,
             max_kv_len=args.max_kv_len, max_head_dim=args.max_head_dim,
             max_page_size=args.max_page_size, shrink_calls=args.shrink_calls, cover=args.cover,
+            integer_edges=args.integer_edges,
             timeout_s=args.timeout, target=target, replay=replay, cluster=args.ray,
             worker_resources=resources)
     except _campaign.CampaignInterrupted as e:  # Ctrl-C: the report of what finished

@@ -11,13 +11,13 @@ kernel's result is judged:
 - mode="native": calls the dialect's own validators accept (valid calls and calls broken by one
   named mutation that the library's validators let through), checked against the literal
   schedule of the library's Pallas program (``rpa.check(..., oracle="literal")``);
-- mode="both": strict and native calls alike, each judged as its mode says, so
+- mode="both" (the default): strict and native calls alike, each judged as its mode says, so
   the regions where the shipped kernel departs from the definition are still walked, against
   the program it should follow.
 
-Calls led by the program's paths (issue 46; opt-in until the defaults move): before any
-plain draw, the campaign draws ``cover`` candidate calls (cheap: decoded, no kernel call), takes each one's path features
-(``rpa.path_features``: the literal program's branches and block kinds, walked without data)
+Calls led by the program's paths (issue 46): before any plain draw, the campaign draws
+``cover`` (default 512) candidate calls (cheap: decoded, no kernel call), takes each one's path
+features (``rpa.path_features``: the literal program's branches and block kinds, walked without data)
 and sends first the calls that add features not yet covered (greedy cover, most new features
 first), smallest first; the rest of the budget goes to plain draws. The result's ``reach``
 says, for every feature the candidates reached under the campaign's bounds, the first call
@@ -323,19 +323,22 @@ class _Runner:
             raise box["error"]
         return box["result"]
 
-    def _stops_too(self, case: Case, mode: str) -> bool:
-        # Native mode: where the library's program itself cannot trace, raises or hangs
-        # (the literal schedule stops), a kernel that stops is doing what it ships to do.
+    def _stops_too(self, case: Case, mode: str) -> Optional[str]:
+        """Native mode: where the library's program itself cannot trace, raises or hangs (the
+        literal schedule stops), a kernel that stops is doing what it ships to do ("stops");
+        where the literal schedule cannot run here (a cache dtype it does not compute, blocks
+        too large to allocate), a kernel that stops cannot be judged ("unjudged"). None: the
+        literal schedule returns, so stopping is a finding."""
         if mode != "native":
-            return False
+            return None
         try:
             _api.kernel(case, schedule="literal", mode="jax" if self.dialect == "jax" else "native",
                         target=self.target)
         except _api.KernelDoesNotReturn:
-            return True
-        except (ValueError, MemoryError):  # rejected, an hd64 call without block sizes, or
-            return False                   # a schedule too large to run here
-        return False
+            return "stops"
+        except (ValueError, MemoryError):  # an hd64 call without block sizes, a float64 cache,
+            return "unjudged"              # a schedule too large to run here
+        return None
 
     def run(self, case: Case, mode: Optional[str] = None) -> _Outcome:
         """The kernel on the call, judged as `mode` says (default: the runner's)."""
@@ -344,14 +347,22 @@ class _Runner:
         try:
             result = self._call(case)
         except _Hang as e:
-            if self._stops_too(case, mode):
+            why = self._stops_too(case, mode)
+            if why == "stops":
                 return _Outcome(None, f"hangs, as the literal schedule does ({e})", case)
+            if why == "unjudged":
+                return _Outcome("unjudged", f"hangs where the literal schedule cannot run ({e})",
+                                case)
             return _Outcome("hang", str(e), case)
         except Exception as e:  # pylint: disable=broad-except
             text = str(e).strip().splitlines()
             line = f"{type(e).__name__}: {text[-1] if text else ''}"
-            if self._stops_too(case, mode):
+            why = self._stops_too(case, mode)
+            if why == "stops":
                 return _Outcome(None, f"stops, as the literal schedule does ({line})", case)
+            if why == "unjudged":
+                return _Outcome("unjudged", f"stops where the literal schedule cannot run ({line})",
+                                case)
             # A kernel with a watchdog of its own (rpa.jax.kernel_file's, in interpret mode)
             # raises with stage "timeout" and can take the next call.
             return _Outcome("hang" if getattr(e, "stage", None) == "timeout" else "raised", line,
@@ -381,6 +392,8 @@ class _Runner:
             # neither a pass nor a finding.
             return _Outcome("unjudged", "the oracle ran out of memory", case)
         except ValueError as e:  # an output of another shape or dtype than the call's
+            if "does not model" in str(e):  # a call the literal schedule does not take
+                return _Outcome("unjudged", f"the literal schedule cannot judge it: {e}", case)
             if "out" not in str(e) and "kv_cache" not in str(e):
                 raise  # the harness's own error, not the kernel's
             return _Outcome("raised", f"the kernel's output: {e}", case)
@@ -539,10 +552,11 @@ class _Settings:
     timeout_s: float
     target: Optional[str]
     shrink_calls: int
+    integer_edges: bool = False  # v3: windows and page tables at the int16/int32 edges
 
     def drawer(self) -> _Drawer:
         return _Drawer(self.dialect, self.mode, self.profile, self.head_dim,
-                       draw_bounds(*self.limits))
+                       draw_bounds(*self.limits, integer_edges=self.integer_edges))
 
     def runner(self, kernel: Callable[..., Any]) -> _Runner:
         # A kernel with a watchdog of its own (rpa.jax.kernel_file's, started after compiling)
@@ -833,11 +847,11 @@ class _Tally:
 
 def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optional[int] = None,
              seconds: Optional[float] = None, seed: int = 0, profile: Optional[str] = None,
-             mode: str = "strict", report: Optional[str] = None,
+             mode: str = "both", report: Optional[str] = None,
              head_dim: Optional[int] = None, max_seqs: int = 4, max_kv_len: int = 64,
              max_head_dim: int = 128, max_page_size: int = 16,
              max_bytes: int = DEFAULT_MAX_BYTES, batch: int = 64, calls_per_shape: int = 4,
-             shrink_calls: int = 150, cover: int = 0,
+             shrink_calls: int = 150, cover: int = 512, integer_edges: bool = True,
              timeout_s: float = 300.0, target: Optional[str] = None,
              replay: Optional[str] = None, progress: Optional[bool] = None,
              cluster: Optional[str] = None,
@@ -848,16 +862,20 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
     ("jax": JAX's ragged_paged_attention signature, returns the output [T, Hq, D];
     "tpu_inference_v3" / "tpu_inference_v3_hd64": tpu-inference's, returns (out, kv_cache)).
     calls or seconds: how many calls, or for how long (one of them). seed: the random stream.
-    profile: the batch mix (as rpa.gen). mode: "strict" (default), "native" or "both" (the two
-    alike, each call judged as its mode says). report: a folder for
+    profile: the batch mix (as rpa.gen). mode: "strict", "native" or "both" (the default: the
+    two alike, each call judged as its mode says). report: a folder for
     summary.json, calls.tsv, report.html, junit.xml and the finding files. head_dim, max_*: the
     generators' bounds (as rpa.strategies.cases); a jax call's head_dim defaults to 128, as
     JAX's validators take multiples of 128 only.
     batch: calls drawn at a time and run grouped by compile key. calls_per_shape: each drawn
     call runs with this many data seeds (its own and others: the same shapes, sequences and
     keywords, so one compile). cover: how many candidate calls the path-feature cover draws
-    before the first call (default 0: plain draws only; 512 reaches every feature of the
-    default bounds in 24 calls; module docstring). shrink_calls: the kernel calls
+    before the first call (default 512, which reaches every feature of the default bounds in 24
+    calls; 0: plain draws only; module docstring). integer_edges (v3 dialects; default True):
+    some windows put the longest sequence's last key + window at the wrap of kernel.py's int16
+    or int32 positions (or 1 or 16 below it), and some page tables sit at the int16 switch
+    (pages_per_seq * page_size 32767, or a page past it), in calls as short as the others.
+    shrink_calls: the kernel calls
     shrinking may spend per finding. timeout_s: the watchdog (a call that does not return is a
     finding; on one machine the campaign stops, as the call cannot be taken back; on a cluster
     the worker is replaced and the campaign goes on). target: the TPU generation
@@ -900,7 +918,7 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
     limits = (max_seqs, max_kv_len, max_head_dim, max_page_size)
     check_profile(profile, head_dim, draw_bounds(*limits), dialect)
     settings = _Settings(dialect, mode, profile, head_dim, limits, float(timeout_s), target,
-                         int(shrink_calls))
+                         int(shrink_calls), bool(integer_edges))
     drawer = settings.drawer()
     planner = _Planner(drawer, int(seed), max_bytes, calls_per_shape, int(cover), target)
     result = CampaignResult(_kernel_name(kernel), dialect, mode, profile, int(seed),
@@ -1091,7 +1109,8 @@ def _reach_html(result: CampaignResult) -> str:
     """The reach table: each feature the candidates reached, the first call that walked it."""
     if not result.reach:
         return "<p>No path-feature cover (cover=0).</p>"
-    rows = "".join(f"<tr><td><code>{html.escape(f)}</code></td><td>{'-' if c is None else c}</td></tr>"
+    rows = "".join(f"<tr><td><code>{html.escape(f)}</code></td>"
+                   f"<td>{'-' if c is None else c}</td></tr>"
                    for f, c in sorted(result.reach.items()))
     return (f"<p>{result.reached()} of {len(result.reach)} features reachable under the "
             f"campaign's bounds were walked.</p><table><tr><th>feature</th><th>first call</th>"

@@ -18,10 +18,14 @@ UNREPRESENTABLE = "keyword_not_in_dialect"
 DEFAULT_MAX_BYTES = 1024
 
 
-def bounds(max_seqs: int, max_kv_len: int, max_head_dim: int, max_page_size: int):
+def bounds(max_seqs: int, max_kv_len: int, max_head_dim: int, max_page_size: int,
+           integer_edges: bool = False):
+    """integer_edges (v3 dialects): windows and page tables at the int16 and int32 edges of
+    kernel.py's positions, in calls as short as the others (issue 46)."""
     b = _rpa.DecodeBounds()
     b.max_seqs, b.max_kv_len = max_seqs, max_kv_len
     b.max_head_dim, b.max_page_size = max_head_dim, max_page_size
+    b.integer_edges = integer_edges
     return b
 
 

@@ -17,6 +17,9 @@ import rpa
 import cluster_kernels
 
 SAME = ("seconds", "cluster", "workers", "resubmitted", "duplicates")
+# The campaign as issue 37 ran it (strict calls, plain draws): the kernels below are right on
+# strict calls only. The defaults (mode="both", cover=512) on the cluster: the v3 test below.
+PLAIN = {"mode": "strict", "cover": 0}
 
 
 def comparable(result):
@@ -31,9 +34,9 @@ def comparable(result):
 
 
 def test_a_campaign_on_the_cluster_is_the_campaign_on_one_machine(cluster, one_worker):
-    here = rpa.campaign(cluster_kernels.slip, calls=48, seed=1)
-    two = rpa.campaign(cluster_kernels.slip, calls=48, seed=1, cluster=cluster.address)
-    one = rpa.campaign(cluster_kernels.slip, calls=48, seed=1, cluster=one_worker.address)
+    here = rpa.campaign(cluster_kernels.slip, **PLAIN, calls=48, seed=1)
+    two = rpa.campaign(cluster_kernels.slip, **PLAIN, calls=48, seed=1, cluster=cluster.address)
+    one = rpa.campaign(cluster_kernels.slip, **PLAIN, calls=48, seed=1, cluster=one_worker.address)
     assert not here.ok and here.findings[0].kind == "mismatch"
     assert here.findings[0].shrink_steps > 0  # shrunk, on a worker in the cluster runs
     assert comparable(two) == comparable(here)
@@ -68,7 +71,7 @@ def test_a_worker_killed_mid_campaign_loses_no_call_and_counts_none_twice(cluste
     killer = threading.Thread(target=kill_one)
     killer.start()
     try:
-        result = rpa.campaign(cluster_kernels.marks_pid, calls=32, seed=2,
+        result = rpa.campaign(cluster_kernels.marks_pid, **PLAIN, calls=32, seed=2,
                               cluster=cluster.address)
     finally:
         killer.join()
@@ -80,14 +83,14 @@ def test_a_worker_killed_mid_campaign_loses_no_call_and_counts_none_twice(cluste
     assert result.lost == 0 and result.stopped is None
     # The killed worker's task ran again on another (a new worker: 3 pids in all at least).
     assert len(os.listdir(pids)) >= 3
-    here = rpa.campaign(cluster_kernels.slow, calls=32, seed=2)
+    here = rpa.campaign(cluster_kernels.slow, **PLAIN, calls=32, seed=2)
     assert [v for _, _, v in here.call_log] == [v for _, _, v in result.call_log]
     assert [h for _, h, _ in here.call_log] == [h for _, h, _ in result.call_log]
 
 
 def test_a_hang_is_a_finding_and_the_cluster_goes_on(cluster):
     # A 3 s watchdog: no honest call comes near it, even with the machine busy.
-    result = rpa.campaign(cluster_kernels.hangs_sometimes, calls=40, seed=3, timeout_s=3.0,
+    result = rpa.campaign(cluster_kernels.hangs_sometimes, **PLAIN, calls=40, seed=3, timeout_s=3.0,
                           cluster=cluster.address)
     hung = [i for i, _, v in result.call_log if v == "hang"]
     assert hung, "no call hung: pick another seed"
@@ -98,25 +101,28 @@ def test_a_hang_is_a_finding_and_the_cluster_goes_on(cluster):
     assert result.findings[0].failing_calls == len(hung)
     assert result.resubmitted >= len(hung)  # the calls after each hang went out again
     # On one machine the campaign stops at the first hang, with the same verdicts up to it.
-    here = rpa.campaign(cluster_kernels.hangs_sometimes, calls=40, seed=3, timeout_s=3.0)
+    here = rpa.campaign(cluster_kernels.hangs_sometimes, **PLAIN, calls=40, seed=3, timeout_s=3.0)
     assert here.stopped and here.calls == hung[0] + 1
     assert here.call_log == result.call_log[:hung[0] + 1]
 
 
 def test_native_mode_v3_calls_on_the_cluster_are_those_here(cluster):
     """A native-mode campaign (valid calls and calls broken by a mutation the validators let
-    through, judged by the literal schedule) of the v3 dialect: the same on the cluster."""
-    here = rpa.campaign(cluster_kernels.v3_literal, dialect="tpu_inference_v3", calls=24, seed=6,
-                        mode="native")
-    there = rpa.campaign(cluster_kernels.v3_literal, dialect="tpu_inference_v3", calls=24,
-                         seed=6, mode="native", cluster=cluster.address)
-    assert here.ok and there.ok, there.summary()
-    assert comparable(there) == comparable(here) and there.call_log == here.call_log
+    through, judged by the literal schedule) of the v3 dialect, and one with the defaults (the
+    path-feature cover, strict and native calls): the same on the cluster."""
+    for options in ({"mode": "native", "cover": 0}, {}):
+        here = rpa.campaign(cluster_kernels.v3_literal, dialect="tpu_inference_v3", calls=24,
+                            seed=6, **options)
+        there = rpa.campaign(cluster_kernels.v3_literal, dialect="tpu_inference_v3", calls=24,
+                             seed=6, cluster=cluster.address, **options)
+        assert here.ok and there.ok, there.summary()
+        assert comparable(there) == comparable(here) and there.call_log == here.call_log
+        assert there.reach == here.reach and here.reach
 
 
 def test_seconds_bound_a_campaign_on_the_cluster(cluster):
     start = time.monotonic()
-    result = rpa.campaign(cluster_kernels.slow, seconds=4, seed=7, cluster=cluster.address)
+    result = rpa.campaign(cluster_kernels.slow, **PLAIN, seconds=4, seed=7, cluster=cluster.address)
     took = time.monotonic() - start
     assert result.ok and result.calls > 0 and result.stopped is None, result.summary()
     assert [i for i, _, _ in result.call_log] == list(range(result.calls))
@@ -129,9 +135,9 @@ def test_a_call_that_kills_every_worker_is_found_and_the_others_run(cluster):
     """A call that ends its worker process each time: Ray runs its task 3 more times and the
     driver sends it twice more; then the group is split, each part tried twice, down to the
     call: it alone is lost, counted and a finding of kind "crashed"; every other call runs."""
-    result = rpa.campaign(cluster_kernels.kills_its_worker, calls=40, seed=3,
+    result = rpa.campaign(cluster_kernels.kills_its_worker, **PLAIN, calls=40, seed=3,
                           cluster=cluster.address)
-    here = rpa.campaign(cluster_kernels.hangs_sometimes, calls=40, seed=3, timeout_s=3.0)
+    here = rpa.campaign(cluster_kernels.hangs_sometimes, **PLAIN, calls=40, seed=3, timeout_s=3.0)
     first = next(i for i, _, v in here.call_log if v == "hang")  # the same hash picks them
     done = {i for i, _, _ in result.call_log}
     assert first not in done and result.lost == 40 - result.calls > 0, result.summary()
@@ -151,7 +157,8 @@ def test_a_kernel_the_workers_cannot_import_stops_with_one_line(cluster, tmp_pat
     try:
         import only_on_the_driver  # pylint: disable=import-outside-toplevel
         with pytest.raises(RuntimeError) as e:
-            rpa.campaign(only_on_the_driver.kernel, calls=4, seed=1, cluster=cluster.address)
+            rpa.campaign(only_on_the_driver.kernel, **PLAIN, calls=4, seed=1,
+                         cluster=cluster.address)
     finally:
         sys.path.remove(str(tmp_path))
     assert re.fullmatch(r"a task failed on the cluster: the kernel does not load on worker "
@@ -160,7 +167,8 @@ def test_a_kernel_the_workers_cannot_import_stops_with_one_line(cluster, tmp_pat
 
 
 def cli(*args, env=None):
-    return subprocess.Popen([sys.executable, "-m", "rpa", "campaign", *args],
+    return subprocess.Popen([sys.executable, "-m", "rpa", "campaign", "--mode", "strict",
+                             "--cover", "0", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
@@ -189,7 +197,7 @@ def test_ctrl_c_writes_the_report_of_what_finished(cluster, tmp_path, where):
     # The calls that finished are the calls a run of the same seed here makes: calls are drawn
     # 64 at a time (batch) and the last batch is cut to what calls= leaves, so a run of whole
     # batches draws what the 2000-call run drew.
-    here = rpa.campaign(cluster_kernels.slow, calls=64 * (max(indices) // 64 + 1), seed=4)
+    here = rpa.campaign(cluster_kernels.slow, **PLAIN, calls=64 * (max(indices) // 64 + 1), seed=4)
     by_index = {i: (h, v) for i, h, v in here.call_log}
     assert all(by_index[int(i)] == (h, v) for i, h, v in rows)
     assert (report / "report.html").exists() and (report / "junit.xml").exists()
@@ -232,7 +240,7 @@ def test_a_kernel_file_runs_in_interpret_mode_on_the_workers(cluster, tmp_path):
     source = open(shipped.__file__, encoding="utf-8").read()
     kernel = KernelFile(str(tmp_path / "not-on-the-workers" / "kernel.py"), "jax",
                         source=source)
-    result = rpa.campaign(kernel, calls=8, seed=1, cluster=cluster.address)
+    result = rpa.campaign(kernel, **PLAIN, calls=8, seed=1, cluster=cluster.address)
     assert result.ok and result.calls == 8 and len(result.worker_ids) == 2, result.summary()
     assert result.summary().startswith(f"rpa campaign: {tmp_path}/not-on-the-workers/kernel.py:"
                                        f"ragged_paged_attention (jax, strict): 8 calls in ")

@@ -13,7 +13,8 @@ import numpy as np, pytest, rpa
 
 def my_kernel(q, kv_pages, kv_lens, page_indices, cu_q_lens, num_seqs, **params):
     return rpa.kernel(rpa.Case.from_call(q, kv_pages, kv_lens, page_indices, cu_q_lens,
-                                         num_seqs, **params))  # your kernel here
+                                         num_seqs, **params),
+                      schedule="literal", mode="jax")  # your kernel here
 
 def test_campaign(rpa_campaign):
     rpa_campaign(my_kernel, dialect="jax")
@@ -27,7 +28,8 @@ V3_FILE = '''
 import numpy as np, pytest, rpa
 
 def my_kernel(*args, **kwargs):  # ragged_paged_attention's signature: (out, kv_cache)
-    out, cache = rpa.kernel(rpa.Case.from_v3_call(*args, **kwargs))  # your kernel here
+    out, cache = rpa.kernel(rpa.Case.from_v3_call(*args, **kwargs),
+                            schedule="literal", mode="native")  # your kernel here
     return SLIP(out), cache
 
 def test_campaign(rpa_campaign):
