@@ -241,6 +241,12 @@ def test_the_cover_reaches_every_reachable_feature_in_24_calls(dialect, target, 
     assert all(1 <= c <= 24 for c in result.reach.values())
     # Both verdicts: strict and native calls among the 24.
     assert {"mode.strict", "mode.native"} <= set(result.reach)
+    # The integer edges in short calls (kernel.py: int16 positions from v6 on with bfloat16 q).
+    if dialect == "tpu_inference_v3":
+        edges = {f.split(".", 1)[1] for f in result.reach if ".positions." in f}
+        assert "positions.int32.at" in edges, sorted(edges)
+        if target != "v5e":
+            assert {"positions.int16.at", "positions.int16.wraps"} <= edges, sorted(edges)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["reach"]["reached"] == summary["reach"]["reachable"] == len(result.reach)
     assert "Path features" in (tmp_path / "report.html").read_text()
