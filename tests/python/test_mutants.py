@@ -1,0 +1,61 @@
+"""rpa.jax.mutants (issue 46, item 5): which tokens it mutates, that each mutant is one token
+away from the source and still parses, and the report it writes. The campaigns on the mutants
+themselves run in interpret mode (minutes a mutant): docs/python.md has the measured score."""
+import ast
+
+import pytest
+
+from rpa.jax import mutants as mu
+
+TOY = '''
+import jax
+
+def ragged_paged_attention_kernel(x, y):
+    if x < y:
+        return x + 1
+    return -y
+
+def static_validate_inputs(x):
+    assert x >= 0
+'''
+
+
+def test_only_the_kernels_own_tokens_are_mutated():
+    found = [m.name() for m in mu.mutants(TOY, "jax")]
+    # x < y, x + 1 (operator and literal); the unary minus and the validator are left alone.
+    assert found == ["L5:9 < -> <=", "L6:17 + -> -", "L6:19 1 -> 2"], found
+    for m in mu.mutants(TOY, "jax"):
+        ast.parse(m.source)
+        differ = [a for a, b in zip(TOY.splitlines(), m.source.splitlines()) if a != b]
+        assert len(differ) == 1
+
+
+def test_spread_takes_the_limit_evenly_and_the_same_each_time():
+    items = list(range(10))
+    assert mu.spread(items, 5) == [0, 2, 4, 6, 8]
+    assert mu.spread(items, None) == items and mu.spread(items, 20) == items
+
+
+def test_the_shipped_jax_kernel_has_mutants_that_parse():
+    pytest.importorskip("jax")
+    import inspect  # pylint: disable=import-outside-toplevel
+    from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as shipped
+    source = inspect.getsource(shipped)
+    found = mu.mutants(source, "jax")
+    assert len(found) > 100
+    for m in mu.spread(found, 20):
+        ast.parse(m.source)
+    validators = [s for s in mu._spans(source, ("static_validate_inputs",))]  # pylint: disable=protected-access
+    assert validators and not any(a <= m.line <= b for m in found for a, b in validators)
+
+
+def test_the_report_counts_each_status():
+    rows = [{"mutant": "L1:0 < -> <=", "line": 1, "status": "equivalent"},
+            {"mutant": "L2:0 + -> -", "line": 2, "status": "non-equivalent",
+             "before": {"killed": False, "first_call": None},
+             "after": {"killed": True, "first_call": 3}}]
+    md = mu.markdown({"dialect": "jax", "mutants": 2, "equivalent": 1, "probes": 8,
+                      "unpatchable": 0, "non_equivalent": 1, "calls": 24, "seed": 1,
+                      "killed_before": 0, "killed_after": 1, "rows": rows})
+    assert "of 1 non-equivalent, killed within 24 calls at seed 1: 0 before" in md
+    assert "| `L2:0 + -> -` | non-equivalent | survived | 3 |" in md
