@@ -289,3 +289,17 @@ def test_a_both_mode_finding_replays_in_its_own_mode(tmp_path):
             assert "--oracle literal" in f.replay
     with pytest.raises(ValueError, match="cover takes"):
         rpa.campaign(off, dialect="tpu_inference_v3", calls=1, cover=-1)
+
+
+def test_a_jax_call_the_walk_cannot_take_is_not_walked():
+    """JAX's validators let a num_seqs of another dtype through (the num_seqs_dtype mutation);
+    the path-feature walk read past cu_q_lens on one (SIGSEGV in the cover of seed 12345)."""
+    case = rpa.gen(seed=1, profile="decode")
+    for num_seqs in (np.array([2**40], dtype=np.int64), np.array([7.5], dtype=np.float32),
+                     np.array([-1], dtype=np.int32), np.array([99], dtype=np.int32)):
+        f = rpa.path_features(case.replace(num_seqs=num_seqs))
+        assert list(f) in (["stops.not_walked"],) or all(k.startswith("rejected.") for k in f), f
+    planner = rpa._campaign._Planner(  # pylint: disable=protected-access
+        rpa._campaign._Settings("jax", "both", None, 128, (4, 64, 128, 16), 120.0, None, 0,
+                                True).drawer(), 12345, 1024, 1, 512, None)
+    assert len(planner.batch(6)) == 6 and planner.reachable
