@@ -134,9 +134,8 @@ def _outcome(kernel: Any, call: Any) -> Any:
 
 def probe_calls(dialect: str, n: int, target: Optional[str]) -> list[Any]:
     """n calls as the campaign's defaults draw them from seed 12345: the first n of the cover
-    of 512 candidates' path features (strict and native). Plain draws would call a mutant
-    equivalent that only a walk past the first KV block shows (a mask bound off in a later
-    block: 6 plain probes missed L503 of JAX's kernel.py)."""
+    of 512 candidates' path features (strict and native), so that the probes walk the
+    program's branches rather than n small plain draws."""
     from rpa import _campaign  # pylint: disable=import-outside-toplevel
     settings = _campaign._Settings(dialect, "both", None, 128 if dialect == "jax" else None,
                                    (4, 64, 128, 16), 120.0, target, 0, True)
