@@ -251,6 +251,12 @@ class Program {
     if (bkv_idx + 1 == end && effective % bkv_sz_ != 0) hit("kv_block.partial_last");
     if (bkv_idx + 1 == end && kv_len_now_ % S_ != 0) hit("kv_block.partial_last_page");
   }
+  // A prefetch of KV block nbkv of query block nbq of sequence nseq, from block bq_idx of seq.
+  void prefetch_features(int64_t seq, int64_t bq_idx, int64_t nseq, int64_t nbq, int64_t nbkv) const {
+    if (!o_.features) return;
+    hit(nseq != seq ? "prefetch.next_seq" : nbq != bq_idx ? "prefetch.next_q_block" : "prefetch.next_kv_block");
+    if (nbkv > 0 && (nseq != seq || nbq != bq_idx)) hit("prefetch.window_start");
+  }
   void fetch_features(int64_t sz_cache, int64_t sz_new) const {
     if (!o_.features) return;
     hit(sz_cache > 0 ? (sz_new > 0 ? "fetch.cache_and_new" : "fetch.cache_only")
@@ -569,10 +575,7 @@ class Program {
         const int next_sem = bkv_sem == 0 ? 1 : 0;
         sem_ids_[1] = next_sem;
         fetch_bkv(nseq, nbkv, next_sem, false);
-        if (o_.features) {
-          hit(nseq != seq ? "prefetch.next_seq" : nbq != bq_idx ? "prefetch.next_q_block" : "prefetch.next_kv_block");
-          if (nbkv > 0 && (nseq != seq || nbq != bq_idx)) hit("prefetch.window_start");
-        }
+        prefetch_features(seq, bq_idx, nseq, nbq, nbkv);
       } else {
         hit("prefetch.none_past_range");
       }
@@ -831,10 +834,7 @@ class Program {
       if (nseq < num_seqs) {
         sem_ids_[1] = bkv_sem == 0 ? 1 : 0;
         fetch_bkv(nseq, nbkv, static_cast<int>(sem_ids_[1]), false);
-        if (o_.features) {
-          hit(nseq != seq ? "prefetch.next_seq" : nbq != bq_idx ? "prefetch.next_q_block" : "prefetch.next_kv_block");
-          if (nbkv > 0 && (nseq != seq || nbq != bq_idx)) hit("prefetch.window_start");
-        }
+        prefetch_features(seq, bq_idx, nseq, nbq, nbkv);
       } else {
         hit("prefetch.none_past_range");
       }
