@@ -118,6 +118,7 @@ class FeatureVisitor : public PallasProgramVisitor {
         total_(ints(in.cu_q_lens)[ints(in.num_seqs)[0]]) {}
 
   void dma(int buf, const KvBlockId& id) override {
+    f_.hit("cost.run_page_copies", g_.kv_pages_per_block);
     if (id.heads_blk != hb_ && started_) f_.hit("prefetch.next_heads_block");
     held_[buf] = id;
   }
@@ -204,6 +205,9 @@ PathFeatures jax_path_features(const Inputs& in, const Params& p, const PallasGr
   }
   f.hit(std::string("positions.int32.") +
         wrap_margin_bucket(std::numeric_limits<int32_t>::max() - most));
+  // What the call costs in TPU interpret mode (path_features.h): the DMA descriptor's static
+  // loop over the pages of a KV block, traced once.
+  f.hit("cost.traced_page_copies", grid.kv_pages_per_block);
   FeatureVisitor v(in, p, grid, f);
   if (!walk_pallas_program(in, grid, v, int64_t{1} << 22)) f.hit("stops.hang");
   return f;

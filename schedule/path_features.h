@@ -4,6 +4,13 @@
 // tens of interpret-mode calls still walk every branch the bounds can reach (a call that never
 // starts a window inside a partial last KV block cannot find a bug there).
 //
+// Entries named "cost.*" are not features: what the call costs in TPU interpret mode, where each
+// page copy a KV fetch starts is a DMA the interpreter runs and each one its static loops unroll
+// is traced and compiled ("cost.traced_page_copies": kernel.py's `for i in range(bkv_p)` per
+// pallas_call; "cost.run_page_copies": the copies the run starts; kernel.py's
+// "cost.traced_compute_bodies": q compute chunks times kv heads, unrolled per pass). The
+// campaign's cover prefers the cheaper of two calls that add the same features.
+//
 // Names are dotted paths, the program's part first: "mixed.kv_block.last",
 // "decode.window.starts_inside_block", "positions.int16.within_16", "dtype.q.bfloat16". The
 // literal programs record them as they walk (schedule/jax_program.h, v3_program.h); the

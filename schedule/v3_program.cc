@@ -181,6 +181,10 @@ class Program {
   void hit(std::string_view name) const {
     if (o_.features) o_.features->hit(part_ + "." + std::string(name));
   }
+  // What the call costs in TPU interpret mode (path_features.h, "cost."): not a feature.
+  void cost(std::string_view name, int64_t n) const {
+    if (o_.features && n > 0) o_.features->hit(name, n);
+  }
   // The call's own: dtypes, scales, the options its arithmetic depends on.
   void call_features() const {
     PathFeatures& f = *o_.features;
@@ -343,6 +347,7 @@ class Program {
     Semaphore& sem = sems_[0][b];
     if (!wait) {
       wait_update_kv_cache(b);
+      cost("cost.run_page_copies", bkv_p_);
       for (int64_t i = 0; i < bkv_p_; ++i) {
         const int64_t sz = std::clamp<int64_t>(from_cache - i * S_, 0, S_);
         const int64_t page = page_index(std::min(page_offset + i, npi_ - 1));
@@ -476,6 +481,10 @@ class Program {
     allocate(bq_sz, bkv_sz);
     part_ = names[static_cast<int>(pass)];
     bkv_p_ = bkv_sz / S_;
+    // Each pass is a pallas_call of its own, traced whether or not it has sequences: its fetch
+    // loop unrolls bkv_p copies, its compute loop q chunks times kv heads bodies.
+    cost("cost.traced_page_copies", bkv_p_);
+    cost("cost.traced_compute_bodies", cdiv(actual_bq, actual_bq_csz) * Hkv_);
     bq_csz_ = actual_bq_csz;
     bkv_csz_ = bkv_csz;
     const int64_t dist[3] = {in_.distribution.int_at(0), in_.distribution.int_at(1),
@@ -756,6 +765,8 @@ class Program {
     part_ = "hd64";
     if (o_.features && in_.distribution.int_at(2) > 0) hit("positions.int32");
     bkv_p_ = bkv_p;
+    cost("cost.traced_page_copies", bkv_p_);
+    cost("cost.traced_compute_bodies", Hkv_);
     const int64_t num_seqs = in_.distribution.int_at(2);
     const int64_t decode_end = in_.distribution.int_at(0), prefill_end = in_.distribution.int_at(1);
     range_start_ = 0;

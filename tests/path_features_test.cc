@@ -117,6 +117,22 @@ TEST(V3PathFeatures, WhereADecodesWindowStartsAmongItsKvBlocks) {
   EXPECT_EQ(Decode(DType::kFloat32, 10).features().count("decode.window.covers_all"), 1);
 }
 
+// What a call costs in interpret mode ("cost." entries, not features): each pallas_call (the
+// decode and the mixed pass here) traces its fetch loop of bkv_p page copies, and each fetch
+// starts bkv_p copies, whether or not they bring a key.
+TEST(V3PathFeatures, CostsCountTracedAndStartedPageCopies) {
+  const PathFeatures two = Decode().features();
+  EXPECT_EQ(two.count("cost.traced_page_copies"), 2 + 2);
+  EXPECT_EQ(two.count("cost.run_page_copies"), 2 * 2);  // blocks [0, 8) and [8, 10)
+  EXPECT_EQ(Decode(DType::kFloat32, 1).features().count("cost.run_page_copies"), 2);  // one skipped
+  Decode wide;
+  wide.p.d_block_sizes = V3BlockSizes{1, 12, 1, 4};  // one block of three pages
+  const PathFeatures one = wide.features();
+  EXPECT_EQ(one.count("cost.traced_page_copies"), 3 + 2);
+  EXPECT_EQ(one.count("cost.run_page_copies"), 3);
+  EXPECT_GE(one.count("cost.traced_compute_bodies"), 2);
+}
+
 // kernel.py holds positions in int16 on v6+ with bfloat16 q (finding 25): the last block's last
 // compared key, 11 (its one compute block of 4 lanes from key 8), plus the window is the
 // largest position compared.
