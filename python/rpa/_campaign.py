@@ -124,6 +124,9 @@ class CampaignResult:
     # Every path feature the campaign's candidates reached under its bounds -> the first call
     # (1-based) that walked it, None where no call run did.
     reach: dict[str, Optional[int]] = dataclasses.field(default_factory=dict)
+    # Drawn calls not sent: estimated dearer in interpret mode than the timeout
+    # (interpret_seconds).
+    too_dear: int = 0
 
     def reached(self) -> int:
         """How many of the reachable features some call walked."""
@@ -145,6 +148,9 @@ class CampaignResult:
         line = (f"rpa campaign: {self.kernel} ({self.dialect}, {self.mode}): {self.calls} calls in "
                 f"{self.seconds:.1f} s{where}, {self.compile_keys} compile keys{reach}, "
                 f"found {found}")
+        if self.too_dear:
+            line += (f"; {self.too_dear} drawn calls left out as dearer than the timeout in "
+                     f"interpret mode")
         if self.stopped:
             line += f"; stopped: {self.stopped}"
         return line
@@ -158,6 +164,7 @@ class CampaignResult:
             "max_share_of_tolerance": self.max_share_of_tolerance, "unjudged": self.unjudged,
             "stopped": self.stopped, "cluster": self.cluster, "workers": len(self.worker_ids),
             "resubmitted": self.resubmitted, "duplicates": self.duplicates, "lost": self.lost,
+            "too_dear": self.too_dear,
             "verdicts": {v: sum(1 for _, _, w in self.call_log if w == v)
                          for v in sorted({w for _, _, w in self.call_log})},
             "findings": [{
@@ -238,6 +245,34 @@ def compile_key(case: Case) -> tuple[Any, ...]:
     return (tuple(None if a is None else (tuple(np.shape(a)), str(np.asarray(a).dtype))
                   for a in args),
             tuple(sorted((k, repr(v)) for k, v in kwargs.items())))
+
+
+# What a call costs in TPU interpret mode, from its walk's "cost." entries
+# (schedule/path_features.h): seconds per call, per page copy traced, per compute body traced
+# and per page copy run. Measured with tpu-inference's kernel.py on a 2-core AMD EPYC
+# (docs/python.md, "What a call costs"): 3.5 to 7 s for the cover's calls of at most 60 traced
+# page copies; one call with 24, 384 and 1536 traced (96, 1536, 6144 run) took 3.5, 12.9 and
+# 60.3 s.
+INTERPRET_COST_S = (4.0, 0.02, 0.02, 0.005)
+# A call whose walk stops in the run (it raises or hangs) may hang in interpret mode until
+# the kernel's watchdog stops it (rpa.jax.v3_pallas: 3 s stalled; measured 11.2 s in all for
+# one such kernel.py call); another kernel may take its whole timeout.
+STOPPED_CALL_S = 20.0
+# The cover's first round takes the calls estimated at most this dear.
+CHEAP_CALL_S = 15.0
+
+
+def interpret_seconds(walked: dict[str, int]) -> float:
+    """A call's estimated interpret-mode seconds (trace, compile and run) from its path
+    features' cost entries."""
+    if "stops.too_large_to_walk" in walked:  # blocks near 2**31: a static loop of millions
+        return float("inf")
+    if "stops.run" in walked or "stops.hang" in walked:
+        return STOPPED_CALL_S
+    base, traced, bodies, run = INTERPRET_COST_S
+    return (base + traced * walked.get("cost.traced_page_copies", 0) +
+            bodies * walked.get("cost.traced_compute_bodies", 0) +
+            run * walked.get("cost.run_page_copies", 0))
 
 
 def _with_jax_blocks(case: Case) -> Case:
@@ -392,7 +427,9 @@ class _Runner:
             # neither a pass nor a finding.
             return _Outcome("unjudged", "the oracle ran out of memory", case)
         except ValueError as e:  # an output of another shape or dtype than the call's
-            if "does not model" in str(e):  # a call the literal schedule does not take
+            # A call the literal schedule does not take (a fetch block of no tokens, a float64
+            # cache: the kernel may return from it, as kernel.py does in interpret mode).
+            if "does not model" in str(e) or "literal v3 schedule computes" in str(e):
                 return _Outcome("unjudged", f"the literal schedule cannot judge it: {e}", case)
             if "out" not in str(e) and "kv_cache" not in str(e):
                 raise  # the harness's own error, not the kernel's
@@ -529,6 +566,7 @@ class _Call:
     case: Optional[Case] = None
     mode: str = "strict"  # how the call is drawn and judged: "strict" or "native"
     features: frozenset[str] = frozenset()  # its path features (rpa.path_features)
+    cost: float = 0.0  # what it costs in TPU interpret mode (interpret_seconds), estimated
 
     def ident(self) -> str:
         """A short name of the call: its bytes, data seed and mode, hashed."""
@@ -570,13 +608,18 @@ class _Settings:
 class _Planner:
     """The campaign's calls, batch after batch, from its seed alone: the same seed gives the
     same calls in the same order, however many workers run them. First the calls that cover the
-    path features of `cover` candidates (greedy: most new features first; sent smallest first),
+    path features of `cover` candidates (greedy: most new features first, the cheaper of equals,
+    the calls estimated under CHEAP_CALL_S before the dearer; sent cheapest first),
     then plain draws, each run with calls_per_shape data seeds; each batch of plain draws is
     sorted by compile key. Calls are numbered on from the last."""
 
     def __init__(self, drawer: _Drawer, seed: int, max_bytes: int, calls_per_shape: int,
-                 cover: int = 0, target: Optional[str] = None):
+                 cover: int = 0, target: Optional[str] = None, max_cost: float = float("inf")):
         self.drawer, self.max_bytes, self.calls_per_shape = drawer, max_bytes, calls_per_shape
+        # A call estimated dearer than this (interpret_seconds; the campaign's timeout) is not
+        # sent: a correct kernel would not return in time, a hang finding of no bug.
+        self.max_cost = max_cost
+        self.too_dear = 0  # drawn calls left out for that
         self.rng = np.random.default_rng(int(seed))
         self.planned = 0
         self.exhausted = False
@@ -593,9 +636,12 @@ class _Planner:
             return None
         return f"no further call of the {self.drawer.dialect} dialect fits the bounds"
 
-    def path_features(self, case: Case, mode: str) -> frozenset[str]:
-        """A call's path features on the campaign's target, and the mode that judges it."""
-        return frozenset(_api.path_features(case, self.target)) | {f"mode.{mode}"}
+    def path_features(self, case: Case, mode: str) -> tuple[frozenset[str], float]:
+        """A call's path features on the campaign's target and the mode that judges it, and
+        what it costs in interpret mode (interpret_seconds)."""
+        walked = _api.path_features(case, self.target)
+        features = frozenset(f for f in walked if not f.startswith("cost.")) | {f"mode.{mode}"}
+        return features, interpret_seconds(walked)
 
     def _draw(self) -> tuple[bytes, bool, str]:
         """The next candidate's bytes, whether it is drawn valid, and its mode. Native mode:
@@ -615,25 +661,34 @@ class _Planner:
             case = self.drawer.case(data, valid, None, mode)
             if case is None:
                 continue
-            features = self.path_features(case, mode)
+            features, cost = self.path_features(case, mode)
+            if cost > self.max_cost:
+                self.too_dear += 1
+                continue
             self.reachable |= features
-            pool.append((_size_key(case), _Call(0, data, valid, None, case, mode, features)))
+            pool.append((_size_key(case), _Call(0, data, valid, None, case, mode, features, cost)))
         covered: set[str] = set()
         chosen: list[_Call] = []
-        while pool:
-            k = max(range(len(pool)),
-                    key=lambda i: (len(pool[i][1].features - covered), [-x for x in pool[i][0]]))
-            if not pool[k][1].features - covered:
-                break
-            covered |= pool[k][1].features
-            chosen.append(pool.pop(k)[1])
+        # Two rounds: the calls of at most CHEAP_CALL_S first, then the dearer ones for the
+        # features no cheap call walks; in each, most new features first, then the cheaper.
+        for cap in (CHEAP_CALL_S, float("inf")):
+            while True:
+                left = [i for i in range(len(pool)) if pool[i][1].cost <= cap]
+                if not left:
+                    break
+                k = max(left, key=lambda i: (len(pool[i][1].features - covered),
+                                             -pool[i][1].cost, [-x for x in pool[i][0]]))
+                if not pool[k][1].features - covered:
+                    break
+                covered |= pool[k][1].features
+                chosen.append(pool.pop(k)[1])
         return chosen
 
     def batch(self, n: int) -> list[_Call]:
         if self.queue:
-            # The cover's calls, as many as fit, in the order chosen, sent smallest first.
+            # The cover's calls, as many as fit, in the order chosen, sent cheapest first.
             out, self.queue = self.queue[:n], self.queue[n:]
-            out.sort(key=lambda c: _size_key(c.case))
+            out.sort(key=lambda c: (c.cost, _size_key(c.case)))
             return self._number(out)
         drawer, rng = self.drawer, self.rng
         out: list[_Call] = []
@@ -644,7 +699,11 @@ class _Planner:
             case = drawer.case(data, valid, None, mode)
             if case is None:
                 continue
-            out.append(_Call(0, data, valid, None, case, mode, self.path_features(case, mode)))
+            features, cost = self.path_features(case, mode)
+            if cost > self.max_cost:
+                self.too_dear += 1
+                continue
+            out.append(_Call(0, data, valid, None, case, mode, features, cost))
             # The same call with other data: the same compile key and path.
             for _ in range(self.calls_per_shape - 1):
                 if len(out) >= n:
@@ -652,7 +711,8 @@ class _Planner:
                 seed_ = int(rng.integers(2**32))
                 again = drawer.case(data, valid, seed_, mode)
                 if again is not None:
-                    out.append(_Call(0, data, valid, seed_, again, mode, out[-1].features))
+                    out.append(_Call(0, data, valid, seed_, again, mode, out[-1].features,
+                                     out[-1].cost))
         if not out:
             if not self.planned:
                 raise ValueError(f"no call of the {drawer.dialect} dialect fits these bounds and "
@@ -878,7 +938,9 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
     shrink_calls: the kernel calls
     shrinking may spend per finding. timeout_s: the watchdog (a call that does not return is a
     finding; on one machine the campaign stops, as the call cannot be taken back; on a cluster
-    the worker is replaced and the campaign goes on). target: the TPU generation
+    the worker is replaced and the campaign goes on); a drawn call whose interpret-mode cost
+    the walk estimates past it (``interpret_seconds``; at least CHEAP_CALL_S) is not sent
+    (``CampaignResult.too_dear``). target: the TPU generation
     the literal schedule runs (native mode; default v6e). replay: the command line that runs
     this campaign's kernel (`python -m rpa campaign --kernel ...`), for the findings' replay
     lines. progress: a line on stderr every 10 s (default: when stderr is a terminal or the
@@ -920,7 +982,11 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
     settings = _Settings(dialect, mode, profile, head_dim, limits, float(timeout_s), target,
                          int(shrink_calls), bool(integer_edges))
     drawer = settings.drawer()
-    planner = _Planner(drawer, int(seed), max_bytes, calls_per_shape, int(cover), target)
+    # Calls estimated dearer than the timeout in interpret mode are not sent; a timeout under
+    # CHEAP_CALL_S is one for a kernel that does not run in interpret mode: the estimates do not
+    # hold for it, and only what no kernel could trace in time is left out.
+    planner = _Planner(drawer, int(seed), max_bytes, calls_per_shape, int(cover), target,
+                       max(settings.timeout_s, CHEAP_CALL_S))
     result = CampaignResult(_kernel_name(kernel), dialect, mode, profile, int(seed),
                             target=target)
     if replay is None:
@@ -938,6 +1004,7 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
         _run_here(kernel, settings, budget, tally, progress)
     tally.finish()
     result.reach = planner.reach(set(tally.verdicts))
+    result.too_dear = planner.too_dear
     result.seconds = time.monotonic() - start
     if report:
         write_report(result, report, replay)

@@ -302,3 +302,60 @@ def test_a_jax_call_the_walk_cannot_take_is_not_walked():
         rpa._campaign._Settings("jax", "both", None, 128, (4, 64, 128, 16), 120.0, None, 0,
                                 True).drawer(), 12345, 1024, 1, 512, None)
     assert len(planner.batch(6)) == 6 and planner.reachable
+
+
+def test_a_kernel_that_returns_where_the_literal_schedule_cannot_compute_is_unjudged():
+    """kernel.py in interpret mode returns from a native call with a float64 cache, which the
+    literal schedule does not compute: the campaign with the defaults raised ValueError there
+    (seed 1, once the cover sent its cheapest calls first)."""
+    settings = rpa._campaign._Settings(  # pylint: disable=protected-access
+        "tpu_inference_v3", "both", None, None, (4, 64, 128, 16), 120.0, None, 0, True)
+    planner = rpa._campaign._Planner(settings.drawer(), 1, 1024, 1, 512, None)  # pylint: disable=protected-access
+    calls = [c for c in planner.batch(64)
+             if c.mode == "native" and np.asarray(c.case.kv_cache).dtype == np.float64]
+    assert calls, "seed 1's cover has no native call with a float64 cache"
+
+    def returns(*args, **kwargs):
+        case = rpa.Case.from_v3_call(*args, dialect="tpu_inference_v3", **kwargs)
+        return np.zeros_like(case.queries), np.asarray(case.kv_cache)
+
+    out = settings.runner(returns).run(calls[0].case, "native")
+    assert out.kind == "unjudged" and "float64" in out.detail, (out.kind, out.detail)
+
+
+def test_the_cover_leaves_out_calls_dearer_than_the_timeout_and_sends_the_cheap_first():
+    """Seed 1's candidates for kernel.py include native calls with KV blocks near 2**31 tokens,
+    whose fetch loop kernel.py unrolls per page (millions of DMAs traced: over 10 minutes in
+    interpret mode before this planner left them out), and calls whose walk stops in the run,
+    which may hang until a watchdog stops them."""
+    campaign = rpa._campaign  # pylint: disable=protected-access
+    assert campaign.interpret_seconds({"stops.too_large_to_walk": 1}) == float("inf")
+    assert campaign.interpret_seconds({"stops.run": 1}) == campaign.STOPPED_CALL_S
+    small = campaign.interpret_seconds({"cost.traced_page_copies": 24,
+                                        "cost.run_page_copies": 96})
+    large = campaign.interpret_seconds({"cost.traced_page_copies": 1536,
+                                        "cost.run_page_copies": 6144})
+    assert small < campaign.CHEAP_CALL_S < large < 120.0  # measured: 3.5 s and 60.3 s
+    settings = campaign._Settings("tpu_inference_v3", "both", None, None, (4, 64, 128, 16),
+                                  120.0, None, 0, True)
+    planner = campaign._Planner(settings.drawer(), 1, 1024, 1, 512, None, 120.0)
+    cover = list(planner.queue)
+    assert planner.too_dear >= 1 and cover
+    assert all(c.cost <= 120.0 for c in cover)
+    assert not any("stops.too_large_to_walk" in c.features for c in cover)
+    assert "stops.too_large_to_walk" not in planner.reachable
+    # Round one, the cheap calls; round two only for what no cheap call walks.
+    dear = [k for k, c in enumerate(cover) if c.cost > campaign.CHEAP_CALL_S]
+    assert dear == list(range(len(cover) - len(dear), len(cover))), [c.cost for c in cover]
+    for k in dear:
+        cheap_reach = set().union(*(c.features for c in cover if c.cost <= campaign.CHEAP_CALL_S))
+        assert cover[k].features - cheap_reach
+    # Sent cheapest first.
+    sent = planner.batch(len(cover))
+    assert [c.cost for c in sent] == sorted(c.cost for c in sent)
+    # The result says how many it left out.
+    result = rpa.campaign(_literal_kernel("tpu_inference_v3"), dialect="tpu_inference_v3",
+                          calls=2, seed=1, cover=512)
+    assert result.too_dear >= 1
+    assert f"{result.too_dear} drawn calls left out" in result.summary()
+    assert result.to_json()["too_dear"] == result.too_dear
