@@ -59,3 +59,30 @@ def test_the_report_counts_each_status():
                       "killed_before": 0, "killed_after": 1, "rows": rows})
     assert "of 1 non-equivalent, killed within 24 calls at seed 1: 0 before" in md
     assert "| `L2:0 + -> -` | non-equivalent | survived | 3 |" in md
+
+
+def test_a_mutant_that_hangs_is_stopped_in_seconds_and_is_not_equivalent():
+    """L427:37 (JAX's kernel.py, 1 -> 2) waits on a DMA semaphore nothing signals on one of the
+    probe calls: the equivalence probe waited forever before JAX's runs had the watchdog
+    (rpa.jax.pallas.Watchdog), which now stops it once the wait has sat STALL_S."""
+    pytest.importorskip("jax")
+    import inspect  # pylint: disable=import-outside-toplevel
+    import time  # pylint: disable=import-outside-toplevel
+    from jax.experimental.pallas.ops.tpu.ragged_paged_attention import kernel as shipped
+    from rpa.jax.kernel_file import KernelFile  # pylint: disable=import-outside-toplevel
+    from rpa.jax.pallas import PallasError  # pylint: disable=import-outside-toplevel
+    source = inspect.getsource(shipped)
+    [m] = [m for m in mu.mutants(source, "jax") if (m.line, m.col) == (427, 37)]
+    kernel = KernelFile("mutant.py", "jax", source=m.source, timeout_s=600)
+    hung = []
+    for call in mu.probe_calls("jax", 6, None):
+        args, kwargs = call.call_args()
+        start = time.monotonic()
+        try:
+            kernel(*args, **kwargs)
+        except PallasError as e:
+            assert e.stage == "timeout" and "no copy left to signal it" in str(e), e
+            assert time.monotonic() - start < 60
+            hung.append(call)
+    assert hung, "no probe call hangs L427:37 any more"
+    assert mu._outcome(kernel, hung[0]) == ("raised", "PallasError")  # pylint: disable=protected-access

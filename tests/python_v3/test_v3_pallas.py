@@ -2,6 +2,7 @@
 (ctest jax_v3.harness, in the virtualenv of scripts/python_v3_venv.sh)."""
 import inspect
 import os
+import time
 
 import numpy as np
 import pytest
@@ -149,3 +150,21 @@ def test_the_test_judge_sees_what_the_package_tests_cannot_fail_on():
     # a window of 128 over sequences whose rows see fewer keys: no effect to show
     passed, caught, no_effect = v3_test_judge.judge(built["sliding_window[128]"]())
     assert "no window" in passed + no_effect and "zeros" in caught
+
+
+def test_a_wait_nothing_can_signal_is_a_hang_in_seconds_not_the_whole_timeout():
+    """kernel.py waits on a semaphore no copy will signal where rpa's walk of the program stops
+    in the run (a cover call of the campaign's seed 1): the watchdog calls it a hang once the
+    wait has sat STALL_S with no copy pending, not after timeout_s (120 s before)."""
+    from rpa import _campaign  # pylint: disable=import-outside-toplevel
+    settings = _campaign._Settings("tpu_inference_v3", "both", None, None, (4, 64, 128, 16),  # pylint: disable=protected-access
+                                   120.0, None, 0, True)
+    planner = _campaign._Planner(settings.drawer(), 1, _campaign.DEFAULT_MAX_BYTES, 4, 512, None)  # pylint: disable=protected-access
+    stops = [c for c in planner.queue if "stops.run" in c.features]
+    assert stops, "seed 1's cover has no call whose walk stops in the run"
+    start = time.monotonic()
+    with pytest.raises(PallasError, match="^timeout: .*no copy left to signal it"):
+        v3_pallas.run_v3_pallas(stops[0].case, tpu_version=6, timeout_s=600, name="stalled")
+    assert time.monotonic() - start < 120
+    out, _ = v3_pallas.run_v3_pallas(small_case("tpu_inference_v3", seed=9), tpu_version=6)
+    assert np.isfinite(out.astype(np.float32)).any()

@@ -9,7 +9,8 @@ with its entry point looked up by name.
   rpa.jax.v3_pallas: seven). A patch that no longer matches raises PatchError naming your
   file, the patch and the source it looked for. Each compiled program is kept by its shapes,
   dtypes and keywords, so that calls of one shape compile once; a v3 call that waits on a
-  semaphore nothing signals is stopped by interpret mode's watchdog (stage "timeout").
+  semaphore nothing signals is stopped by interpret mode's watchdog (stage "timeout": as soon
+  as the wait has sat 3 s with no copy pending, else after ``timeout_s``; both dialects).
 - ``interpret=False``: the file runs as it is, which needs a TPU. That path cannot run on these
   CPU machines and is not tested here; off a TPU it raises ValueError saying so.
 """
@@ -110,7 +111,8 @@ class KernelFile:
             case = Case.from_call(*args, **kwargs)
             arrays, params = pallas.case_arrays_params(case)
             bkv, bq = pallas.default_blocks(case)
-            return pallas.run_pallas(arrays, params, bkv, bq, kernel=self.module, cache=self.cache)
+            return pallas.run_pallas(arrays, params, bkv, bq, kernel=self.module, cache=self.cache,
+                                     timeout_s=self.timeout_s, name=self.path)
         from rpa.jax import v3_pallas  # pylint: disable=import-outside-toplevel
         case = Case.from_v3_call(*args, dialect=self.dialect, **kwargs)
         return v3_pallas.run_v3_pallas(case, self.tpu_version, self.timeout_s, self.path,

@@ -39,8 +39,11 @@ import inspect
 import os
 import sys
 import textwrap
+import threading
+import time
 import types
 import warnings
+from typing import Any, Optional
 
 import numpy as np
 
@@ -74,7 +77,8 @@ class PatchError(RuntimeError):
 
 
 class PallasError(RuntimeError):
-    """The Pallas kernel raised. stage: 'trace' (building the kernel) or 'run'."""
+    """The Pallas kernel raised. stage: 'trace' (building the kernel), 'run', 'timeout' (the
+    watchdog stopped a run that hung) or, for a v3 case, 'input'."""
 
     def __init__(self, stage, error):
         self.stage = stage
@@ -165,7 +169,7 @@ def check_version():
 
 
 def run_pallas(arrays, params, num_kv_pages_per_block, num_queries_per_block, kernel=None,
-               cache=None):
+               cache=None, timeout_s=120.0, name="case"):
     """Runs the Pallas kernel in TPU interpret mode.
 
     Args:
@@ -180,11 +184,13 @@ def run_pallas(arrays, params, num_kv_pages_per_block, num_queries_per_block, ke
       cache: a dict that keeps the last CACHE_SIZE compiled programs by their shapes,
         dtypes and keywords, so that calls of one shape compile once (default: compile
         every call).
+      timeout_s, name: the watchdog (Watchdog): a run that stalls in a semaphore wait no
+        copy will signal, or outlasts timeout_s, raises PallasError with stage "timeout".
     Returns:
       The whole output [T, Hq, D] in q's dtype (rows past cu_q_lens[num_seqs] hold what
       the kernel left there).
     Raises:
-      PallasError: the kernel raised while tracing or running.
+      PallasError: the kernel raised while tracing or running, or hung ("timeout").
     """
     import jax  # pylint: disable=import-outside-toplevel
     import jax.numpy as jnp  # pylint: disable=import-outside-toplevel
@@ -196,17 +202,17 @@ def run_pallas(arrays, params, num_kv_pages_per_block, num_queries_per_block, ke
         kernel = patched_kernel()
     else:
         install_interpreter_patch()
-    kwargs = {name: params.get(name) for name in PARAM_NAMES}
+    kwargs = {key: params.get(key) for key in PARAM_NAMES}
     if kwargs["sm_scale"] is None:
         kwargs["sm_scale"] = 1.0
     if kwargs["mask_value"] is None:
         kwargs["mask_value"] = kernel.DEFAULT_MASK_VALUE
-    for name in ("k_scale", "v_scale", "soft_cap", "sm_scale", "mask_value"):
-        if kwargs[name] is not None:
-            kwargs[name] = float(kwargs[name])  # the kernel asserts isinstance(x, float)
+    for key in ("k_scale", "v_scale", "soft_cap", "sm_scale", "mask_value"):
+        if kwargs[key] is not None:
+            kwargs[key] = float(kwargs[key])  # the kernel asserts isinstance(x, float)
     if kwargs["sliding_window"] is not None:
         kwargs["sliding_window"] = int(kwargs["sliding_window"])
-    args = [jnp.asarray(arrays[name]) for name in ARRAYS]
+    args = [jnp.asarray(arrays[key]) for key in ARRAYS]
     call = kernel.ragged_paged_attention
     key = (id(kernel), tuple((a.shape, str(a.dtype)) for a in args),
            tuple(sorted((k, repr(v)) for k, v in kwargs.items())),
@@ -223,8 +229,9 @@ def run_pallas(arrays, params, num_kv_pages_per_block, num_queries_per_block, ke
         except Exception as e:  # pylint: disable=broad-except
             raise PallasError("trace", e) from e
         remember(cache, key, compiled)
+    watchdog = Watchdog(timeout_s, name)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), watchdog:
             warnings.simplefilter("ignore")
             out = compiled(*args)
             out = np.asarray(jax.block_until_ready(out))
@@ -236,8 +243,87 @@ def run_pallas(arrays, params, num_kv_pages_per_block, num_queries_per_block, ke
         # The interpreter's callbacks are ordered effects: JAX keeps the failed run's
         # effect token and hands it to the next run, which then raises the same error.
         dispatch.runtime_tokens.clear()
-        raise PallasError("run", e) from e
+        raise PallasError("timeout" if watchdog.fired else "run", e) from e
     return out
+
+
+# How long a thread may sit in one semaphore wait with no copy left to run before the
+# watchdog calls the run stalled. Interpret mode runs one core, and runs a DMA when a wait needs
+# it: a wait whose semaphore has no pending copy and too low a count is never signalled. (A
+# kernel run on several interpret-mode cores that signal each other's semaphores, which none of
+# the three RPA kernels does, could wait longer than this and be stopped early.)
+STALL_S = 3.0
+
+
+def _stalled_wait(frame: Any) -> Optional[tuple[int, Any]]:
+    """(id of the frame, count) when a thread's innermost frames are interpret mode's
+    Semaphore.wait blocked on its condition with no copy pending on its core; else None."""
+    if frame is None or frame.f_code.co_name != "wait" or frame.f_back is None:
+        return None
+    outer = frame.f_back
+    if outer.f_code.co_name != "wait" or not outer.f_code.co_filename.endswith(
+            os.path.join("interpret", "shared_memory.py")):
+        return None
+    local = outer.f_locals
+    sem, core = local.get("self"), local.get("global_core_id")
+    try:
+        if len(sem.tasks[core]) > 0:
+            return None
+        return id(outer), int(sem.count_by_core[core])
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return None
+
+
+class Watchdog:
+    """Fails interpret mode's shared memory, which wakes every semaphore wait with the error:
+    after timeout_s, or as soon as one wait has sat stall_s with nothing that could signal it
+    (a hang the literal schedule predicts then costs seconds, not the whole timeout)."""
+
+    def __init__(self, timeout_s: float, what: str, stall_s: float = STALL_S):
+        self.fired = False
+        self._what = what
+        self._timeout_s, self._stall_s = timeout_s, stall_s
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="rpa-v3-watchdog", daemon=True)
+
+    def _watch(self) -> None:
+        start = time.monotonic()
+        seen: dict[int, tuple[tuple[int, Any], float]] = {}
+        while not self._done.wait(min(0.25, self._timeout_s)):
+            now = time.monotonic()
+            if now - start >= self._timeout_s:
+                self._fire(f"no progress in {self._timeout_s} s (a semaphore nothing signals)")
+                return
+            frames = sys._current_frames()  # pylint: disable=protected-access
+            for tid in list(seen):
+                if tid not in frames:
+                    del seen[tid]
+            for tid, frame in frames.items():
+                state = _stalled_wait(frame)
+                if state is None:
+                    seen.pop(tid, None)
+                    continue
+                if tid not in seen or seen[tid][0] != state:
+                    seen[tid] = (state, now)
+                elif now - seen[tid][1] >= self._stall_s:
+                    self._fire(f"a semaphore wait with no copy left to signal it ({self._stall_s:g} "
+                               f"s stalled): it hangs")
+                    return
+
+    def _fire(self, why: str) -> None:
+        from jax._src.pallas.mosaic.interpret import interpret_pallas_call  # pylint: disable=import-outside-toplevel
+        memory = getattr(interpret_pallas_call, "_shared_memory", None)
+        if memory is not None:
+            self.fired = True
+            memory.set_failed(TimeoutError(f"{self._what}: {why}"), top_level=False)
+
+    def __enter__(self) -> "Watchdog":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._done.set()
+        self._thread.join()
 
 
 # How many compiled programs a cache keeps (the oldest goes first): a campaign runs its calls

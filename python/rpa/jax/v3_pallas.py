@@ -21,9 +21,11 @@ generation's heuristics and code paths run (one module instance per generation: 
 cache keys on shapes, not on the version). ``vmem_limit_bytes`` defaults to 100 MiB, as the
 package's tests pass it (interpret mode does not enforce it).
 
-Interpret mode waits forever on a DMA semaphore that nothing will signal; a watchdog
-(``timeout_s``) fails the interpreter's shared memory, and the run raises PallasError with
-stage "timeout", naming the case. The interpreter's state is reset after any failure.
+Interpret mode waits forever on a DMA semaphore that nothing will signal; a watchdog fails
+the interpreter's shared memory, and the run raises PallasError with stage "timeout", naming
+the case: after ``timeout_s``, or once a wait has sat ``STALL_S`` (3 s) with no copy pending on
+its core (interpret mode runs one core and runs each DMA when a wait needs it, so nothing can
+signal such a wait). The interpreter's state is reset after any failure.
 
 Interpret mode reads a *negative* page index by numpy's wrap-around (page P - 7 for -7)
 where a TPU's DMA would fault; ``run_v3_pallas`` refuses a case whose used page indices are
@@ -44,7 +46,6 @@ import logging
 import os
 import re
 import sys
-import threading
 import types
 import warnings
 from typing import Any, Optional
@@ -52,7 +53,7 @@ from typing import Any, Optional
 import numpy as np
 
 from rpa.jax import tpu_inference
-from rpa.jax.pallas import PallasError, PatchError, remember
+from rpa.jax.pallas import PallasError, PatchError, Watchdog, remember
 
 # The package's tests pass vmem_limit_bytes=100 MiB; interpret mode does not enforce it.
 DEFAULT_VMEM_LIMIT_BYTES = 100 * 1024 * 1024
@@ -266,33 +267,6 @@ def _kwargs(case: Any, module: types.ModuleType) -> dict[str, Any]:
     return kwargs
 
 
-class _Watchdog:
-    """Fails interpret mode's shared memory after timeout_s, which wakes every semaphore
-    wait with the error."""
-
-    def __init__(self, timeout_s: float, what: str):
-        self.fired = False
-        self._what = what
-        self._timer = threading.Timer(timeout_s, self._fire)
-        self._timer.daemon = True
-        self._timeout_s = timeout_s
-
-    def _fire(self) -> None:
-        from jax._src.pallas.mosaic.interpret import interpret_pallas_call  # pylint: disable=import-outside-toplevel
-        memory = getattr(interpret_pallas_call, "_shared_memory", None)
-        if memory is not None:
-            self.fired = True
-            memory.set_failed(TimeoutError(f"{self._what}: no progress in {self._timeout_s} s "
-                                           f"(a semaphore nothing signals)"), top_level=False)
-
-    def __enter__(self) -> "_Watchdog":
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._timer.cancel()
-
-
 def run_v3_pallas(case: Any, tpu_version: Optional[int] = None, timeout_s: float = 120.0,
                   name: str = "case", module: Optional[types.ModuleType] = None,
                   cache: Optional[dict[Any, Any]] = None) -> tuple[np.ndarray, np.ndarray]:
@@ -332,7 +306,7 @@ def run_v3_pallas(case: Any, tpu_version: Optional[int] = None, timeout_s: float
         except Exception as e:  # pylint: disable=broad-except
             raise PallasError("trace", e) from e
         remember(cache, key, compiled)
-    watchdog = _Watchdog(timeout_s, name)
+    watchdog = Watchdog(timeout_s, name)
     try:
         with warnings.catch_warnings(), watchdog:
             warnings.simplefilter("ignore")
