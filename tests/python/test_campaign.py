@@ -217,6 +217,23 @@ def test_path_features_name_the_programs_branches():
         rpa.path_features(case, target="v9")
 
 
+def test_the_walk_counts_the_page_copies_a_call_costs():
+    """JAX's descriptor unrolls one DMA per page of a KV block (traced once) and each fetch
+    starts them all: cost.* entries, which are not features."""
+    case = rpa._campaign._with_jax_blocks(rpa.gen(seed=2, profile="decode", head_dim=128))  # pylint: disable=protected-access
+    f = rpa.path_features(case)  # seed 2: a decode JAX's validators accept
+    per_block = int(case.num_kv_pages_per_block)
+    assert f["cost.traced_page_copies"] == per_block, f
+    fetches, rest = divmod(f["cost.run_page_copies"], per_block)
+    assert rest == 0 and fetches >= 1, f
+    campaign = rpa._campaign  # pylint: disable=protected-access
+    planner = campaign._Planner(campaign._Settings(  # pylint: disable=protected-access
+        "jax", "both", None, 128, (4, 64, 128, 16), 120.0, None, 0, True).drawer(), 1, 1024, 1)
+    features, cost = planner.path_features(case, "strict")
+    assert not any(name.startswith("cost.") for name in features)
+    assert cost == campaign.interpret_seconds(f) > campaign.INTERPRET_COST_S[0]
+
+
 def _literal_kernel(dialect, target=None):
     """rpa's literal schedule in the dialect's signature: right in both modes (strict calls are
     those where it computes the definition)."""
