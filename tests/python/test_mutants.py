@@ -86,3 +86,10 @@ def test_a_mutant_that_hangs_is_stopped_in_seconds_and_is_not_equivalent():
             hung.append(call)
     assert hung, "no probe call hangs L427:37 any more"
     assert mu._outcome(kernel, hung[0]) == ("raised", "PallasError")  # pylint: disable=protected-access
+
+
+def test_the_probes_go_past_the_cover_when_asked_for_more():
+    """JAX's cover of seed 12345 has 7 calls; --probes 16 took those 7 alone before."""
+    calls = mu.probe_calls("jax", 16, None)
+    assert len(calls) == 16
+    assert len({repr(c.call_args()[1]) + str(c.q.shape) for c in calls}) > 7
