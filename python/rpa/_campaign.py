@@ -19,9 +19,11 @@ Calls led by the program's paths (issue 46): before any plain draw, the campaign
 ``cover`` (default 512) candidate calls (cheap: decoded, no kernel call), takes each one's path
 features (``rpa.path_features``: the literal program's branches and block kinds, walked without data)
 and sends first the calls that add features not yet covered (greedy cover, most new features
-first), smallest first; the rest of the budget goes to plain draws. The result's ``reach``
-says, for every feature the candidates reached under the campaign's bounds, the first call
-that walked it.
+first, the cheaper of equals by the walk's estimate of the call's interpret-mode cost,
+``interpret_seconds``; a dear call only for what no cheap one walks), cheapest first; the rest
+of the budget goes to plain draws. A call estimated dearer than the timeout is not sent. The
+result's ``reach`` says, for every feature the candidates reached under the campaign's bounds,
+the first call that walked it.
 
 A call whose check fails, that raises, or that does not return within ``timeout_s`` (the
 watchdog) is a finding of that kind. A mismatch or a raise is shrunk: the bytes are cut, zeroed
