@@ -284,7 +284,7 @@ class Watchdog:
         self._what = what
         self._timeout_s, self._stall_s = timeout_s, stall_s
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="rpa-v3-watchdog", daemon=True)
+        self._thread = threading.Thread(target=self._watch, name="rpa-interpret-watchdog", daemon=True)
 
     def _watch(self) -> None:
         start = time.monotonic()
