@@ -289,6 +289,9 @@ class Watchdog:
     def _watch(self) -> None:
         start = time.monotonic()
         seen: dict[int, tuple[tuple[int, Any], float]] = {}
+        # A wait stalled before this run began is another run's (one a caller gave up on).
+        before = {id(frame.f_back) for frame in sys._current_frames().values()  # pylint: disable=protected-access
+                  if _stalled_wait(frame) is not None}
         while not self._done.wait(min(0.25, self._timeout_s)):
             now = time.monotonic()
             if now - start >= self._timeout_s:
@@ -300,7 +303,7 @@ class Watchdog:
                     del seen[tid]
             for tid, frame in frames.items():
                 state = _stalled_wait(frame)
-                if state is None:
+                if state is None or state[0] in before:
                     seen.pop(tid, None)
                     continue
                 if tid not in seen or seen[tid][0] != state:
