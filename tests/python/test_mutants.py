@@ -93,3 +93,13 @@ def test_the_probes_go_past_the_cover_when_asked_for_more():
     calls = mu.probe_calls("jax", 16, None)
     assert len(calls) == 16
     assert len({repr(c.call_args()[1]) + str(c.q.shape) for c in calls}) > 7
+
+
+def test_the_report_says_which_campaign_did_not_run():
+    rows = [{"mutant": "L2:0 + -> -", "line": 2, "status": "non-equivalent",
+             "after": {"killed": True, "first_call": 3}}]
+    s = mu._summary("jax", 24, 1, 8, None, rows, 0.0)  # pylint: disable=protected-access
+    assert s["killed_before"] is None and s["killed_after"] == 1
+    md = mu.markdown(s)
+    assert "not run before (strict, plain draws), 1 after" in md
+    assert "| `L2:0 + -> -` | non-equivalent |  | 3 |" in md

@@ -221,8 +221,11 @@ def _summary(dialect: str, calls: int, seed: int, probes: int, target: Optional[
         "mutants": len(rows), "equivalent": sum(r["status"] == "equivalent" for r in rows),
         "unpatchable": sum(r["status"].startswith("unpatchable") for r in rows),
         "non_equivalent": len(live),
-        "killed_before": sum(r["before"]["killed"] for r in live if "before" in r),
-        "killed_after": sum(r["after"]["killed"] for r in live if "after" in r),
+        # None: that campaign was not run (--campaigns).
+        "killed_before": (sum(r["before"]["killed"] for r in live if "before" in r)
+                          if any("before" in r for r in live) or not live else None),
+        "killed_after": (sum(r["after"]["killed"] for r in live if "after" in r)
+                         if any("after" in r for r in live) or not live else None),
         "seconds": round(time.monotonic() - start, 1), "rows": rows,
     }
 
@@ -238,12 +241,17 @@ def _write(report: Optional[str], summary: dict[str, Any]) -> None:
         f.write(markdown(summary))
 
 
+def _count(killed: Optional[int]) -> str:
+    return "not run" if killed is None else str(killed)
+
+
 def markdown(s: dict[str, Any]) -> str:
     n = s["non_equivalent"]
     lines = [f"{s['dialect']}: {s['mutants']} mutants, {s['equivalent']} equivalent on "
              f"{s['probes']} probe calls, {s['unpatchable']} unpatchable; of {n} non-equivalent, "
-             f"killed within {s['calls']} calls at seed {s['seed']}: {s['killed_before']} before "
-             f"(strict, plain draws), {s['killed_after']} after (the defaults)", "",
+             f"killed within {s['calls']} calls at seed {s['seed']}: "
+             f"{_count(s['killed_before'])} before (strict, plain draws), "
+             f"{_count(s['killed_after'])} after (the defaults)", "",
              "| mutant | status | before: killed at call | after: killed at call |",
              "|---|---|---|---|"]
     for r in s["rows"]:
