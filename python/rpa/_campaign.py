@@ -257,8 +257,8 @@ def compile_key(case: Case) -> tuple[Any, ...]:
 # 60.3 s.
 INTERPRET_COST_S = (4.0, 0.02, 0.02, 0.005)
 # A call whose walk stops in the run (it raises or hangs) may hang in interpret mode until
-# the kernel's watchdog stops it (rpa.jax.v3_pallas: 3 s stalled; measured 11.2 s in all for
-# one such kernel.py call); another kernel may take its whole timeout.
+# the kernel's watchdog stops it (rpa.jax.pallas.Watchdog: 3 s stalled; measured 11.2 s in all
+# for one such kernel.py call); another kernel may take its whole timeout.
 STOPPED_CALL_S = 20.0
 # The cover's first round takes the calls estimated at most this dear.
 CHEAP_CALL_S = 15.0
@@ -645,6 +645,16 @@ class _Planner:
         features = frozenset(f for f in walked if not f.startswith("cost.")) | {f"mode.{mode}"}
         return features, interpret_seconds(walked)
 
+    def _affordable(self, call: _Call) -> Optional[_Call]:
+        """The drawn call with its path features and cost, or None (counted in too_dear) where
+        it is estimated dearer than max_cost."""
+        assert call.case is not None
+        call.features, call.cost = self.path_features(call.case, call.mode)
+        if call.cost > self.max_cost:
+            self.too_dear += 1
+            return None
+        return call
+
     def _draw(self) -> tuple[bytes, bool, str]:
         """The next candidate's bytes, whether it is drawn valid, and its mode. Native mode:
         half of the calls broken by one named mutation its validators let through; strict mode
@@ -663,12 +673,11 @@ class _Planner:
             case = self.drawer.case(data, valid, None, mode)
             if case is None:
                 continue
-            features, cost = self.path_features(case, mode)
-            if cost > self.max_cost:
-                self.too_dear += 1
+            call = self._affordable(_Call(0, data, valid, None, case, mode))
+            if call is None:
                 continue
-            self.reachable |= features
-            pool.append((_size_key(case), _Call(0, data, valid, None, case, mode, features, cost)))
+            self.reachable |= call.features
+            pool.append((_size_key(case), call))
         covered: set[str] = set()
         chosen: list[_Call] = []
         # Two rounds: the calls of at most CHEAP_CALL_S first, then the dearer ones for the
@@ -701,11 +710,10 @@ class _Planner:
             case = drawer.case(data, valid, None, mode)
             if case is None:
                 continue
-            features, cost = self.path_features(case, mode)
-            if cost > self.max_cost:
-                self.too_dear += 1
+            call = self._affordable(_Call(0, data, valid, None, case, mode))
+            if call is None:
                 continue
-            out.append(_Call(0, data, valid, None, case, mode, features, cost))
+            out.append(call)
             # The same call with other data: the same compile key and path.
             for _ in range(self.calls_per_shape - 1):
                 if len(out) >= n:
