@@ -888,6 +888,11 @@ void Mutator::apply(V3MutationKind kind) {
       shape[4] = 0;  // align(0, 128)
       in_.kv_cache = Tensor(in_.kv_cache.dtype(), shape);
       strict(R::head_dim_zero, "head_dim=0 must be positive.");
+      // kernel.py's validators take it; its kernel cannot trace it (finding 27), which native
+      // mode reports after every other rule, as the kernel traces after them.
+      native(R::head_dim_zero,
+             "ZeroDivisionError at trace: head_dim=0 (strided_load: integer modulo by zero)",
+             rank_of(R::sink_group_unpacked) + 1);
       return;
     }
     case V3MutationKind::block_size_nonpositive: {

@@ -475,6 +475,12 @@ class Program {
     if (causal_ && p_.skip_kv_mask) {
       throw V3ProgramError(Kind::kTrace, where + ": use_causal_mask with skip_kv_mask (an assertion)");
     }
+    // head_dim 0 (native validation lets it through; strict head_dim_zero): the body's
+    // strided_load folds a row of align(0, 128) lanes into 0 folds and asserts sz % step with
+    // step 0 (ZeroDivisionError in TPU interpret mode, on every call; finding 27).
+    if (Dp_ == 0) {
+      throw V3ProgramError(Kind::kTrace, where + ": head_dim 0 (strided_load: integer modulo by zero)");
+    }
     // A window past int16 traces: JAX 0.11 wraps the Python int into int16 (pos() below;
     // measured in TPU interpret mode, finding 25).
     int16_positions_ = qpack_ != 1 && o_.tpu_version >= 6 && pps_ * S_ <= 32767;

@@ -249,5 +249,31 @@ TEST(V3Program, NoBlockSizesAndNoGenerationCannotTrace) {
   EXPECT_TRUE(same_bits(v6.kv_cache, ref.kv_cache));
 }
 
+// Finding 27 (found by the long tier's campaign, issue 46): kernel.py's validators take
+// head_dim 0, its kernel cannot trace it (strided_load asserts sz % step with step 0: a
+// ZeroDivisionError in TPU interpret mode on every call); the literal schedule computed it, and
+// so a campaign called the shipped file's raise a finding.
+TEST(V3Program, HeadDimZeroCannotTrace) {
+  Batch c;
+  const auto zero_width = [](const Tensor& t) { return Tensor(t.dtype(), {t.dim(0), t.dim(1), 0}); };
+  c.in.queries = zero_width(c.in.queries);
+  c.in.keys = zero_width(c.in.keys);
+  c.in.values = zero_width(c.in.values);
+  Shape shape = c.in.kv_cache.shape();
+  shape[4] = 0;
+  c.in.kv_cache = Tensor(c.in.kv_cache.dtype(), shape);
+  try {
+    v3_literal_attention(Dialect::kTpuInferenceV3, c.in, c.p, {.tpu_version = 6});
+    FAIL() << "head_dim 0 traced";
+  } catch (const V3ProgramError& e) {
+    EXPECT_EQ(e.kind(), V3ProgramError::Kind::kTrace);
+    EXPECT_NE(std::string(e.what()).find("head_dim 0"), std::string::npos) << e.what();
+  }
+  // Native mode reports it as the kernel's crash, after the validators' own rules.
+  const std::optional<V3Failure> f = v3_validate(Dialect::kTpuInferenceV3, c.in, c.p, Mode::kJax);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->rule, V3RuleId::head_dim_zero);
+}
+
 }  // namespace
 }  // namespace rpa

@@ -291,11 +291,15 @@ TEST(V3Validate, HeadDim) {
   // observed from tpu-inference 0.32.0
   EXPECT_EQ(verdict(c, kNative), "head_dim_not_64: Expected actual_head_dim=128 to be 64.");
   EXPECT_EQ(rule_of(c, kStrict), "head_dim_not_64");
-  // kernel.py: D 64 fine, D 0 accepted natively (observed), strict needs D >= 1.
+  // kernel.py: D 64 and D 1 fine in both modes; D 0 passes its validators (observed) but its
+  // kernel raises at trace (finding 27, a native crash rule), and strict needs D >= 1.
   EXPECT_EQ(rule_of(make(Spec{.D = 64}), kStrict), "OK");
   EXPECT_EQ(rule_of(make(Spec{.D = 1}), kStrict), "OK");
+  EXPECT_EQ(rule_of(make(Spec{.D = 1}), kNative), "OK");
   Case d0 = make(Spec{.D = 0});
-  EXPECT_EQ(rule_of(d0, kNative), "OK");
+  EXPECT_EQ(verdict(d0, kNative),
+            "head_dim_zero: ZeroDivisionError at trace: head_dim=0 (strided_load: integer modulo "
+            "by zero)");
   EXPECT_EQ(rule_of(d0, kStrict), "head_dim_zero");
 }
 

@@ -139,6 +139,11 @@ def cases():
                attention_sink=np.array([0.5, 1.0, 2.0], np.float32)),
          "sink_group_unpacked", "sink_group_unpacked",
          "v3 hd64: both validators accept bfloat16 q with 3 q heads per kv head and a sink; kernel_hd64 reshapes the 3 sinks to (-1, 4, 1) (the group padded to q's packing) and fails at trace (TypeError); with 1 q head per kv head and 2 or 4 kv heads it reads sinks past the array (finding 22)"),
+        ("v3_head_dim_zero",
+         with_(b, queries=b["queries"][..., :0], keys=b["keys"][..., :0],
+               values=b["values"][..., :0], kv_cache=b["kv_cache"][..., :0]),
+         "head_dim_zero", "head_dim_zero",
+         "v3: kernel.py's validators accept head_dim 0 (a cache of align(0, 128) = 0 lanes); its kernel cannot trace it: strided_load asserts sz % step with step 0, a ZeroDivisionError in TPU interpret mode (finding 27)"),
         ("v3_chunk_prefill_zero",
          with_(b, chunk_prefill_size=np.int64(0)),
          "chunk_prefill_nonpositive", "chunk_prefill_nonpositive",
@@ -233,9 +238,9 @@ def verify():
             said = "valid"
         except Exception as e:  # ValueError, or what the validators crash with
             said = f"{type(e).__name__}: {e}"
-        # A native crash rule of the kernel (sink_group_unpacked) is a call the validators
+        # A native crash rule of the kernel (sink_group_unpacked, head_dim_zero) is a call the validators
         # accept and the kernel then fails on (rpa.jax.v3_pallas measures that part).
-        accepted = native in ("valid", "sink_group_unpacked")
+        accepted = native in ("valid", "sink_group_unpacked", "head_dim_zero")
         ok = (said == "valid") == accepted
         failed += not ok
         source = "kernel_hd64.py" if "hd64" in str(arrays["dialect"]) else "kernel.py"

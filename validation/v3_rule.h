@@ -80,7 +80,8 @@ namespace rpa {
   X(queries_per_block_nonpositive, false, true, true, false, "a q block holds >= 1 row")           \
   X(vmem_limit_nonpositive, true, true, true, false, "a scoped VMEM limit must be positive")       \
   X(q_heads_zero, false, false, true, false, "an attention call needs at least one q head")        \
-  X(head_dim_zero, false, false, true, false, "a zero-width head has no q.K to take")              \
+  X(head_dim_zero, true, false, true, true,                                                       \
+    "a zero-width head has no q.K to take (kernel.py: ZeroDivisionError at trace)")                \
   X(block_size_nonpositive, false, false, true, false,                                             \
     "a fetch block holds at least one row / token")                                                \
   X(sliding_window_too_large, false, false, true, false,                                           \

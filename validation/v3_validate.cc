@@ -859,17 +859,27 @@ class Walk {
       sink_group(q);
       if (done()) return;
     }
-    if (hd64_ || !p_.out_dtype || !q_ok) return;
+    if (hd64_) return;
     // Native: only a width change fails at trace (float16 out under bfloat16 q is inferred to
     // trace, as float16 q does).
     const bool out_bad =
-        strict() ? *p_.out_dtype != def : dtype_bits(*p_.out_dtype) != dtype_bits(def);
+        p_.out_dtype && q_ok &&
+        (strict() ? *p_.out_dtype != def : dtype_bits(*p_.out_dtype) != dtype_bits(def));
     if (out_bad) {
       fail(V3RuleId::out_dtype_not_default, std::string(strict() ? "" : "TypeError at trace: ") +
                                                 "out_dtype=" + dtype_repr(*p_.out_dtype) +
                                                 " must be the default " + dtype_repr(def) +
                                                 " for q.dtype=" + dtr(in_.queries) + ".");
+      if (done()) return;
     }
+    if (!strict() && D_ == 0) head_dim_zero_at_trace();
+  }
+
+  // kernel.py's body loads a row of align(0, 128) = 0 lanes as 0 folds of 128 and asserts
+  // sz % step with step 0 (finding 27: measured in TPU interpret mode, on every call).
+  void head_dim_zero_at_trace() {
+    fail(V3RuleId::head_dim_zero,
+         "ZeroDivisionError at trace: head_dim=0 (strided_load: integer modulo by zero)");
   }
 
   // kernel_hd64's prepare_inputs reshapes the sinks to (-1, g', 1), g' = Hq/Hkv aligned up to

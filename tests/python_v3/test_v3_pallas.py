@@ -139,6 +139,21 @@ def test_the_literal_schedule_says_where_the_kernel_cannot_trace():
     assert e.value.kind == "trace" and "Unsupported tpu_version=4" in e.value.why
 
 
+def test_head_dim_zero_passes_the_validators_and_cannot_trace():
+    """Finding 27 (the long tier's campaign at seed 1 found it as a 'raised' finding on the
+    shipped kernel.py): its validators accept head_dim 0, its kernel raises at trace; native
+    mode now says so (a crash rule)."""
+    case = rpa.Case.load(os.path.join(os.path.dirname(__file__), "..", "..", "corpus", "modes",
+                                      "v3_head_dim_zero.npz"))
+    with pytest.raises(PallasError, match="^trace: ZeroDivisionError"):
+        v3_pallas.run_v3_pallas(case, tpu_version=6)
+    verdict = rpa.validate(case, mode="native")
+    assert not verdict.valid and verdict.rule == "head_dim_zero"
+    assert "ZeroDivisionError at trace" in verdict.message
+    # The campaign's native draws leave it out (the mode rejects it); the literal schedule
+    # stops on it too (tests/v3_program_test.cc, V3Program.HeadDimZeroCannotTrace).
+
+
 def test_the_test_judge_sees_what_the_package_tests_cannot_fail_on():
     from rpa.jax import v3_test_judge  # pylint: disable=import-outside-toplevel
     built = dict(v3_cases.scenarios("tpu_inference_v3", quick=True))
