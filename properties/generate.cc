@@ -24,7 +24,11 @@ std::string unknown_profile(const std::string& name) {
   if (name == kProductionProfile) {
     return "profile production is a recipe of its own: it takes no size or head_dim";
   }
-  return "profile takes decode, prefill, mixed, long, edge or production (got '" + name + "')";
+  if (name == kLongTierProfile) {
+    return "profile long32k takes the v3 dialects (JAX's kernel: profile long, kv_len up to 8192)";
+  }
+  return "profile takes decode, prefill, mixed, long, long32k, edge or production (got '" + name +
+         "')";
 }
 
 // A bound of DecodeBounds (0: none) applied to an option.
@@ -101,6 +105,9 @@ V3GenOptions v3_gen_options(Dialect d, const GenRequest& request) {
   if (name == "long") {
     o = v3_long_options();
     known = true;
+  } else if (name == kLongTierProfile) {
+    o = v3_long_tier_options();
+    known = true;
   } else if (name == "edge") {
     o = v3_edge_options();
     known = true;
@@ -134,6 +141,13 @@ V3GenOptions v3_strategy_options(Dialect d, const GenRequest& request, const Dec
   V3GenOptions g = v3_gen_options(d, request);
   if (!g.options) return g;
   V3BuildOptions& o = *g.options;
+  if (request.profile == kLongTierProfile && bounds.max_kv_len > 0 &&
+      bounds.max_kv_len < kV3MinTierKvLen) {
+    return {.options = std::nullopt,
+            .error = "max_kv_len takes " + std::to_string(kV3MinTierKvLen) +
+                     " or more with profile long32k (got " + std::to_string(bounds.max_kv_len) +
+                     ")"};
+  }
   narrow(o.max_seqs, bounds.max_seqs);
   narrow(o.max_kv_len, bounds.max_kv_len);
   narrow(o.max_head_dim, bounds.max_head_dim);

@@ -20,7 +20,8 @@
 namespace rpa::props {
 
 // What to draw. profile: "" (any batch mix), "decode", "prefill", "mixed", "long" (the
-// long-context generator) or "edge" (one or two named mutations); "production" is drawn by
+// long-context generator), "long32k" (v3 only: the long tier) or "edge" (one or two named
+// mutations); "production" is drawn by
 // seeded_production_spec, not through these options; head_dim fixes the head
 // dimension (the Pallas kernel on the CPU traces multiples of 128 only).
 struct GenRequest {
@@ -83,6 +84,10 @@ V3Drawn decode_v3_strategy(std::span<const uint8_t> bytes, const V3BuildOptions&
 
 // rpa gen --seed for a v3 dialect: RandomSource at `size` through build_v3_case.
 V3CaseSpec seeded_v3_spec(uint64_t seed, int size, const V3BuildOptions& options);
+
+// The v3 dialects' long tier (v3_long_tier_options): kv_len 32768 to 65536 in a call or two;
+// no size scales it. Bounds narrow it only from 32768 up.
+inline constexpr std::string_view kLongTierProfile = "long32k";
 
 // The production profile, of every dialect (properties/production.h): a recipe from the
 // seed, sized by its own bounds (no size, no head_dim: the model fixes it).

@@ -3,7 +3,8 @@
 // (ByteSource) or a seeded stream (RandomSource), and encode_v3_case() writes the bytes from
 // which ByteSource draws a given spec again. All of them run visit_v3_case(), which names
 // every choice in order with its range; ranges depend only on earlier choices and options
-// only narrow them, so a spec built under any options encodes under v3_widest_options().
+// only narrow them, so a spec built under any options encodes under v3_widest_options(); the
+// two exceptions, the integer edges and the long tier, are drawn and replayed from case files.
 //
 // Every spec it builds is strict-valid (validation/v3_validate.h): q float32 | bfloat16, KV
 // float32 | bfloat16 | float8, out_dtype the default, 0 <= i <= j <= k <= N, decode rows
@@ -43,6 +44,12 @@ inline constexpr int64_t kV3MaxExtraSlots = 3;
 inline constexpr int64_t kV3MaxExtraPages = 3;
 inline constexpr int64_t kV3MaxExtraTokens = 4;
 inline constexpr int64_t kV3MaxSlidingWindow = 8192;
+// The long tier (v3_long_tier_options, profile "long32k"; issue 46): kv_len past int16's
+// positions, in pages up to 64 times the packing so that a call's page copies stay few. Its
+// specs do not encode (the codec's bounds are kV3MaxLongKvLen and kV3MaxPageMultiple).
+inline constexpr int64_t kV3MinTierKvLen = 32768;
+inline constexpr int64_t kV3MaxTierKvLen = 65536;
+inline constexpr int64_t kV3MaxTierPageMultiple = 64;
 
 struct V3BuildOptions {
   std::optional<Dialect> dialect;    // draw this dialect instead of picking one
@@ -51,10 +58,12 @@ struct V3BuildOptions {
   int64_t min_seqs = 0;
   int64_t max_seqs = kV3MaxSeqs;
   int64_t min_kv_len = 1;
-  int64_t max_kv_len = kV3MaxKvLen;  // up to kV3MaxLongKvLen
+  int64_t max_kv_len = kV3MaxKvLen;  // up to kV3MaxLongKvLen (the long tier: kV3MaxTierKvLen)
   bool unsized_kv_len = false;       // kv_len uniform over its range at every size
   int64_t max_q_len = kV3MaxQLen;    // <= max_kv_len
   int64_t max_head_dim = kV3MaxHeadDim;
+  int64_t max_kv_heads = kV3MaxKvHeads;
+  int64_t max_page_multiple = kV3MaxPageMultiple;  // up to kV3MaxTierPageMultiple
   // The integer edges at the cost of a short call (issue 46; the kernel campaign's draws): a
   // page table sized at kernel.py's int16 switch (pages_per_seq * page_size just at or past
   // 32767) and windows that bring the longest sequence's last key + window to the wrap of its
@@ -80,6 +89,25 @@ inline V3BuildOptions v3_long_options() {
   o.unsized_kv_len = true;
   o.max_q_len = 16;
   o.max_head_dim = 128;
+  return o;
+}
+
+// The long tier: one or two sequences of kv_len 32768 to 65536 (every position past int16's
+// wrap; kernel.py holds them in int32, as pages_per_seq * page_size > 32767), one or two KV
+// heads, head_dim up to 128, prefill chunks of up to 16 rows, pages of up to 64 times the
+// packing. At most about 270 MB of cache (two float32 sequences of 65536 tokens, 2 KV heads
+// of 128); in TPU interpret mode a call costs tens of seconds (docs/python.md).
+inline V3BuildOptions v3_long_tier_options() {
+  V3BuildOptions o;
+  o.min_seqs = 1;
+  o.max_seqs = 2;
+  o.min_kv_len = kV3MinTierKvLen;
+  o.max_kv_len = kV3MaxTierKvLen;
+  o.unsized_kv_len = true;
+  o.max_q_len = 16;
+  o.max_head_dim = 128;
+  o.max_kv_heads = 2;
+  o.max_page_multiple = kV3MaxTierPageMultiple;
   return o;
 }
 
@@ -167,10 +195,16 @@ void visit_v3_case(Io& io, V3CaseSpec& s, const V3BuildOptions& options) {
     io.num(s.head_dim, 1, std::clamp<int64_t>(options.max_head_dim, 1, kV3MaxHeadDim),
            {64, 80, 128, 240, 256});
   }
-  io.num(s.num_kv_heads, 1, kV3MaxKvHeads, {1, 2, 3, 8});
+  io.num(s.num_kv_heads, 1, std::clamp<int64_t>(options.max_kv_heads, 1, kV3MaxKvHeads),
+         {1, 2, 3, 8});
   io.num(s.q_per_kv, 1, kV3MaxQPerKv, {1, 2, 4});
   int64_t page_mult = s.page_size / packing;
-  io.num(page_mult, 1, kV3MaxPageMultiple, {1, 2, 4});
+  // The long tier favours large pages (few page copies in a call of 32768 tokens and more).
+  const int64_t max_page_mult =
+      std::clamp<int64_t>(options.max_page_multiple, 1, kV3MaxTierPageMultiple);
+  const std::initializer_list<int64_t> short_pages = {1, 2, 4};
+  const std::initializer_list<int64_t> long_pages = {16, 32, 64};
+  io.num(page_mult, 1, max_page_mult, max_page_mult > kV3MaxPageMultiple ? long_pages : short_pages);
   s.page_size = page_mult * packing;
 
   // The ranges: how many sequences each holds.
@@ -229,7 +263,7 @@ void visit_v3_case(Io& io, V3CaseSpec& s, const V3BuildOptions& options) {
   }
   // Without the kv_len mask every kv_len is whole kv compute blocks of every pass; offered
   // only where such a kv_len fits the bound.
-  const int64_t max_kv = std::clamp<int64_t>(options.max_kv_len, 1, kV3MaxLongKvLen);
+  const int64_t max_kv = std::clamp<int64_t>(options.max_kv_len, 1, kV3MaxTierKvLen);
   const int64_t skip_unit = hd64 ? 0
                                  : std::lcm(std::lcm((*p.d_block_sizes)[3], (*p.p_block_sizes)[3]),
                                             (*p.m_block_sizes)[3]);
@@ -306,8 +340,10 @@ void visit_v3_case(Io& io, V3CaseSpec& s, const V3BuildOptions& options) {
   });
   // Finding 25 (strict window_int16_wraps): kernel.py on TPU v6 and later holds mask
   // positions in int16 for bfloat16 q, where a key + sliding_window past 32767 wraps. Every
-  // generated window and kv_len keep inside it; the named mutation makes the others.
+  // generated window and kv_len keep inside it; the named mutation makes the others. (The
+  // long tier's kv_len is past 32767, and so its positions are int32.)
   static_assert(kV3MaxSlidingWindow + kV3MaxLongKvLen - 1 <= 32767);
+  static_assert(kV3MinTierKvLen > 32767 && kV3MaxSlidingWindow + kV3MaxTierKvLen < (int64_t{1} << 31));
   maybe(io, p.soft_cap, [&](double& c) { among(io, c, std::span<const double>(kV3SoftCaps)); });
   maybe(io, p.mask_value, [&](double& m) { among(io, m, std::span<const double>(kV3MaskValues)); });
   // Finding 24 (strict window_skips_cache_write): kernel.py writes a sequence's new tokens

@@ -794,8 +794,9 @@ nb::dict v3_check_case(const ArrayMap& arrays, const ParamMap& params,
 // A generated v3 spec as the Python side keeps it: (arrays, params, spec hex, description,
 // None, None): v3 generated cases are valid by construction.
 nb::tuple v3_generated(const props::V3CaseSpec& spec, const std::optional<std::string>& hex = {},
-                       const std::optional<std::string>& description = {}) {
-  const props::V3Materialized m = props::materialize_v3(spec);
+                       const std::optional<std::string>& description = {},
+                       props::Contents contents = props::Contents::kData) {
+  const props::V3Materialized m = props::materialize_v3(spec, contents);
   Case c;
   c.dialect = spec.dialect;
   c.v3_inputs = m.inputs;
@@ -821,10 +822,14 @@ Dialect v3_dialect_or_throw(const std::string& dialect) {
 // and, for an invalid one, one named mutation (any, when none is named) with what the v3 spec
 // model says strict and native mode must report; None where an invalid case was asked for and
 // none of the named mutations applies. A mutated case has no spec (its description names the
-// mutation). data_seed: as decode's.
+// mutation). data_seed: as decode's. zeros: q, keys, values and the cache all zeros, not
+// drawn (the campaign's candidates, whose path features and shapes need no data: a long-tier
+// call's draw fills up to 270 MB).
 nb::object v3_decode(const nb::bytes& data, const std::string& dialect, const std::string& profile,
                      std::optional<int64_t> head_dim, const props::DecodeBounds& bounds, bool valid,
-                     const std::vector<std::string>& mutations, std::optional<uint32_t> data_seed) {
+                     const std::vector<std::string>& mutations, std::optional<uint32_t> data_seed,
+                     bool zeros) {
+  const props::Contents contents = zeros ? props::Contents::kZeros : props::Contents::kData;
   const Dialect d = v3_dialect_or_throw(dialect);
   std::vector<props::V3MutationKind> kinds;
   for (const std::string& name : mutations) {
@@ -844,9 +849,9 @@ nb::object v3_decode(const nb::bytes& data, const std::string& dialect, const st
   props::V3Drawn drawn =
       props::decode_v3_strategy(std::span(p, data.size()), *g.options, valid, kinds);
   if (data_seed) drawn.spec.data_seed = *data_seed;  // the same call with other data
-  if (valid) return v3_generated(drawn.spec);
+  if (valid) return v3_generated(drawn.spec, std::nullopt, std::nullopt, contents);
   if (drawn.mutations.empty()) return nb::none();
-  const props::V3MutatedCase m = props::mutate_v3(drawn.spec, drawn.mutations);
+  const props::V3MutatedCase m = props::mutate_v3(drawn.spec, drawn.mutations, contents);
   auto verdict = [&](Mode mode) -> nb::object {
     const std::optional<V3Failure> f = props::expected_v3_failure(m.declared, mode);
     if (!f) return nb::none();
@@ -1031,7 +1036,7 @@ NB_MODULE(_rpa, m) {
   m.def("v3_strict_unreachable", &v3_strict_unreachable, "dialect"_a);
   m.def("v3_mutation_names", &v3_mutation_names, "dialect"_a);
   m.def("v3_decode", &v3_decode, "data"_a, "dialect"_a, "profile"_a, "head_dim"_a.none(), "bounds"_a,
-        "valid"_a, "mutations"_a, "data_seed"_a.none() = nb::none());
+        "valid"_a, "mutations"_a, "data_seed"_a.none() = nb::none(), "zeros"_a = false);
   m.def("production_gen", &production_gen, "seed"_a, "dialect"_a);
   m.def("production_gen_spec", &production_gen_spec, "hex"_a);
   m.def("production_recipe", &production_recipe, "seed"_a, "dialect"_a);

@@ -247,6 +247,8 @@ class Program {
     const int64_t v = std::max(q_max, k_max + (p_.sliding_window && !hd64_ ? *p_.sliding_window : 0));
     hit(std::string(int16_positions_ ? "positions.int16." : "positions.int32.") +
         wrap_margin_bucket(limit - v));
+    // Positions themselves past int16's range (the long tier's calls alone).
+    if (std::max(q_max, k_max) > 32767) hit("positions.past_int16");
   }
   // The blocks a query block walks, what each fetch brings, and the compute blocks.
   void kv_block_features(int64_t bkv_idx, int64_t first, int64_t end, int64_t effective) const {
@@ -838,6 +840,8 @@ class Program {
       const int64_t rows = std::min(actual_bq, cu(seq + 1) - cu(seq) - bq_idx * bq_sz_);
       window_features(q0, q0 + std::max<int64_t>(rows, 1) - 1, len);
       if (num_bkv <= hd64_start_bkv_) hit("kv_blocks.none");
+      // Its int32 positions past int16's range (the long tier's calls alone).
+      if (q0 + std::max<int64_t>(rows, 1) - 1 > 32767) hit("positions.past_int16");
     }
     for (int64_t bkv_idx = hd64_start_bkv_; bkv_idx < num_bkv; ++bkv_idx) {
       const int bkv_sem = static_cast<int>(sem_ids_[1]);

@@ -151,6 +151,32 @@ TEST(V3PathFeatures, Int16PositionsAndTheirDistanceToTheWrap) {
   EXPECT_EQ(near.count("decode.positions.int16.at"), 0);
 }
 
+// The long tier's calls (profile long32k): keys past int16's range, which kernel.py then
+// holds in int32 (pages_per_seq * page_size > 32767); no short call walks this.
+TEST(V3PathFeatures, PositionsPastInt16AreTheLongTiersAlone) {
+  V3Builder b;
+  b.q = b.kv = BF16;
+  b.page_size = 512;
+  b.pages = 66;
+  b.max_seqs = 1;
+  b.tokens = 1;
+  b.pps = 65;
+  b.seqs = {{1, 32770}};  // its decode row at position 32769
+  b.fill = 0.0f;
+  V3Inputs in = b.build();
+  in.distribution.set_int(0, 1);
+  in.distribution.set_int(1, 1);
+  V3Params p;
+  p.d_block_sizes = p.p_block_sizes = p.m_block_sizes = V3BlockSizes{1, 4096, 1, 1024};
+  ASSERT_FALSE(v3_validate(Dialect::kTpuInferenceV3, in, p, Mode::kStrict).has_value());
+  const PathFeatures long_call = v3_path_features(Dialect::kTpuInferenceV3, in, p, 6);
+  EXPECT_EQ(long_call.count("decode.positions.int32"), 1);
+  // Each of its 9 KV blocks (8 of 4096 tokens, then [32768, 32770)) compares the row at 32769.
+  EXPECT_EQ(long_call.count("decode.positions.past_int16"), 9);
+  EXPECT_EQ(Decode(BF16).features(6).count("decode.positions.past_int16"), 0);
+  EXPECT_EQ(Decode(BF16, 32756).features(6).count("decode.positions.past_int16"), 0);
+}
+
 // The walk without arithmetic reports what the computing program walks.
 TEST(V3PathFeatures, TheWalkWithoutDataIsTheProgramsPath) {
   for (int64_t w : {0, 1, 2, 5}) {

@@ -148,14 +148,61 @@ TEST(V3CaseGen, HexRefusesTruncatedPaddedAndJaxSpecs) {
   EXPECT_FALSE(v3_spec_from_hex("v3:zz").has_value());
 }
 
+// The long tier (profile long32k, issue 46): every sequence of kv_len 32768 to 65536, so
+// every position past int16's range and kernel.py's positions int32 (pages_per_seq *
+// page_size > 32767); one or two KV heads; valid in both modes; past the codec's bounds, so
+// it does not encode (its case file replays it).
+TEST(V3CaseGen, LongTierDrawsKvLenPastInt16InValidCalls) {
+  std::set<int64_t> page_mults;
+  int64_t shortest = kV3MaxTierKvLen, longest = 0;
+  for (Dialect d : kV3GenDialects) {
+    const V3BuildOptions o = options_for("long32k", d);
+    for (uint64_t seed = 0; seed < 12; ++seed) {
+      const V3CaseSpec spec = seeded_v3_spec(seed, 100, o);
+      SCOPED_TRACE(describe(spec));
+      ASSERT_GE(spec.num_seqs(), 1);
+      ASSERT_LE(spec.num_seqs(), 2);
+      for (const V3SeqSpec& q : spec.seqs) {
+        shortest = std::min(shortest, q.kv_len);
+        longest = std::max(longest, q.kv_len);
+      }
+      EXPECT_LE(spec.num_kv_heads, 2);
+      EXPECT_GT(spec.pages_per_seq() * spec.page_size, 32767);
+      EXPECT_FALSE(v3_spec_encodes(spec));
+      page_mults.insert(spec.page_size / v3_kv_packing(spec.kv_dtype));
+      const V3Materialized m = materialize_v3(spec, Contents::kZeros);
+      EXPECT_EQ(failure_text(v3_validate(d, m.inputs, m.params, Mode::kStrict)), "accepted");
+      EXPECT_EQ(failure_text(v3_validate(d, m.inputs, m.params, Mode::kJax)), "accepted");
+    }
+  }
+  EXPECT_GE(shortest, kV3MinTierKvLen);
+  EXPECT_LE(longest, kV3MaxTierKvLen);
+  EXPECT_GT(longest, 40000);  // drawn across the range, not pinned at its floor
+  EXPECT_GT(*page_mults.rbegin(), kV3MaxPageMultiple);  // pages past the short calls' 8x
+}
+
 TEST(V3CaseGen, OptionErrors) {
   EXPECT_EQ(v3_gen_options(Dialect::kTpuInferenceV3, {.profile = "huge", .head_dim = {}}).error,
-            "profile takes decode, prefill, mixed, long, edge or production (got 'huge')");
+            "profile takes decode, prefill, mixed, long, long32k, edge or production (got 'huge')");
   EXPECT_EQ(v3_gen_options(Dialect::kTpuInferenceV3Hd64, {.profile = "", .head_dim = 128}).error,
             "head_dim takes 64 alone with dialect tpu_inference_v3_hd64 (got 128)");
   EXPECT_EQ(v3_gen_options(Dialect::kTpuInferenceV3, {.profile = "long", .head_dim = 256}).error,
             "head_dim takes 1 to 128 with profile long (got 256)");
   EXPECT_TRUE(v3_gen_options(Dialect::kTpuInferenceV3, {.profile = "", .head_dim = 256}).options);
+  // The long tier: v3 only, and a kv_len bound narrows it from 32768 up only.
+  EXPECT_EQ(gen_options({.profile = "long32k", .head_dim = {}}).error,
+            "profile long32k takes the v3 dialects (JAX's kernel: profile long, kv_len up to 8192)");
+  const GenRequest tier{.profile = "long32k", .head_dim = {}};
+  EXPECT_EQ(v3_strategy_options(Dialect::kTpuInferenceV3, tier, {.max_kv_len = 64}).error,
+            "max_kv_len takes 32768 or more with profile long32k (got 64)");
+  EXPECT_EQ(v3_strategy_options(Dialect::kTpuInferenceV3, tier, {.max_kv_len = 32767}).error,
+            "max_kv_len takes 32768 or more with profile long32k (got 32767)");
+  const V3GenOptions narrowed =
+      v3_strategy_options(Dialect::kTpuInferenceV3, tier, {.max_kv_len = 32768});
+  ASSERT_TRUE(narrowed.options) << narrowed.error;
+  EXPECT_EQ(narrowed.options->max_kv_len, 32768);
+  EXPECT_EQ(v3_strategy_options(Dialect::kTpuInferenceV3, tier, {}).options->max_kv_len,
+            kV3MaxTierKvLen);
 }
 
 }  // namespace

@@ -60,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
     budget.add_argument("--calls", type=int, help="how many calls (default 100)")
     budget.add_argument("--seconds", type=float, help="for how long")
     c.add_argument("--seed", type=int, default=0)
-    c.add_argument("--profile", help="decode, prefill, mixed, long or edge (default: any)")
+    c.add_argument("--profile", help="decode, prefill, mixed, long, edge (default: any) or "
+                   "long32k (v3: kv_len 32768 to 65536, the long tier)")
     c.add_argument("--mode", choices=("strict", "native", "both"), default="both",
                    help="strict calls against the definition, native calls against the literal "
                    "schedule, or both (default)")
@@ -75,7 +76,8 @@ def _parser() -> argparse.ArgumentParser:
                    "files")
     c.add_argument("--head-dim", type=int)
     c.add_argument("--max-seqs", type=int, default=4)
-    c.add_argument("--max-kv-len", type=int, default=64)
+    c.add_argument("--max-kv-len", type=int,
+                   help="default 64 (--profile long32k: its own 32768 to 65536)")
     c.add_argument("--max-head-dim", type=int, default=128)
     c.add_argument("--max-page-size", type=int, default=16)
     c.add_argument("--shrink-calls", type=int, default=150,

@@ -474,9 +474,12 @@ def gen(seed: Optional[int] = None, *, profile: Optional[str] = None, size: int 
         head_dim: Optional[int] = None, spec: Optional[str] = None,
         dialect: str = "jax") -> Case:
     """A generated case, as ``rpa gen`` writes it: from a seed (profile "decode", "prefill",
-    "mixed", "long", "edge" or "production" (a serving-shaped call of a real model, any
-    dialect; its spec starts with "prod:" and names the dialect), None for any mix; size 0 to 400 scales the batch as in a
-    RapidCheck run; head_dim fixes the head dimension), or from the hex ``spec`` a property,
+    "mixed", "long", "edge", "long32k" (v3 dialects: one or two sequences of kv_len 32768 to
+    65536, the campaign's long tier; past the spec's bounds, so ``case.spec`` is empty and the
+    case file replays it) or "production" (a serving-shaped call of a real model, any dialect;
+    its spec starts with "prod:" and names the dialect), None for any mix; size 0 to 400
+    scales the batch as in a RapidCheck run; head_dim fixes the head dimension), or from the
+    hex ``spec`` a property,
     the campaign or a generated case (``case.spec``) printed. dialect: "jax", or
     "tpu_inference_v3" / "tpu_inference_v3_hd64" (``rpa gen --dialect``: a valid v3 call;
     its spec starts with "v3:", and gen(spec=...) takes it whatever the dialect named)."""

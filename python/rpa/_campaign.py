@@ -63,6 +63,7 @@ KINDS = ("mismatch", "biased", "raised", "hang", "crashed")  # crashed: on a clu
 MODES = ("strict", "native", "both")
 TARGETS = ("v5e", "v6e", "7x")
 TPU_VERSIONS = {"v5e": 5, "v6e": 6, "7x": 7}  # python -m rpa campaign --tpu-version
+LONG_TIER = "long32k"  # the v3 dialects' profile of kv_len 32768 to 65536 (docs/python.md)
 
 
 @dataclasses.dataclass
@@ -298,13 +299,14 @@ class _Drawer:
         self.bounds = bounds
 
     def case(self, data: bytes, valid: bool, data_seed: Optional[int] = None,
-             mode: Optional[str] = None) -> Optional[Case]:
+             mode: Optional[str] = None, zeros: bool = False) -> Optional[Case]:
         """The call the bytes draw in `mode` (default: the drawer's, which "both" leaves to
-        each call), or None where the mode does not draw it."""
+        each call), or None where the mode does not draw it. zeros: a v3 call's q, K, V and
+        cache left zero (rpa._draw.decoded): for its shapes and path features alone."""
         mode = mode or self.mode
         assert mode in ("strict", "native"), mode
         d = decoded(data, self.profile, self.head_dim, self.bounds, valid, [], self.dialect,
-                    data_seed)
+                    data_seed, zeros)
         if d is None:
             return None
         case, strict, native = d
@@ -630,7 +632,8 @@ class _Planner:
         self.drawn = 0  # plain draws so far, for the mode they take in turn
         self.features: dict[int, frozenset[str]] = {}  # call number -> its path features
         self.reachable: set[str] = set()
-        self.queue: list[_Call] = self._cover(cover) if cover > 0 else []
+        # The cover's calls (size key, call without its arrays), in the order chosen.
+        self.queue: list[tuple[tuple[int, int], _Call]] = self._cover(cover) if cover > 0 else []
 
     def exhausted_line(self) -> Optional[str]:
         """Why the campaign stopped drawing, when it ran out of calls that fit (else None)."""
@@ -665,21 +668,24 @@ class _Planner:
         self.drawn += 1
         return data, mode == "strict" or bool(rng.integers(2)), mode
 
-    def _cover(self, candidates: int) -> list[_Call]:
+    def _cover(self, candidates: int) -> list[tuple[tuple[int, int], _Call]]:
         """Greedy cover of the candidates' path features: the calls in the order chosen."""
         pool: list[tuple[tuple[int, int], _Call]] = []
         for _ in range(candidates):
             data, valid, mode = self._draw()
-            case = self.drawer.case(data, valid, None, mode)
+            # No data: the walk and the size key need none; a chosen call is drawn again.
+            case = self.drawer.case(data, valid, None, mode, zeros=True)
             if case is None:
                 continue
             call = self._affordable(_Call(0, data, valid, None, case, mode))
             if call is None:
                 continue
             self.reachable |= call.features
-            pool.append((_size_key(case), call))
+            # The pool keeps bytes, features and cost, not the arrays: 512 long-tier calls
+            # would hold tens of GB. A chosen call is drawn again when it is sent.
+            pool.append((_size_key(case), dataclasses.replace(call, case=None)))
         covered: set[str] = set()
-        chosen: list[_Call] = []
+        chosen: list[tuple[tuple[int, int], _Call]] = []
         # Two rounds: the calls of at most CHEAP_CALL_S first, then the dearer ones for the
         # features no cheap call walks; in each, most new features first, then the cheaper.
         for cap in (CHEAP_CALL_S, float("inf")):
@@ -692,14 +698,16 @@ class _Planner:
                 if not pool[k][1].features - covered:
                     break
                 covered |= pool[k][1].features
-                chosen.append(pool.pop(k)[1])
+                chosen.append(pool.pop(k))
         return chosen
 
     def batch(self, n: int) -> list[_Call]:
         if self.queue:
             # The cover's calls, as many as fit, in the order chosen, sent cheapest first.
-            out, self.queue = self.queue[:n], self.queue[n:]
-            out.sort(key=lambda c: (c.cost, _size_key(c.case)))
+            taken, self.queue = self.queue[:n], self.queue[n:]
+            taken.sort(key=lambda t: (t[1].cost, t[0]))
+            out = [dataclasses.replace(c, case=self.drawer.case(c.data, c.valid, None, c.mode))
+                   for _, c in taken]
             return self._number(out)
         drawer, rng = self.drawer, self.rng
         out: list[_Call] = []
@@ -918,7 +926,8 @@ class _Tally:
 def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optional[int] = None,
              seconds: Optional[float] = None, seed: int = 0, profile: Optional[str] = None,
              mode: str = "both", report: Optional[str] = None,
-             head_dim: Optional[int] = None, max_seqs: int = 4, max_kv_len: int = 64,
+             head_dim: Optional[int] = None, max_seqs: int = 4,
+             max_kv_len: Optional[int] = None,
              max_head_dim: int = 128, max_page_size: int = 16,
              max_bytes: int = DEFAULT_MAX_BYTES, batch: int = 64, calls_per_shape: int = 4,
              shrink_calls: int = 150, cover: int = 512, integer_edges: bool = True,
@@ -932,11 +941,14 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
     ("jax": JAX's ragged_paged_attention signature, returns the output [T, Hq, D];
     "tpu_inference_v3" / "tpu_inference_v3_hd64": tpu-inference's, returns (out, kv_cache)).
     calls or seconds: how many calls, or for how long (one of them). seed: the random stream.
-    profile: the batch mix (as rpa.gen). mode: "strict", "native" or "both" (the default: the
+    profile: the batch mix (as rpa.gen; "long32k", the v3 dialects' long tier: one or two
+    sequences of kv_len 32768 to 65536, each call estimated at 4 to 15 s in interpret mode and
+    run as a campaign of its own). mode: "strict", "native" or "both" (the default: the
     two alike, each call judged as its mode says). report: a folder for
     summary.json, calls.tsv, report.html, junit.xml and the finding files. head_dim, max_*: the
-    generators' bounds (as rpa.strategies.cases); a jax call's head_dim defaults to 128, as
-    JAX's validators take multiples of 128 only.
+    generators' bounds (as rpa.strategies.cases; max_kv_len defaults to 64, and to none for
+    profile "long32k", which it narrows only from 32768 up); a jax call's head_dim defaults to
+    128, as JAX's validators take multiples of 128 only.
     batch: calls drawn at a time and run grouped by compile key. calls_per_shape: each drawn
     call runs with this many data seeds (its own and others: the same shapes, sequences and
     keywords, so one compile). cover: how many candidate calls the path-feature cover draws
@@ -987,6 +999,8 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
                          "for)")
     if dialect == "jax" and head_dim is None:
         head_dim = 128  # JAX's validators take multiples of 128 (head_dim_not_lane_multiple)
+    if max_kv_len is None:  # 64; the long tier's own range (32768 to 65536) otherwise
+        max_kv_len = 0 if profile == LONG_TIER else 64
     limits = (max_seqs, max_kv_len, max_head_dim, max_page_size)
     check_profile(profile, head_dim, draw_bounds(*limits), dialect)
     settings = _Settings(dialect, mode, profile, head_dim, limits, float(timeout_s), target,

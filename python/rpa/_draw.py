@@ -30,14 +30,17 @@ def bounds(max_seqs: int, max_kv_len: int, max_head_dim: int, max_page_size: int
 
 
 def decoded(data: bytes, profile: Optional[str], head_dim: Optional[int], bounds, valid: bool,
-             mutations: list[str], dialect: str = "jax", data_seed: Optional[int] = None):
+             mutations: list[str], dialect: str = "jax", data_seed: Optional[int] = None,
+             zeros: bool = False):
     """(case, strict verdict, native verdict) or None (none of the mutations applied).
-    data_seed: the same call with its arrays' data drawn from this seed."""
+    data_seed: the same call with its arrays' data drawn from this seed. zeros (v3 dialects):
+    q, keys, values and the cache all zeros, for a call whose shapes and path alone are asked
+    (the campaign's candidates; a jax call is drawn with its data)."""
     if dialect == "jax":
         native = _rpa.decode(data, profile or "", head_dim, bounds, valid, mutations, data_seed)
     else:
         native = _rpa.v3_decode(data, dialect, profile or "", head_dim, bounds, valid, mutations,
-                                data_seed)
+                                data_seed, zeros)
     if native is None:
         return None
     arrays, params, spec, description, strict, jax = native

@@ -31,7 +31,8 @@ def pytest_addoption(parser: Any) -> None:
                     help="calls an rpa_campaign runs (default 50)")
     group.addoption("--rpa-seed", type=int, default=0, help="rpa_campaign's seed (default 0)")
     group.addoption("--rpa-profile", default=None,
-                    help="rpa_campaign's batch mix: decode, prefill, mixed, long, edge")
+                    help="rpa_campaign's batch mix: decode, prefill, mixed, long, edge, "
+                    "long32k (v3: kv_len 32768 to 65536)")
     group.addoption("--rpa-corpus", default=None,
                     help="folder of case files rpa_corpus_case runs over (default: the "
                     "package's own corpus)")

@@ -43,8 +43,9 @@ def cases(profile: Optional[str] = None, *, dialect: str = "jax", valid: bool = 
 
     dialect "tpu_inference_v3" or "tpu_inference_v3_hd64": calls of tpu-inference's v3 kernel
     (kernel.py) or its hd64 kernel, in their own signature (``case.call_args()``), from the v3
-    generator (profile "decode", "prefill", "mixed", "long", "edge" or None; hd64's head_dim
-    is 64; max_page_size does not apply). Every valid v3 case is strict-valid (and so accepted
+    generator (profile "decode", "prefill", "mixed", "long", "edge", "long32k" or None; hd64's
+    head_dim is 64; max_page_size does not apply; "long32k", kv_len 32768 to 65536, needs
+    max_kv_len >= 32768). Every valid v3 case is strict-valid (and so accepted
     by tpu-inference's validators, native mode); jax_accepts is the jax dialect's alone;
     valid=False draws one named v3 mutation each (invalid_cases)."""
     if dialect != "jax" and jax_accepts:

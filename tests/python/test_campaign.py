@@ -278,6 +278,32 @@ def test_a_correct_kernel_reports_nothing_with_the_defaults(dialect):
     assert result.passed + result.unjudged == result.calls == 24
 
 
+@pytest.mark.parametrize("dialect", V3)
+def test_the_long_tier_sends_kv_len_past_int16(dialect):
+    """profile "long32k" (issue 46's long tier): calls of kv_len 32768 to 65536 whose positions
+    pass int16's range, which no call of the default bounds walks; the campaign's max_kv_len
+    default steps aside for it, an explicit bound below 32768 is an error."""
+    sent = []
+
+    def kernel(*args, **kwargs):
+        case = rpa.Case.from_v3_call(*args, dialect=dialect, **kwargs)
+        sent.append(int(np.max(np.asarray(case.kv_lens)[:int(np.asarray(case.distribution)[2])])))
+        return _literal_kernel(dialect)(*args, **kwargs)
+
+    result = rpa.campaign(kernel, dialect=dialect, calls=3, seed=1, profile="long32k", cover=16)
+    assert result.ok and result.calls == 3, result.summary()
+    assert len(sent) == 3 and all(32768 <= n <= 65536 for n in sent), sent
+    assert any(f.endswith("positions.past_int16") for f in result.reach), sorted(result.reach)
+    short = rpa.campaign(_literal_kernel(dialect), dialect=dialect, calls=1, seed=1, cover=64)
+    assert not any(f.endswith("positions.past_int16") for f in short.reach)
+    with pytest.raises(ValueError, match="max_kv_len takes 32768 or more with profile long32k"):
+        rpa.campaign(kernel, dialect=dialect, calls=1, profile="long32k", max_kv_len=64)
+    with pytest.raises(ValueError, match="profile long32k takes the v3 dialects"):
+        rpa.campaign(kernel, dialect="jax", calls=1, profile="long32k")
+    case = rpa.gen(seed=3, dialect=dialect, profile="long32k")
+    assert case.spec == "" and int(np.max(np.asarray(case.kv_lens))) >= 32768
+
+
 def test_plain_draws_reach_less_than_the_cover():
     kernel = _literal_kernel("tpu_inference_v3")
     led = rpa.campaign(kernel, dialect="tpu_inference_v3", calls=24, seed=1, mode="both",
@@ -356,7 +382,8 @@ def test_the_cover_leaves_out_calls_dearer_than_the_timeout_and_sends_the_cheap_
     settings = campaign._Settings("tpu_inference_v3", "both", None, None, (4, 64, 128, 16),
                                   120.0, None, 0, True)
     planner = campaign._Planner(settings.drawer(), 1, 1024, 1, 512, None, 120.0)
-    cover = list(planner.queue)
+    cover = [c for _, c in planner.queue]  # (size key, call without its arrays)
+    assert all(c.case is None for c in cover)  # 512 long-tier candidates would hold tens of GB
     assert planner.too_dear >= 1 and cover
     assert all(c.cost <= 120.0 for c in cover)
     assert not any("stops.too_large_to_walk" in c.features for c in cover)
@@ -370,6 +397,7 @@ def test_the_cover_leaves_out_calls_dearer_than_the_timeout_and_sends_the_cheap_
     # Sent cheapest first.
     sent = planner.batch(len(cover))
     assert [c.cost for c in sent] == sorted(c.cost for c in sent)
+    assert all(c.case is not None for c in sent)  # drawn again from their bytes
     # The result says how many it left out.
     result = rpa.campaign(_literal_kernel("tpu_inference_v3"), dialect="tpu_inference_v3",
                           calls=2, seed=1, cover=512)

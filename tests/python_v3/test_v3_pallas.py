@@ -175,7 +175,7 @@ def test_a_wait_nothing_can_signal_is_a_hang_in_seconds_not_the_whole_timeout():
     settings = _campaign._Settings("tpu_inference_v3", "both", None, None, (4, 64, 128, 16),  # pylint: disable=protected-access
                                    120.0, None, 0, True)
     planner = _campaign._Planner(settings.drawer(), 1, _campaign.DEFAULT_MAX_BYTES, 4, 512, None)  # pylint: disable=protected-access
-    stops = [c for c in planner.queue if "stops.run" in c.features]
+    stops = [c for c in planner.batch(len(planner.queue)) if "stops.run" in c.features]
     assert stops, "seed 1's cover has no call whose walk stops in the run"
     start = time.monotonic()
     with pytest.raises(PallasError, match="^timeout: .*no copy left to signal it"):
