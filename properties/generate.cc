@@ -83,6 +83,7 @@ GenOptions strategy_options(const GenRequest& request, const DecodeBounds& bound
   narrow(o.max_kv_len, bounds.max_kv_len);
   narrow(o.max_head_dim, bounds.max_head_dim);
   narrow(o.max_page_size, bounds.max_page_size);
+  o.flat_data = bounds.flat_data;
   if (o.min_head_dim > o.max_head_dim) {
     return {.options = std::nullopt,
             .error = "head_dim " + std::to_string(o.min_head_dim) + " is above max_head_dim " +

@@ -50,6 +50,8 @@ struct DecodeBounds {
   int64_t max_page_size = 0;
   // v3: windows and page tables at the integer edges (V3BuildOptions::integer_edges).
   bool integer_edges = false;
+  // jax: q and KV may be one value everywhere (BuildOptions::flat_data; the campaign: false).
+  bool flat_data = true;
 };
 
 // The Hypothesis strategies' options: the request's, narrowed by the bounds, with no

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <initializer_list>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <span>
@@ -73,6 +74,10 @@ struct BuildOptions {
   int64_t max_q_len = kMaxLongKvLen;  // q_len at most this (chunked prefill)
   int64_t min_page_size = 1;
   bool float8_kv = false;             // KV in float8_e4m3fn or float8_e5m2
+  // Whether q and KV may be one value everywhere (DataKind::kAllEqual). The kernel campaign
+  // draws without: every output row is then the same, and a kernel that computes a row from
+  // the wrong sequence, block or buffer agrees on it.
+  bool flat_data = true;
   // At least this head_dim (rpa gen --head-dim D sets both bounds: the Pallas kernel only
   // traces multiples of 128).
   int64_t min_head_dim = 1;
@@ -238,7 +243,9 @@ void visit_case(Io& io, CaseSpec& s, const BuildOptions& options) {
   io.num(extra_tokens, 0, kMaxExtraTokens, {0});
   s.max_num_batched_tokens = total + extra_tokens;
 
-  among(io, s.data, std::span<const DataKind>(kDataKinds));
+  static_assert(kDataKinds[std::size(kDataKinds) - 1] == DataKind::kAllEqual);
+  among(io, s.data,
+        std::span<const DataKind>(kDataKinds).first(std::size(kDataKinds) - (options.flat_data ? 0 : 1)));
   io.num(s.data_seed, 0, 0xffffffff, {});
   flag(io, s.nan_garbage);
 

@@ -1011,7 +1011,8 @@ NB_MODULE(_rpa, m) {
       .def_rw("max_kv_len", &props::DecodeBounds::max_kv_len)
       .def_rw("max_head_dim", &props::DecodeBounds::max_head_dim)
       .def_rw("max_page_size", &props::DecodeBounds::max_page_size)
-      .def_rw("integer_edges", &props::DecodeBounds::integer_edges);
+      .def_rw("integer_edges", &props::DecodeBounds::integer_edges)
+      .def_rw("flat_data", &props::DecodeBounds::flat_data);
   m.def("validate", &validate_case, "arrays"_a, "params"_a, "flags"_a);
   m.def("run", &run, "arrays"_a, "params"_a, "flags"_a);
   m.def("plan", &plan, "arrays"_a, "params"_a, "flags"_a);

@@ -310,6 +310,12 @@ class _Drawer:
         if d is None:
             return None
         case, strict, native = d
+        # v_scale 0 (a jax call may draw it) makes every output row 0 by construction: the
+        # check cannot tell a kernel that drops or misplaces rows from a right one (a JAX
+        # mutant that stored no row past a sequence's first q block agreed on such a cover
+        # call, as on one of flat data). Such a call spends a kernel call on nothing.
+        if case.v_scale == 0.0:
+            return None
         if mode == "strict":
             # Valid draws are strict-valid by construction (the spec model's verdict);
             # a jax call must be one JAX's validators accept too.
@@ -597,8 +603,11 @@ class _Settings:
     integer_edges: bool = False  # v3: windows and page tables at the int16/int32 edges
 
     def drawer(self) -> _Drawer:
+        # No flat data (q and KV one value everywhere): every row of such a call is the same,
+        # and a kernel that computes a row from the wrong sequence or block agrees on it.
         return _Drawer(self.dialect, self.mode, self.profile, self.head_dim,
-                       draw_bounds(*self.limits, integer_edges=self.integer_edges))
+                       draw_bounds(*self.limits, integer_edges=self.integer_edges,
+                                   flat_data=False))
 
     def runner(self, kernel: Callable[..., Any]) -> _Runner:
         # A kernel with a watchdog of its own (rpa.jax.kernel_file's, started after compiling)

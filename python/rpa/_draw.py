@@ -19,13 +19,15 @@ DEFAULT_MAX_BYTES = 1024
 
 
 def bounds(max_seqs: int, max_kv_len: int, max_head_dim: int, max_page_size: int,
-           integer_edges: bool = False):
+           integer_edges: bool = False, flat_data: bool = True):
     """integer_edges (v3 dialects): windows and page tables at the int16 and int32 edges of
-    kernel.py's positions, in calls as short as the others (issue 46)."""
+    kernel.py's positions, in calls as short as the others (issue 46). flat_data (jax): q and
+    KV may be one value everywhere (the campaign draws without: every row agrees then)."""
     b = _rpa.DecodeBounds()
     b.max_seqs, b.max_kv_len = max_seqs, max_kv_len
     b.max_head_dim, b.max_page_size = max_head_dim, max_page_size
     b.integer_edges = integer_edges
+    b.flat_data = flat_data
     return b
 
 

@@ -304,6 +304,31 @@ def test_the_long_tier_sends_kv_len_past_int16(dialect):
     assert case.spec == "" and int(np.max(np.asarray(case.kv_lens))) >= 32768
 
 
+def test_the_campaign_draws_no_call_whose_rows_all_agree_by_construction():
+    """Flat data (q and KV one value everywhere) and v_scale 0 make every output row the same:
+    a kernel that computes a row from the wrong sequence or block agrees on them. A JAX mutant
+    storing no row past a sequence's first q block (kernel.py L512) agreed on the only cover
+    call of seed 1 that walked a sequence into a later q block, a flat one; the campaign draws
+    neither now (the strategies still do)."""
+    campaign = rpa._campaign  # pylint: disable=protected-access
+    drawer = campaign._Settings("jax", "both", None, 128, (4, 64, 128, 16), 120.0, None, 0,
+                                True).drawer()
+    assert drawer.bounds.flat_data is False
+    rng = np.random.default_rng(3)
+    drawn = flat_elsewhere = 0
+    for _ in range(400):
+        data = rng.bytes(512)
+        for mode, valid in (("strict", True), ("native", False)):
+            case = drawer.case(data, valid, None, mode)
+            if case is not None:
+                drawn += 1
+                assert "data all-equal" not in case.description, case.description
+                assert case.v_scale != 0.0, case.description
+        d = rpa._draw.decoded(data, None, 128, rpa._draw.bounds(4, 64, 128, 16), True, [])  # pylint: disable=protected-access
+        flat_elsewhere += d is not None and "data all-equal" in d[0].description
+    assert drawn > 100 and flat_elsewhere > 10, (drawn, flat_elsewhere)
+
+
 def test_plain_draws_reach_less_than_the_cover():
     kernel = _literal_kernel("tpu_inference_v3")
     led = rpa.campaign(kernel, dialect="tpu_inference_v3", calls=24, seed=1, mode="both",
