@@ -6,6 +6,7 @@ byte for byte, and usage errors exit 64.
 Usage: cli_gen_test.py RPA_BINARY REPO_ROOT
 """
 import json
+import re
 import os
 import sys
 import tempfile
@@ -108,6 +109,22 @@ with tempfile.TemporaryDirectory() as tmp:
             with open(case, "rb") as a, open(again, "rb") as b:
                 check(f"{label} --spec writes the same bytes", r.returncode == 0
                       and a.read() == b.read(), r.stderr)
+    # The long tier: valid in both modes, kv_len past int16's range, past the spec's bounds (the
+    # case file replays it: the spec line says so instead of aborting in the encoder).
+    for dialect in ("tpu_inference_v3", "tpu_inference_v3_hd64"):
+        p = rpa("gen", "--dialect", dialect, "--seed", "1", "--profile", "long32k", "-o", case)
+        label = f"{dialect} long32k"
+        check(f"{label} exit", p.returncode == 0, p.stderr)
+        check(f"{label} printed valid", printed(p.stdout, "expected strict") == "valid"
+              and printed(p.stdout, "expected native") == "valid", p.stdout)
+        check(f"{label} has no spec", (printed(p.stdout, "spec") or "").startswith("none"),
+              p.stdout)
+        lens = re.findall(r"\d+/(\d+)", p.stdout.split("sequences (q_len/kv_len):")[1].split("\n")[0])
+        check(f"{label} kv_len past int16", lens and all(32768 <= int(n) <= 65536 for n in lens),
+              lens)
+    p = rpa("gen", "--seed", "1", "--profile", "long32k", "-o", case)
+    check("usage: long32k for jax", p.returncode == 64 and "profile long32k takes the v3" in p.stderr,
+          p.stderr[:100])
     p = rpa("gen", "--dialect", "tpu_inference_v3", "--seed", "9", "--head-dim", "240", "-o",
             case)
     check("v3 --head-dim", p.returncode == 0 and ", 240], kv" in p.stdout, p.stdout[:120])
