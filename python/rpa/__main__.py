@@ -80,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="default 64 (--profile long32k: its own 32768 to 65536)")
     c.add_argument("--max-head-dim", type=int, default=128)
     c.add_argument("--max-page-size", type=int, default=16)
+    c.add_argument("--max-findings", type=int, metavar="N",
+                   help="stop sending calls once N different failures are found (default: the "
+                   "whole budget)")
     c.add_argument("--shrink-calls", type=int, default=150,
                    help="kernel calls shrinking may spend per finding (default 150)")
     c.add_argument("--timeout", type=float, default=120.0,
@@ -168,7 +171,7 @@ def main(argv: Optional[list[str]] = None) -> int:
             max_page_size=args.max_page_size, shrink_calls=args.shrink_calls, cover=args.cover,
             integer_edges=args.integer_edges,
             timeout_s=args.timeout, target=target, replay=replay, cluster=args.ray,
-            worker_resources=resources)
+            worker_resources=resources, max_findings=args.max_findings)
     except _campaign.CampaignInterrupted as e:  # Ctrl-C: the report of what finished
         result = e.result
     except (ValueError, RuntimeError) as e:  # RuntimeError: a cluster's task failed

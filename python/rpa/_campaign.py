@@ -943,7 +943,8 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
              timeout_s: float = 300.0, target: Optional[str] = None,
              replay: Optional[str] = None, progress: Optional[bool] = None,
              cluster: Optional[str] = None,
-             worker_resources: Optional[dict[str, float]] = None) -> CampaignResult:
+             worker_resources: Optional[dict[str, float]] = None,
+             max_findings: Optional[int] = None) -> CampaignResult:
     """Runs generated calls through ``kernel`` and checks each result (module docstring).
 
     kernel: called as ``kernel(*args, **kwargs)`` with ``case.call_args()`` of the dialect
@@ -978,8 +979,10 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
     run is long). cluster: None runs here; "ray" (the Ray cluster at $RAY_ADDRESS, else a new
     one on this machine for this campaign) or a Ray address ("HOST:PORT",
     "ray://HOST:10001") runs the calls as Ray tasks (rpa._cluster). worker_resources: what each
-    task asks the cluster for ({"TPU": 1}, {"CPU": 2}, a custom resource). Ctrl-C stops the
-    campaign: the report of what finished is written and CampaignInterrupted (a
+    task asks the cluster for ({"TPU": 1}, {"CPU": 2}, a custom resource). max_findings: stop
+    sending calls once this many different failures are found (None: the whole budget; 1:
+    fail fast, as rpa.jax.mutants runs it; on a cluster the calls already sent finish). Ctrl-C
+    stops the campaign: the report of what finished is written and CampaignInterrupted (a
     KeyboardInterrupt) raised, holding that result. Returns a CampaignResult; raises
     ValueError for arguments that do not fit."""
     if dialect not in DIALECTS:
@@ -996,6 +999,8 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
         raise ValueError(f"batch and calls_per_shape take >= 1 (got {batch}, {calls_per_shape})")
     if isinstance(cover, bool) or int(cover) < 0:
         raise ValueError(f"cover takes >= 0 candidate calls (got {cover!r})")
+    if max_findings is not None and (isinstance(max_findings, bool) or int(max_findings) < 1):
+        raise ValueError(f"max_findings takes a positive number or None (got {max_findings!r})")
     if shrink_calls < 0 or not timeout_s > 0:
         raise ValueError(f"shrink_calls takes >= 0 and timeout_s > 0 (got {shrink_calls}, "
                          f"{timeout_s})")
@@ -1028,14 +1033,17 @@ def campaign(kernel: Callable[..., Any], *, dialect: str = "jax", calls: Optiona
     if progress is None:
         progress = sys.stderr.isatty() or (seconds or 0) > 30 or (calls or 0) > 200
     deadline = None if seconds is None else start + float(seconds)
-    budget = _Budget(calls, deadline, planner, batch)
     tally = _Tally(result)
+    budget = _Budget(calls, deadline, planner, batch, max_findings, tally)
     if cluster is not None:
         from rpa import _cluster  # pylint: disable=import-outside-toplevel
         _cluster.run(kernel, settings, budget, tally, cluster, worker_resources, progress)
     else:
         _run_here(kernel, settings, budget, tally, progress)
     tally.finish()
+    if budget.found_enough() and not result.stopped:
+        result.stopped = (f"max_findings={max_findings} reached after {result.calls} of "
+                          f"{calls if calls is not None else 'the'} calls")
     result.reach = planner.reach(set(tally.verdicts))
     result.too_dear = planner.too_dear
     result.seconds = time.monotonic() - start
@@ -1050,12 +1058,21 @@ class _Budget:
     """How many calls are left to draw, or until when: the next batch, or None when done."""
 
     def __init__(self, calls: Optional[int], deadline: Optional[float], planner: _Planner,
-                 batch: int):
+                 batch: int, max_findings: Optional[int] = None,
+                 tally: Optional["_Tally"] = None):
         self.calls, self.deadline, self.planner, self.size = calls, deadline, planner, batch
+        self.max_findings, self.tally = max_findings, tally
         self.start = time.monotonic()
 
+    def found_enough(self) -> bool:
+        """max_findings different failures found: the campaign stops sending calls."""
+        return (self.max_findings is not None and self.tally is not None and
+                len(self.tally.first) >= self.max_findings)
+
     def out_of_time(self, ran_any: bool = True) -> bool:
-        # At least one call runs, however short the time.
+        # At least one call runs, however short the time; none after max_findings failures.
+        if self.found_enough():
+            return True
         return self.deadline is not None and ran_any and time.monotonic() >= self.deadline
 
     def next_batch(self) -> Optional[list[_Call]]:

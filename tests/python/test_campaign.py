@@ -329,6 +329,24 @@ def test_the_campaign_draws_no_call_whose_rows_all_agree_by_construction():
     assert drawn > 100 and flat_elsewhere > 10, (drawn, flat_elsewhere)
 
 
+def test_max_findings_stops_sending_calls_at_the_first_failure():
+    """max_findings=1 (rpa.jax.mutants' campaigns): no call after the first failure, which is
+    still found at the same call and reported; the stop is said."""
+    def off(*args, **kwargs):
+        out, cache = _literal_kernel("tpu_inference_v3")(*args, **kwargs)
+        return np.array(out) * 2 + 1, cache
+
+    whole = rpa.campaign(off, dialect="tpu_inference_v3", calls=12, seed=1, shrink_calls=0)
+    first = rpa.campaign(off, dialect="tpu_inference_v3", calls=12, seed=1, shrink_calls=0,
+                         max_findings=1)
+    assert whole.calls == 12 and not whole.ok
+    assert len(first.findings) == 1 and first.calls < whole.calls, first.summary()
+    assert first.findings[0].first_call == min(f.first_call for f in whole.findings)
+    assert first.stopped and "max_findings=1" in first.stopped, first.stopped
+    with pytest.raises(ValueError, match="max_findings takes a positive number"):
+        rpa.campaign(off, dialect="tpu_inference_v3", calls=1, max_findings=0)
+
+
 def test_plain_draws_reach_less_than_the_cover():
     kernel = _literal_kernel("tpu_inference_v3")
     led = rpa.campaign(kernel, dialect="tpu_inference_v3", calls=24, seed=1, mode="both",

@@ -103,3 +103,19 @@ def test_the_report_says_which_campaign_did_not_run():
     md = mu.markdown(s)
     assert "not run before (strict, plain draws), 1 after" in md
     assert "| `L2:0 + -> -` | non-equivalent |  | 3 |" in md
+
+
+def test_resume_keeps_a_runs_rows_of_the_same_settings_only(tmp_path):
+    """--resume: a whole file's score over several sittings, each run going on from the rows
+    of the report it is given; a report of other settings is refused, not mixed in."""
+    rows = [{"mutant": "L2:0 + -> -", "line": 2, "status": "non-equivalent",
+             "after": {"killed": True, "first_call": 3}}]
+    mu._write(str(tmp_path), mu._summary("jax", 24, 1, 8, None, rows, 0.0))  # pylint: disable=protected-access
+    assert mu._resumed(str(tmp_path), "jax", 24, 1, 8) == rows  # pylint: disable=protected-access
+    assert mu._resumed(str(tmp_path / "none"), "jax", 24, 1, 8) == []  # pylint: disable=protected-access
+    with pytest.raises(ValueError, match="is a run of dialect jax, 24 calls, seed 1, 8 probes, "
+                       "not jax, 24, 2, 8"):
+        mu._resumed(str(tmp_path), "jax", 24, 2, 8)  # pylint: disable=protected-access
+    with pytest.raises(SystemExit) as e:
+        mu.main(["--resume"])
+    assert e.value.code == 2
