@@ -119,3 +119,33 @@ def test_resume_keeps_a_runs_rows_of_the_same_settings_only(tmp_path):
     with pytest.raises(SystemExit) as e:
         mu.main(["--resume"])
     assert e.value.code == 2
+
+
+def test_equivalence_compares_the_defined_rows_only():
+    """Rows past the call's sequences are padding: a mutant that writes only there (JAX's
+    L494:71, one row past a sequence's store) is equivalent, one that changes a defined row or
+    raises is not."""
+    import numpy as np  # pylint: disable=import-outside-toplevel
+    import rpa  # pylint: disable=import-outside-toplevel
+    case = rpa.gen(seed=1, dialect="tpu_inference_v3", profile="mixed")  # 6 rows of 7
+    rows = int(np.asarray(case.cu_q_lens)[int(np.asarray(case.distribution)[2])])
+    assert 0 < rows < case.queries.shape[0], (rows, case.queries.shape)
+
+    def right(*args, **kwargs):
+        return rpa.kernel(rpa.Case.from_v3_call(*args, dialect="tpu_inference_v3", **kwargs))
+
+    def padding(*args, **kwargs):
+        out, cache = right(*args, **kwargs)
+        out = np.array(out)
+        out[rows:] = 7
+        return out, cache
+
+    def defined(*args, **kwargs):
+        out, cache = padding(*args, **kwargs)
+        out[rows - 1] = 7
+        return out, cache
+
+    want = mu._outcome(right, case)  # pylint: disable=protected-access
+    assert mu._same(mu._outcome(padding, case)[1], want[1])  # pylint: disable=protected-access
+    assert not mu._same(mu._outcome(defined, case)[1], want[1])  # pylint: disable=protected-access
+    assert mu._outcome(lambda *a, **k: 1 // 0, case) == ("raised", "ZeroDivisionError")  # pylint: disable=protected-access
