@@ -98,7 +98,9 @@ class Program {
         cache_(in.kv_cache) {
     // prepare_inputs: q as [Hkv, T, qph_p, Dp], zero padded; merge_kv's records.
     qo_.assign(static_cast<size_t>(Hkv_ * T_ * qph_p_ * Dp_ * qe_), std::byte{0});
-    for (int64_t t = 0; t < T_; ++t) {
+    // head_dim 0 (native mode lets it through, finding 27): nothing to copy, and no element
+    // of an empty buffer to take the address of (UBSan).
+    for (int64_t t = 0; !qo_.empty() && t < T_; ++t) {
       for (int64_t hq = 0; hq < Hq_; ++hq) {
         std::memcpy(&qo_[static_cast<size_t>(qo_index(hq / qph_, t, hq % qph_, 0) * qe_)],
                     in.queries.data() + (t * Hq_ + hq) * D_ * qe_, static_cast<size_t>(D_ * qe_));
@@ -106,7 +108,7 @@ class Program {
     }
     const int64_t kve = dtype_size(kvdt_);
     new_kv_.assign(static_cast<size_t>(T_ * rec_bytes_), std::byte{0});
-    for (int64_t t = 0; t < T_; ++t) {
+    for (int64_t t = 0; !new_kv_.empty() && t < T_; ++t) {
       for (int64_t h = 0; h < Hkv_; ++h) {
         const int64_t src = (t * Hkv_ + h) * D_ * kve;
         std::byte* dst = &new_kv_[static_cast<size_t>(t * rec_bytes_)];
