@@ -9,6 +9,7 @@
 #include "core/python_repr.h"
 #include "core/v3_cache_layout.h"
 #include "oracle/compare.h"
+#include "oracle/dot_precision.h"
 #include "oracle/tolerance.h"
 #include "schedule/v3_program.h"
 
@@ -94,6 +95,31 @@ V3Comparison compare_arrays(Dialect d, const V3Inputs& in, const Tensor& want_ou
   return c;
 }
 
+// The check's power (V3Comparison): over the elements whose allowance is not NaN (NaN: a
+// row no sequence defines), with row ri's value scale scale_of(ri) (ri = row * Hq + head).
+template <class Scale>
+void state_power(V3Comparison& c, const std::vector<double>& allowed, const Tensor& want_out,
+                 DType q_dtype, Scale scale_of) {
+  c.power_stated = true;
+  const int64_t dim = want_out.dim(2);
+  double least = INFINITY, most = -1.0;
+  for (size_t e = 0; e < allowed.size(); ++e) {
+    if (std::isnan(allowed[e])) continue;
+    const double want = want_out.float_at(static_cast<int64_t>(e));
+    if (!std::isfinite(want)) continue;
+    if (allowed[e] < std::fabs(want)) c.rejects_zero = true;
+    const double scale = scale_of(e / static_cast<size_t>(dim));
+    if (!(scale > 0.0)) continue;
+    const double w = detectable_key_weight(allowed[e], want, scale, q_dtype);
+    least = std::min(least, w);
+    most = std::max(most, w);
+  }
+  if (most >= 0.0) {
+    c.min_detectable_key_weight = least;
+    c.key_weight_every_row = most;
+  }
+}
+
 }  // namespace
 
 std::vector<double> v3_tolerance(Dialect d, const V3Inputs& in, const V3Params& /*p*/,
@@ -156,112 +182,65 @@ V3Comparison v3_compare(Dialect d, const V3Inputs& in, const V3Params& p,
   V3Comparison c = compare_arrays(d, in, r.out, r.kv_cache, allowed,
                                   in.cu_q_lens.int_at(in.distribution.int_at(2)), out, kv_cache_out);
   // The power, over the elements of rows a sequence defines.
-  c.power_stated = true;
-  const int64_t dim = in.queries.dim(2);
-  double least = INFINITY, most = -1.0;
+  const std::vector<double>& row_max_v = r.row_max_v;
+  std::vector<double> defined(allowed);
   for (size_t ri = 0; ri < r.row_seq.size(); ++ri) {
-    if (r.row_seq[ri] < 0) continue;
-    for (int64_t col = 0; col < dim; ++col) {
-      const auto e = ri * static_cast<size_t>(dim) + static_cast<size_t>(col);
-      const double want = r.out.float_at(static_cast<int64_t>(e));
-      if (!std::isfinite(want)) continue;
-      if (allowed[e] < std::fabs(want)) c.rejects_zero = true;
-      if (!(r.row_max_v[ri] > 0.0)) continue;
-      const double w = detectable_key_weight(allowed[e], want, r.row_max_v[ri], in.queries.dtype());
-      least = std::min(least, w);
-      most = std::max(most, w);
-    }
+    if (r.row_seq[ri] >= 0) continue;
+    const auto dim = static_cast<size_t>(in.queries.dim(2));
+    std::fill(defined.begin() + static_cast<std::ptrdiff_t>(ri * dim),
+              defined.begin() + static_cast<std::ptrdiff_t>((ri + 1) * dim), NAN);
   }
-  if (most >= 0.0) {
-    c.min_detectable_key_weight = least;
-    c.key_weight_every_row = most;
-  }
+  state_power(c, defined, r.out, in.queries.dtype(), [&](size_t ri) { return row_max_v[ri]; });
   return c;
 }
 
-std::vector<double> v3_schedule_tolerance(Dialect d, const V3Inputs& in, const V3Params& p,
-                                          const V3KernelResult& literal, int tpu_version,
-                                          const V3ScheduleTerms& terms) {
-  const bool hd64 = d == Dialect::kTpuInferenceV3Hd64;
+V3LiteralRun v3_literal_run(Dialect d, const V3Inputs& in, const V3Params& p,
+                            const V3ProgramOptions& options, const V3EnclosureTerms& terms) {
   const DType q_dtype = in.queries.dtype(), kv_dtype = in.kv_cache.dtype();
-  const int64_t T = in.queries.dim(0), Hq = in.queries.dim(1), D = in.queries.dim(2);
-  const V3CacheLayout layout(d, kv_dtype, in.keys.dim(1), D);
-  // M and max |K| over everything the call holds (NaN padding ignored).
-  double max_v = 0.0, max_k = 0.0;
-  const auto widen = [](double acc, double x) { return std::isnan(x) ? acc : std::max(acc, std::fabs(x)); };
-  for (const Tensor* t : {&in.kv_cache, &literal.kv_cache}) {
-    const int64_t stride = layout.token_stride(), lanes = layout.padded_head_dim();
-    const int64_t elems = t->numel();
-    for (int64_t e = 0; e < elems; ++e) {
-      const int64_t off = e % stride;
-      const bool value = hd64 ? off % 128 >= 64 : (off / lanes) % 2 == 1;
-      (value ? max_v : max_k) = widen(value ? max_v : max_k, t->float_at(e));
-    }
+  // q meets K as the KV dtype where q_scale quantizes it; p is float32 against V (hd64: [K | V]).
+  const bool q_f32 = (p.q_scale ? kv_dtype : q_dtype) == DType::kFloat32;
+  const bool kv_f32 = kv_dtype == DType::kFloat32;
+  V3LiteralRun run;
+  run.enclosure.terms = terms;
+  run.enclosure.terms.mxu_qk = mxu_product_error(DotPasses::kSix, q_f32, kv_f32);
+  run.enclosure.terms.mxu_pv = mxu_product_error(DotPasses::kSix, true, kv_f32);
+  V3ProgramOptions o = options;
+  o.enclosure = &run.enclosure;
+  run.result = v3_literal_attention(d, in, p, o);
+  const Tensor& out = run.result.out;
+  for (int64_t e = 0; e < out.numel(); ++e) {
+    const double w = out.float_at(e), lo = run.enclosure.lo[static_cast<size_t>(e)],
+                 hi = run.enclosure.hi[static_cast<size_t>(e)];
+    if (std::isfinite(w) && !std::isnan(lo) && !std::isnan(hi) && (w < lo || w > hi)) ++run.outside;
   }
-  const int64_t v_elems = in.values.numel(), k_elems = in.keys.numel();
-  for (int64_t e = 0; e < v_elems; ++e) max_v = widen(max_v, in.values.float_at(e));
-  for (int64_t e = 0; e < k_elems; ++e) max_k = widen(max_k, in.keys.float_at(e));
-  const double M = max_v * std::fabs(p.v_scale.value_or(1.0));
-  const AttentionMath math = attention_math(d, p, q_dtype);
-  double max_q1 = 0.0;
-  for (int64_t row = 0; row < T * Hq; ++row) {
-    double sum = 0.0;
-    for (int64_t c = 0; c < D; ++c) {
-      double x = in.queries.float_at(row * D + c);
-      if (p.q_scale) x = std::min(std::fabs(x / *p.q_scale), dtype_is_float(kv_dtype) ? dtype_finite_max(kv_dtype) : INFINITY);
-      sum += std::fabs(x);
-    }
-    max_q1 = widen(max_q1, sum);
-  }
-  const double L = std::fabs(math.logit_scale) * max_q1 * std::max(max_k, hd64 ? max_v : 0.0) +
-                   std::fabs(p.soft_cap.value_or(0.0));
-  const double u_q = unit(q_dtype);  // one ulp of q's dtype is 2 u_q relative
-  const double base = (std::ldexp(1.0, -19) + std::ldexp(1.0, -21) * L) * M;
-  // kernel.py's accumulation dtype, and the steps of each row's sequence.
-  const DType acc = hd64 ? DType::kFloat32 : p.out_dtype.value_or(v3_default_out_dtype(q_dtype));
-  const double u_a = acc == DType::kFloat32 ? 0.0 : unit(acc);
-  std::vector<double> steps(static_cast<size_t>(T), 0.0);
-  if (u_a > 0.0) {
-    const int64_t n = in.distribution.int_at(2);
-    double most = 1.0;
-    std::vector<double> seq_steps(static_cast<size_t>(std::max<int64_t>(n, 0)), 1.0);
-    for (int64_t s = 0; s < n; ++s) {
-      const V3Pass pass = s < in.distribution.int_at(0)   ? V3Pass::kDecode
-                          : s < in.distribution.int_at(1) ? V3Pass::kPrefill
-                                                          : V3Pass::kMixed;
-      const int64_t bkv_csz = std::max<int64_t>(v3_pass_block_sizes(in, p, pass, tpu_version)[3], 1);
-      const int64_t kv = std::max<int64_t>(in.kv_lens.int_at(s), 0);
-      seq_steps[static_cast<size_t>(s)] = static_cast<double>((kv + bkv_csz - 1) / bkv_csz + 1);
-      most = std::max(most, seq_steps[static_cast<size_t>(s)]);
-    }
-    std::fill(steps.begin(), steps.end(), most);
-    for (int64_t s = 0; s < n; ++s) {
-      for (int64_t r = std::max<int64_t>(in.cu_q_lens.int_at(s), 0);
-           r < std::min<int64_t>(in.cu_q_lens.int_at(s + 1), T); ++r) {
-        steps[static_cast<size_t>(r)] = seq_steps[static_cast<size_t>(s)];
-      }
-    }
-  }
-  const int64_t q_elems = in.queries.numel();
-  std::vector<double> allowed(static_cast<size_t>(q_elems));
-  for (int64_t e = 0; e < q_elems; ++e) {
-    const double w = std::fabs(literal.out.float_at(e));
-    const double want = std::isfinite(w) ? w : 0.0;
-    const double n = steps[static_cast<size_t>(e / (Hq * D))];
-    allowed[static_cast<size_t>(e)] = terms.base * base +
-                                      terms.want * (std::ldexp(1.0, -19) + 2.0 * u_q) * want +
-                                      terms.steps * n * u_a * 3.0 * (M + want);
+  return run;
+}
+
+std::vector<double> v3_schedule_tolerance(const V3LiteralRun& literal) {
+  const Tensor& out = literal.result.out;
+  std::vector<double> allowed(static_cast<size_t>(out.numel()), INFINITY);
+  for (int64_t e = 0; e < out.numel(); ++e) {
+    const auto i = static_cast<size_t>(e);
+    const double w = out.float_at(e), lo = literal.enclosure.lo[i], hi = literal.enclosure.hi[i];
+    if (!std::isfinite(w) || std::isnan(lo) || std::isnan(hi)) continue;
+    allowed[i] = std::max({hi - w, w - lo, 0.0});
   }
   return allowed;
 }
 
-V3Comparison v3_compare_literal(Dialect d, const V3Inputs& in, const V3Params& p,
-                                const V3KernelResult& literal, const Tensor& out,
-                                const Tensor& kv_cache_out, int tpu_version,
-                                const V3ScheduleTerms& terms) {
-  return compare_arrays(d, in, literal.out, literal.kv_cache,
-                        v3_schedule_tolerance(d, in, p, literal, tpu_version, terms),
-                        in.queries.dim(0), out, kv_cache_out);
+V3Comparison v3_compare_literal(Dialect d, const V3Inputs& in, const V3LiteralRun& literal,
+                                const Tensor& out, const Tensor& kv_cache_out) {
+  const std::vector<double> allowed = v3_schedule_tolerance(literal);
+  V3Comparison c = compare_arrays(d, in, literal.result.out, literal.result.kv_cache, allowed,
+                                  in.queries.dim(0), out, kv_cache_out);
+  // The power over the rows the sequences define (the others hold the queries).
+  const double m = literal.enclosure.max_abs_v;
+  std::vector<double> defined(allowed);
+  const int64_t rows = std::clamp<int64_t>(in.cu_q_lens.int_at(in.distribution.int_at(2)), 0, in.queries.dim(0));
+  std::fill(defined.begin() + static_cast<std::ptrdiff_t>(rows * in.queries.dim(1) * in.queries.dim(2)),
+            defined.end(), NAN);
+  state_power(c, defined, literal.result.out, in.queries.dtype(), [m](size_t) { return m; });
+  return c;
 }
 
 std::string describe_v3_comparison(const V3Comparison& c) {

@@ -66,6 +66,7 @@
 #include "core/v3_params.h"
 #include "kernel/v3_kernel.h"
 #include "reference/v3_reference.h"
+#include "schedule/v3_program.h"
 
 namespace rpa {
 
@@ -136,45 +137,34 @@ V3Comparison v3_compare(Dialect d, const V3Inputs& in, const V3Params& p,
                         const V3ReferenceResult& r, const Tensor& out, const Tensor& kv_cache_out,
                         const V3ToleranceOptions& o = {});
 
-// The schedule tolerance of a v3 output against the literal v3 schedule's (schedule/v3_program.h;
-// DESIGN.md section 6): two runs of the same program, which differ only in the order of each
-// float32 dot (q.K over the head's lanes, p.V over a compute block's tokens) and in the last
-// bits of exp and tanh, and where that moves a rounding to the accumulation dtype A. Per
-// element of every row (rows no pass stores hold the queries on both sides):
-//   allowed = (2^-19 + 2^-21 L) M + (2^-19 + 2 u_q) W + N u_A (3 M + 3 W)   (the last: A < f32)
-// M = max |V| the call holds (the cache before and after it and the new values, times
-// |v_scale|), L = |sm_scale k_scale q_scale| max_row sum_d |q_d| max |K| + |soft_cap| (q as
-// the kernel quantizes it), W = |want|, 2 u_q one ulp of q's dtype (the final rounding may
-// land one ulp apart: measured once in 156 hd64 runs). kernel.py accumulates l, m and acc in out_dtype A: per
-// KV compute step acc is rounded to A three times and l twice, and the row sum of p runs in A;
-// where the float32 values before such a rounding differ, the two runs may land one ulp of A
-// apart, which moves o by at most u_A M (acc) or u_A W (l). N = the KV compute steps of the
-// row's sequence (ceil(kv_len / bkv_csz) of its pass, plus one), the most of any sequence on
-// rows past them. hd64 accumulates in float32 (no last term). Measured against tpu-inference's
-// kernels in interpret mode: v3_cross_check --pallas. tests/v3_compare_test.cc builds, for each
-// term, data where a correct second run (the program with its dots reversed) needs it (a tenth
-// of it rejects), and wrong answers ten times the whole would accept. It is a measured
-// allowance, not a bound on every order: a reversed p.V over 250 keys of p V = 3/4 2^-24 that
-// a V of 1 absorbs forward, or two keys of equal logit ~100 whose lanes are each other's
-// reverse, take a reversed run past it (1.28 and up to 1.22 of it).
-// Multipliers on its three terms, 1 in use: the tests that show each term is needed shrink
-// one (a correct second run of the program, its float32 dots summed in the other order, is
-// then rejected: V3ProgramOptions::reverse_dot_order) or inflate all (a wrong answer passes).
-struct V3ScheduleTerms {
-  double base = 1.0;   // (2^-19 + 2^-21 L) M
-  double want = 1.0;   // (2^-19 + 2 u_q) W
-  double steps = 1.0;  // N u_A 3 (M + W)
+// The literal v3 schedule (schedule/v3_program.h; DESIGN.md section 6) run with the
+// enclosure of every legal run of the same program (schedule/v3_enclosure.h): what another
+// run may compute that adds its float32 dots and sums in another order and blocking (a TPU's
+// MXU and its reductions), or uses another exp or tanh within 8 float32 ulps, and where that
+// moves a rounding to the accumulation dtype, lands there too.
+struct V3LiteralRun {
+  V3KernelResult result;
+  V3Enclosure enclosure;
+  // Output elements whose literal value lies outside the enclosure: an rpa defect, 0 always
+  // (the tests and properties assert it).
+  int64_t outside = 0;
 };
-std::vector<double> v3_schedule_tolerance(Dialect d, const V3Inputs& in, const V3Params& p,
-                                          const V3KernelResult& literal, int tpu_version,
-                                          const V3ScheduleTerms& terms = {});
+// options.enclosure is set here; the MXU's error per product (oracle/dot_precision.h, six
+// passes) goes into the terms for the dots whose operands are both float32.
+V3LiteralRun v3_literal_run(Dialect d, const V3Inputs& in, const V3Params& p,
+                            const V3ProgramOptions& options,
+                            const V3EnclosureTerms& terms = {});
+
+// The schedule tolerance, a bound: per output element the distance from the literal's value
+// to the farther end of its enclosure; infinite where the enclosure knows nothing (values
+// that are not finite), so that only the non-finite values' own match decides there.
+std::vector<double> v3_schedule_tolerance(const V3LiteralRun& literal);
 
 // out / kv_cache_out against the literal schedule's result under v3_schedule_tolerance, on
-// every row [0, T); the cache bit for bit. (`literal` is v3_literal_attention's on the call.)
-V3Comparison v3_compare_literal(Dialect d, const V3Inputs& in, const V3Params& p,
-                                const V3KernelResult& literal, const Tensor& out,
-                                const Tensor& kv_cache_out, int tpu_version,
-                                const V3ScheduleTerms& terms = {});
+// every row [0, T); the cache bit for bit. The power is stated in units of the largest |V
+// v_scale| the program weighs (V3Enclosure::max_abs_v).
+V3Comparison v3_compare_literal(Dialect d, const V3Inputs& in, const V3LiteralRun& literal,
+                                const Tensor& out, const Tensor& kv_cache_out);
 
 // One line, e.g. "cache: page 3, slot 1, kv head 0, V, lane 5: got 0.5, want 0.25 (2 elements
 // differ); out: row 4, head 1, column 0: got 1.5, want 1.25, allowed difference 0.01".

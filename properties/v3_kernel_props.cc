@@ -114,6 +114,47 @@ RC_GTEST_PROP(V3Literal, MatchesReference, ()) {
   RC_ASSERT(rows_as_left);
 }
 
+// The literal schedule's bound holds every legal run (oracle/v3_compare.h, issue 47): the
+// literal lies in its own enclosure, and a second run of the same program that computes what
+// another implementation may (its float32 dots and row sums reversed, pairwise or blocked as
+// an MXU, exp and tanh up to 8 ulps off, the multiply-adds fused, kernel.py's row sum in A as
+// a float32 sum rounded once) is accepted, on every generated strict-valid call the literal
+// schedule runs.
+RC_GTEST_PROP(V3Literal, ItsBoundHoldsEverySecondRun, ()) {
+  const V3CaseSpec spec = *gen_v3_case();
+  classify(spec);
+  const V3Materialized m = materialize_v3(spec);
+  const Dialect d = spec.dialect;
+  assert_v3_strict_valid(d, m.inputs, m.params);
+  V3Params p = m.params;
+  if (d == Dialect::kTpuInferenceV3Hd64) {
+    const int64_t pps = m.inputs.page_indices.dim(0) / std::max<int64_t>(m.inputs.kv_lens.dim(0), 1);
+    if (!p.num_kv_pages_per_block) {
+      p.num_kv_pages_per_block = *rc::gen::inRange<int64_t>(1, std::max<int64_t>(pps, 1) + 1).as("bkv_p");
+    }
+    if (!p.num_queries_per_block) p.num_queries_per_block = *rc::gen::inRange<int64_t>(1, 17).as("bq");
+    if (v3_validate(d, m.inputs, p, Mode::kStrict)) RC_DISCARD("the drawn hd64 blocks are invalid");
+  }
+  const int version = *rc::gen::inRange(5, 8).as("tpu_version");
+  V3SecondRun how;
+  how.order = *rc::gen::element(V3DotOrder::kForward, V3DotOrder::kReversed, V3DotOrder::kPairwise,
+                                V3DotOrder::kBlocked128, V3DotOrder::kBlocked256)
+                   .as("order");
+  how.exp_ulps = *rc::gen::inRange(-8, 9).as("exp ulps");
+  how.fused = *rc::gen::arbitrary<bool>().as("fused");
+  how.row_sum_once = *rc::gen::arbitrary<bool>().as("row sum in float32 once");
+  RC_TAG(how.order == V3DotOrder::kForward ? "forward" : "reordered");
+  const V3LiteralRun lit = v3_literal_run(d, m.inputs, p, {.tpu_version = version});
+  RC_ASSERT(lit.outside == 0);
+  const V3KernelResult other = v3_literal_attention(d, m.inputs, p, {.tpu_version = version, .second_run = how});
+  const V3Comparison c = v3_compare_literal(d, m.inputs, lit, other.out, other.kv_cache);
+  if (!c.agree()) RC_LOG() << describe_v3_comparison(c) << "\n";
+  RC_ASSERT(c.agree());
+  v3_share_tally().add(std::string("second run under the literal's bound ") + std::string(dialect_name(d)) +
+                           (spec.q_dtype == DType::kBFloat16 ? " bf16" : " f32"),
+                       c.max_share);
+}
+
 // A slip planted in what the kernel is asked to compute.
 enum class Slip { kSmScale, kVScale, kOldestKeyDropped };
 

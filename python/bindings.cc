@@ -738,10 +738,9 @@ nb::dict v3_check_case(const ArrayMap& arrays, const ParamMap& params,
     if (oracle == "literal") {
       const int version = tpu_generation(*profile);
       try {
-        const V3KernelResult lit = v3_literal_attention(c.dialect, c.v3_inputs, c.v3_params,
-                                                        V3ProgramOptions{.tpu_version = version});
-        cmp = v3_compare_literal(c.dialect, c.v3_inputs, c.v3_params, lit, *c.out, *c.kv_cache_out,
-                                 version);
+        const V3LiteralRun lit = v3_literal_run(c.dialect, c.v3_inputs, c.v3_params,
+                                                V3ProgramOptions{.tpu_version = version});
+        cmp = v3_compare_literal(c.dialect, c.v3_inputs, lit, *c.out, *c.kv_cache_out);
       } catch (const V3ProgramError& e) {
         stop = std::string(v3_program_error_kind_name(e.kind())) + ": " + e.what();
       }
@@ -777,10 +776,10 @@ nb::dict v3_check_case(const ArrayMap& arrays, const ParamMap& params,
     d["cache_first"] = nb::none();
   }
   d["text"] = line;
-  // The check's power (oracle/v3_compare.h): stated against the reference only, as rpa check
-  // states it; None where it is not (the literal oracle, a kernel that does not return) or
-  // where nothing is guaranteed (an infinite key weight).
-  const bool power = !stop && oracle == "reference";
+  // The check's power (oracle/v3_compare.h), as rpa check states it: against the reference
+  // and the literal schedule; None where it is not (a kernel that does not return) or where
+  // nothing is guaranteed (an infinite key weight).
+  const bool power = !stop && cmp.power_stated;
   const auto weight = [&](double w) {
     return power && std::isfinite(w) ? nb::cast(w) : nb::none();
   };

@@ -67,6 +67,55 @@ struct Semaphore {
   }
 };
 
+// sum_i prod(i), i < n (prod: the exact product, a double), as a second run orders it:
+// forward, reversed and pairwise add float32 products, the blocked orders exact ones.
+template <class Prod>
+float ordered_dot(V3DotOrder order, int64_t n, const Prod& prod) {
+  const auto term = [&](int64_t i) { return static_cast<float>(prod(i)); };
+  switch (order) {
+    case V3DotOrder::kForward: {
+      float s = 0.0f;
+      for (int64_t i = 0; i < n; ++i) s += term(i);
+      return s;
+    }
+    case V3DotOrder::kReversed: {
+      float s = 0.0f;
+      for (int64_t i = n - 1; i >= 0; --i) s += term(i);
+      return s;
+    }
+    case V3DotOrder::kPairwise: {
+      const std::function<float(int64_t, int64_t)> half = [&](int64_t lo, int64_t hi) -> float {
+        if (hi - lo == 1) return term(lo);
+        if (hi - lo == 0) return 0.0f;
+        const int64_t mid = lo + (hi - lo) / 2;
+        return half(lo, mid) + half(mid, hi);
+      };
+      return half(0, n);
+    }
+    case V3DotOrder::kBlocked128:
+    case V3DotOrder::kBlocked256: {
+      const int64_t chunk = order == V3DotOrder::kBlocked128 ? 128 : 256;
+      float total = 0.0f;
+      for (int64_t c0 = 0; c0 < n; c0 += chunk) {
+        float s = 0.0f;
+        for (int64_t i = c0; i < std::min(n, c0 + chunk); ++i) {
+          s = static_cast<float>(static_cast<double>(s) + prod(i));
+        }
+        total += s;
+      }
+      return total;
+    }
+  }
+  return 0.0f;
+}
+
+// A float32 result moved by `ulps` float32 ulps (a second run's exp or tanh).
+float nudge(float x, int ulps) {
+  for (int i = 0; i < ulps; ++i) x = std::nextafter(x, kInf);
+  for (int i = 0; i > ulps; --i) x = std::nextafter(x, -kInf);
+  return x;
+}
+
 class Program {
  public:
   Program(Dialect d, const V3Inputs& in, const V3Params& p, const V3ProgramOptions& o)
@@ -106,6 +155,11 @@ class Program {
                     in.queries.data() + (t * Hq_ + hq) * D_ * qe_, static_cast<size_t>(D_ * qe_));
       }
     }
+    if (o_.enclosure) {
+      qo_lo_.resize(qo_.size() / static_cast<size_t>(qe_));
+      for (size_t e = 0; e < qo_lo_.size(); ++e) qo_lo_[e] = load_float(qdt_, qo_.data(), static_cast<int64_t>(e));
+      qo_hi_ = qo_lo_;
+    }
     const int64_t kve = dtype_size(kvdt_);
     new_kv_.assign(static_cast<size_t>(T_ * rec_bytes_), std::byte{0});
     for (int64_t t = 0; !new_kv_.empty() && t < T_; ++t) {
@@ -136,6 +190,21 @@ class Program {
         std::memcpy(r.out.data() + (t * Hq_ + hq) * D_ * qe_,
                     &qo_[static_cast<size_t>(qo_index(hq / qph_, t, hq % qph_, lane0) * qe_)],
                     static_cast<size_t>(D_ * qe_));
+      }
+    }
+    if (V3Enclosure* e = o_.enclosure) {
+      e->lo.assign(static_cast<size_t>(T_ * Hq_ * D_), 0.0);
+      e->hi = e->lo;
+      e->max_abs_v = max_abs_v_;
+      for (int64_t t = 0; t < T_; ++t) {
+        for (int64_t hq = 0; hq < Hq_; ++hq) {
+          for (int64_t c = 0; c < D_; ++c) {
+            const auto from = static_cast<size_t>(qo_index(hq / qph_, t, hq % qph_, lane0 + c));
+            const auto to = static_cast<size_t>((t * Hq_ + hq) * D_ + c);
+            e->lo[to] = qo_lo_[from];
+            e->hi[to] = qo_hi_[from];
+          }
+        }
       }
     }
     return r;
@@ -285,6 +354,13 @@ class Program {
       }
     }
     const auto rows = static_cast<size_t>(Hkv_ * bq_sz * qph_p_);
+    if (o_.enclosure) {
+      const auto elems = static_cast<size_t>(Hkv_ * bq_sz * qph_p_ * Dp_);
+      for (int b = 0; b < 2; ++b) {
+        for (auto* buf : {&bq_lo_[b], &bq_hi_[b], &bo_lo_[b], &bo_hi_[b]}) buf->assign(elems, kNaN);
+      }
+      enc_rows_.assign(rows, V3RowEnclosure{});
+    }
     l_.assign(rows, kNaN);
     m_.assign(rows, kNaN);
     acc_.assign(rows * static_cast<size_t>(Dp_), kNaN);
@@ -317,6 +393,21 @@ class Program {
         std::byte* hbm = &qo_[static_cast<size_t>(qo_index(h, start, 0, 0) * qe_)];
         std::byte* vmem = &(send ? bo_ : bq_)[b][static_cast<size_t>(buf_index(h, 0, 0, 0) * qe_)];
         std::memcpy(send ? hbm : vmem, send ? vmem : hbm, row);
+        if (!o_.enclosure) continue;
+        const auto elems = static_cast<size_t>(sz * qph_p_ * Dp_);
+        const auto at_hbm = static_cast<size_t>(qo_index(h, start, 0, 0));
+        const auto at_vmem = static_cast<size_t>(buf_index(h, 0, 0, 0));
+        for (int side = 0; side < 2; ++side) {
+          std::vector<float>& mem = side == 0 ? qo_lo_ : qo_hi_;
+          std::vector<float>& buf = send ? (side == 0 ? bo_lo_ : bo_hi_)[b] : (side == 0 ? bq_lo_ : bq_hi_)[b];
+          if (send) {
+            std::copy_n(buf.begin() + static_cast<std::ptrdiff_t>(at_vmem), elems,
+                        mem.begin() + static_cast<std::ptrdiff_t>(at_hbm));
+          } else {
+            std::copy_n(mem.begin() + static_cast<std::ptrdiff_t>(at_hbm), elems,
+                        buf.begin() + static_cast<std::ptrdiff_t>(at_vmem));
+          }
+        }
       }
     });
   }
@@ -551,6 +642,7 @@ class Program {
     std::fill(l_.begin(), l_.end(), 0.0f);
     std::fill(m_.begin(), m_.end(), -kInf);
     std::fill(acc_.begin(), acc_.end(), 0.0f);
+    for (V3RowEnclosure& e : enc_rows_) e.start(acc_dtype_, false, Dp_, -kInf, 0.0f);
     const int bq_sem = static_cast<int>(sem_ids_[0]);
     const bool last_bq = bq_idx + 1 == num_bq;
     const int64_t next_seq = last_bq ? seq + 1 : seq;
@@ -645,12 +737,50 @@ class Program {
         const size_t lm = static_cast<size_t>(h * bq_sz_ * qph_p_ + row);
         for (int64_t lane = 0; lane < Dp_; ++lane) {
           const float acc = acc_[lm * static_cast<size_t>(Dp_) + static_cast<size_t>(lane)];
-          store_float(stored, bo_[bo_sem].data(), buf_index(h, row / qph_p_, row % qph_p_, lane),
-                      out(acc, l_[lm]));
+          const int64_t at = buf_index(h, row / qph_p_, row % qph_p_, lane);
+          store_float(stored, bo_[bo_sem].data(), at, out(acc, l_[lm]));
+          if (o_.enclosure) store_enclosure(bo_sem, at, stored, enc_rows_[lm].out(lane, qdt_));
         }
       }
     }
     start_send_bo(seq, bq_idx, bo_sem);
+  }
+
+  // An output element's enclosure, stored as `stored` into the q-dtype buffer: where those
+  // differ (an out_dtype of q's width), only a determined value keeps its meaning.
+  void store_enclosure(int b, int64_t at, DType stored, Range r) {
+    if (stored != qdt_ && !(r.lo == r.hi)) r = {kNaN, kNaN};
+    if (stored != qdt_ && !std::isnan(r.lo)) {
+      std::array<std::byte, 4> bits{};
+      store_float(stored, bits.data(), 0, static_cast<float>(r.lo));
+      r.lo = r.hi = load_float(qdt_, bits.data(), 0);
+    }
+    bo_lo_[b][static_cast<size_t>(at)] = static_cast<float>(r.lo);
+    bo_hi_[b][static_cast<size_t>(at)] = static_cast<float>(r.hi);
+  }
+
+  // The enclosure's q row: lanes of q buffer b, quantized (quantize_q is monotone, and
+  // decreasing for a negative q_scale).
+  void enclosure_q(int b, int64_t h, int64_t r, int64_t j, int64_t lanes) {
+    enc_q_lo_.resize(static_cast<size_t>(lanes));
+    enc_q_hi_.resize(static_cast<size_t>(lanes));
+    for (int64_t lane = 0; lane < lanes; ++lane) {
+      float lo = kNaN, hi = kNaN;
+      if (r < bq_sz_) {
+        const auto at = static_cast<size_t>(buf_index(h, r, j, lane));
+        lo = quantize_q(bq_lo_[b][at]);
+        hi = quantize_q(bq_hi_[b][at]);
+      }
+      enc_q_lo_[static_cast<size_t>(lane)] = std::min(lo, hi);
+      enc_q_hi_[static_cast<size_t>(lane)] = std::max(lo, hi);
+      if (std::isnan(lo) || std::isnan(hi)) enc_q_lo_[static_cast<size_t>(lane)] = kNaN;
+    }
+  }
+
+  // alpha x + y in A: each operation rounded (the literal), or fused (a second run).
+  float multiply_add(DType a, float alpha, float x, float y) const {
+    if (second_.fused) return round_double_to(a, static_cast<double>(alpha) * x + y);
+    return rnd(a, rnd(a, alpha * x) + y);
   }
 
   void count_step() {
@@ -684,6 +814,7 @@ class Program {
     const float mask_value = static_cast<float>(attention_math(d_, p_, qdt_).mask_value);
     const bool any_mask = causal_ || !p_.skip_kv_mask || p_.sliding_window.has_value();
     std::vector<float> q(static_cast<size_t>(Dp_)), s(static_cast<size_t>(n)), pv(static_cast<size_t>(Dp_));
+    std::vector<unsigned char> kept(static_cast<size_t>(n), 1);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t token = bq_start + r / qph_p_, j = r % qph_p_;
       for (int64_t lane = 0; lane < Dp_; ++lane) {
@@ -694,12 +825,15 @@ class Program {
       bool nan = false;
       for (int64_t t = 0; t < n; ++t) {
         float dot = 0.0f;
-        for (int64_t i = 0; i < Dp_; ++i) {
-          const int64_t lane = o_.reverse_dot_order ? Dp_ - 1 - i : i;
-          dot += q[static_cast<size_t>(lane)] * k_[static_cast<size_t>(t * Dp_ + lane)];
+        if (second_.order == V3DotOrder::kForward) {
+          for (int64_t i = 0; i < Dp_; ++i) dot += q[static_cast<size_t>(i)] * k_[static_cast<size_t>(t * Dp_ + i)];
+        } else {
+          dot = ordered_dot(second_.order, Dp_, [&](int64_t i) {
+            return static_cast<double>(q[static_cast<size_t>(i)]) * k_[static_cast<size_t>(t * Dp_ + i)];
+          });
         }
         float x = dot * s_scale;
-        if (cap) x = *cap * std::tanh(x / *cap);
+        if (cap) x = *cap * nudge(std::tanh(x / *cap), second_.exp_ulps);
         if (any_mask) {
           const int64_t k_span = pos(k_base + t);
           bool keep = true;
@@ -707,6 +841,7 @@ class Program {
           if (!p_.skip_kv_mask) keep = keep && k_span < eff;
           if (p_.sliding_window) keep = keep && q_span < pos(k_span + *p_.sliding_window);
           if (!keep) x = mask_value;
+          kept[static_cast<size_t>(t)] = keep ? 1 : 0;
         }
         s[static_cast<size_t>(t)] = x;
         nan = nan || std::isnan(x);
@@ -719,18 +854,32 @@ class Program {
       const float m_curr = (std::isnan(m_prev) || std::isnan(rounded_max)) ? kNaN : std::max(m_prev, rounded_max);
       m_[lm] = m_curr;
       std::vector<float> p(static_cast<size_t>(n));
-      for (int64_t t = 0; t < n; ++t) p[static_cast<size_t>(t)] = std::exp(s[static_cast<size_t>(t)] - m_curr);
+      for (int64_t t = 0; t < n; ++t) {
+        p[static_cast<size_t>(t)] = nudge(std::exp(s[static_cast<size_t>(t)] - m_curr), t % 2 == 0 ? second_.exp_ulps : -second_.exp_ulps);
+      }
       std::vector<float> p_a(p.size());
       for (size_t t = 0; t < p.size(); ++t) p_a[t] = rnd(a, p[t]);
-      const float rowsum = xla_row_sum(std::move(p_a), a);
-      const float alpha = rnd(a, std::exp(rnd(a, m_prev - m_curr)));
-      l_[lm] = rnd(a, rnd(a, alpha * l_[lm]) + rowsum);
+      float rowsum;
+      if (second_.row_sum_once || (a == DType::kFloat32 && second_.order != V3DotOrder::kForward)) {
+        rowsum = rnd(a, ordered_dot(second_.order, n, [&](int64_t i) { return static_cast<double>(p_a[static_cast<size_t>(i)]); }));
+      } else {
+        rowsum = xla_row_sum(std::move(p_a), a);
+      }
+      const float alpha = rnd(a, nudge(std::exp(rnd(a, m_prev - m_curr)), second_.exp_ulps));
+      l_[lm] = multiply_add(a, alpha, l_[lm], rowsum);
       // step 2: acc = alpha * acc + (p V) * v_scale, each in out_dtype.
       std::fill(pv.begin(), pv.end(), 0.0f);
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t t = o_.reverse_dot_order ? n - 1 - i : i;
-        const float w = p[static_cast<size_t>(t)];
-        for (int64_t lane = 0; lane < Dp_; ++lane) pv[static_cast<size_t>(lane)] += w * v_[static_cast<size_t>(t * Dp_ + lane)];
+      if (second_.order == V3DotOrder::kForward) {
+        for (int64_t t = 0; t < n; ++t) {
+          const float w = p[static_cast<size_t>(t)];
+          for (int64_t lane = 0; lane < Dp_; ++lane) pv[static_cast<size_t>(lane)] += w * v_[static_cast<size_t>(t * Dp_ + lane)];
+        }
+      } else {
+        for (int64_t lane = 0; lane < Dp_; ++lane) {
+          pv[static_cast<size_t>(lane)] = ordered_dot(second_.order, n, [&](int64_t t) {
+            return static_cast<double>(p[static_cast<size_t>(t)]) * v_[static_cast<size_t>(t * Dp_ + lane)];
+          });
+        }
       }
       const std::optional<float> vs =
           p_.v_scale ? std::optional<float>(float32_scalar(*p_.v_scale)) : std::nullopt;
@@ -738,7 +887,26 @@ class Program {
       for (int64_t lane = 0; lane < Dp_; ++lane) {
         float x = pv[static_cast<size_t>(lane)];
         if (vs) x *= *vs;
-        acc[lane] = rnd(a, rnd(a, alpha * acc[lane]) + rnd(a, x));
+        acc[lane] = multiply_add(a, alpha, acc[lane], rnd(a, x));
+      }
+      if (o_.enclosure) {
+        enclosure_q(bq_sem, h, token, j, Dp_);
+        V3EnclosureBlock eb;
+        eb.q_lo = enc_q_lo_.data();
+        eb.q_hi = enc_q_hi_.data();
+        eb.qk_lanes = Dp_;
+        eb.k = k_.data();
+        eb.k_stride = Dp_;
+        eb.v = v_.data();
+        eb.v_stride = Dp_;
+        eb.n = n;
+        eb.scales = &s_scale;
+        eb.nscales = 1;
+        eb.cap = cap;
+        eb.keep = kept.data();
+        eb.mask_value = mask_value;
+        eb.v_scale = vs;
+        enc_rows_[lm].step(eb, o_.enclosure->terms, &max_abs_v_);
       }
     }
   }
@@ -893,6 +1061,7 @@ class Program {
     const int64_t len = kv_len(seq), q_len = cu(seq + 1) - cu(seq);
     const float mask_value = static_cast<float>(p_.mask_value.value_or(kDefaultMaskValue));
     std::vector<float> q(128), s(static_cast<size_t>(n)), p(static_cast<size_t>(n));
+    std::vector<unsigned char> kept(static_cast<size_t>(n), 1);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t j = r % qph_p_;
       for (int64_t lane = 0; lane < 128; ++lane) {
@@ -903,21 +1072,25 @@ class Program {
       bool nan = false;
       for (int64_t t = 0; t < n; ++t) {
         float x = 0.0f;
-        for (int64_t i = 0; i < 128; ++i) {
-          const int64_t lane = o_.reverse_dot_order ? 127 - i : i;
-          x += q[static_cast<size_t>(lane)] * k_[static_cast<size_t>(t * 128 + lane)];
+        if (second_.order == V3DotOrder::kForward) {
+          for (int64_t i = 0; i < 128; ++i) x += q[static_cast<size_t>(i)] * k_[static_cast<size_t>(t * 128 + i)];
+        } else {
+          x = ordered_dot(second_.order, 128, [&](int64_t i) {
+            return static_cast<double>(q[static_cast<size_t>(i)]) * k_[static_cast<size_t>(t * 128 + i)];
+          });
         }
         x *= float32_scalar(p_.sm_scale);
         if (p_.k_scale) x *= float32_scalar(*p_.k_scale);
         if (p_.q_scale) x *= float32_scalar(*p_.q_scale);
         if (p_.soft_cap) {
           const float cap = float32_scalar(*p_.soft_cap);
-          x = cap * std::tanh(x / cap);
+          x = cap * nudge(std::tanh(x / cap), second_.exp_ulps);
         }
         const int64_t k_span = bkv_idx * bkv_sz_ + t;
         bool keep = k_span <= q_span;
         if (p_.sliding_window) keep = keep && q_span - *p_.sliding_window < k_span;
         if (!keep) x = mask_value;
+        kept[static_cast<size_t>(t)] = keep ? 1 : 0;
         s[static_cast<size_t>(t)] = x;
         nan = nan || std::isnan(x);
         row_max = std::max(row_max, x);
@@ -932,21 +1105,53 @@ class Program {
       }
       const float m_curr = (std::isnan(m_prev) || std::isnan(row_max)) ? kNaN : std::max(m_prev, row_max);
       m_[lm] = m_curr;
-      for (int64_t t = 0; t < n; ++t) p[static_cast<size_t>(t)] = std::exp(s[static_cast<size_t>(t)] - m_curr);
-      const float rowsum = xla_row_sum(p, DType::kFloat32);
-      const float alpha = std::exp(m_prev - m_curr);
+      for (int64_t t = 0; t < n; ++t) {
+        p[static_cast<size_t>(t)] = nudge(std::exp(s[static_cast<size_t>(t)] - m_curr), t % 2 == 0 ? second_.exp_ulps : -second_.exp_ulps);
+      }
+      const float rowsum = second_.order == V3DotOrder::kForward
+                               ? xla_row_sum(p, DType::kFloat32)
+                               : ordered_dot(second_.order, n, [&](int64_t i) { return static_cast<double>(p[static_cast<size_t>(i)]); });
+      const float alpha = nudge(std::exp(m_prev - m_curr), second_.exp_ulps);
       const float l_prev = first ? 1.0f : l_[lm];
-      l_[lm] = alpha * l_prev + rowsum;
+      l_[lm] = multiply_add(DType::kFloat32, alpha, l_prev, rowsum);
       float* acc = &acc_[lm * 128];
       for (int64_t lane = 0; lane < 128; ++lane) {
         float x = 0.0f;
-        for (int64_t i = 0; i < n; ++i) {
-          const int64_t t = o_.reverse_dot_order ? n - 1 - i : i;
-          x += p[static_cast<size_t>(t)] * k_[static_cast<size_t>(t * 128 + lane)];
+        if (second_.order == V3DotOrder::kForward) {
+          for (int64_t t = 0; t < n; ++t) x += p[static_cast<size_t>(t)] * k_[static_cast<size_t>(t * 128 + lane)];
+        } else {
+          x = ordered_dot(second_.order, n, [&](int64_t t) {
+            return static_cast<double>(p[static_cast<size_t>(t)]) * k_[static_cast<size_t>(t * 128 + lane)];
+          });
         }
         if (p_.v_scale) x *= float32_scalar(*p_.v_scale);
         const float prev = first ? 0.0f : acc[lane];
-        acc[lane] = alpha * prev + x;
+        acc[lane] = multiply_add(DType::kFloat32, alpha, prev, x);
+      }
+      if (o_.enclosure) {
+        if (first) enc_rows_[lm].start(DType::kFloat32, true, 128, m_prev, 1.0f);
+        enclosure_q(bq_sem, h, r / qph_p_, j, 128);
+        std::array<float, 3> scales{};
+        int nscales = 0;
+        scales[static_cast<size_t>(nscales++)] = float32_scalar(p_.sm_scale);
+        if (p_.k_scale) scales[static_cast<size_t>(nscales++)] = float32_scalar(*p_.k_scale);
+        if (p_.q_scale) scales[static_cast<size_t>(nscales++)] = float32_scalar(*p_.q_scale);
+        V3EnclosureBlock eb;
+        eb.q_lo = enc_q_lo_.data();
+        eb.q_hi = enc_q_hi_.data();
+        eb.qk_lanes = 128;
+        eb.k = k_.data();
+        eb.k_stride = 128;
+        eb.v = k_.data();
+        eb.v_stride = 128;
+        eb.n = n;
+        eb.scales = scales.data();
+        eb.nscales = nscales;
+        if (p_.soft_cap) eb.cap = float32_scalar(*p_.soft_cap);
+        eb.keep = kept.data();
+        eb.mask_value = mask_value;
+        if (p_.v_scale) eb.v_scale = float32_scalar(*p_.v_scale);
+        enc_rows_[lm].step(eb, o_.enclosure->terms, &max_abs_v_);
       }
     }
   }
@@ -956,6 +1161,7 @@ class Program {
   const V3Inputs& in_;
   const V3Params& p_;
   const V3ProgramOptions o_;
+  const V3SecondRun second_ = o_.second_run;
   const DType qdt_, kvdt_, acc_dtype_;
   const int64_t T_, Hq_, D_, Hkv_;
   const V3CacheLayout layout_;
@@ -978,6 +1184,12 @@ class Program {
   std::array<int64_t, 6> bkv_update_ids_{};
   int64_t steps_ = 0;
   std::vector<float> k_, v_;  // the block's K and V (hd64: [K | V])
+  // The enclosure (V3ProgramOptions::enclosure): q / out and its buffers' lo and hi, per
+  // element; each scratch row's state; the quantized q row being worked on.
+  std::vector<float> qo_lo_, qo_hi_, bq_lo_[2], bq_hi_[2], bo_lo_[2], bo_hi_[2];
+  std::vector<V3RowEnclosure> enc_rows_;
+  std::vector<float> enc_q_lo_, enc_q_hi_;
+  double max_abs_v_ = 0.0;
 };
 
 }  // namespace

@@ -37,9 +37,27 @@
 #include "core/v3_params.h"
 #include "core/v3_result.h"
 #include "schedule/path_features.h"
+#include "schedule/v3_enclosure.h"
 #include "schedule/v3_block_sizes.h"
 
 namespace rpa {
+
+// How a second run of the program computes what the literal schedule computes one way: each
+// float32 dot (q.K over the lanes, p.V (hd64: p.[K | V]) over the compute block's tokens)
+// and float32 row sum in another order, forward (the literal's), reversed, pairwise (halves,
+// recursively), or blocked as an MXU accumulates (chunks of 128 or 256 terms, each product
+// exact and each addition rounded to float32, then the chunks' sums in order); exp's and
+// tanh's results some float32 ulps off (within kExpError: |exp_ulps| <= 8; p's alternately up and
+// down by the slot's parity, which a uniform error would not show); l's and acc's
+// alpha x + y rounded once (fused); kernel.py's row sum in A as a float32 sum in that order
+// rounded once to A.
+enum class V3DotOrder { kForward, kReversed, kPairwise, kBlocked128, kBlocked256 };
+struct V3SecondRun {
+  V3DotOrder order = V3DotOrder::kForward;
+  int exp_ulps = 0;
+  bool fused = false;
+  bool row_sum_once = false;
+};
 
 struct V3ProgramOptions {
   // The TPU generation whose code path runs: kernel.py's default block sizes (5, 6, 7; with
@@ -48,15 +66,18 @@ struct V3ProgramOptions {
   int tpu_version = -1;
   // Compute steps (KV blocks of a query block) before giving up (kHang).
   int64_t max_steps = int64_t{1} << 22;
-  // The schedule tolerance's test instrument (oracle/v3_compare.h): each float32 dot summed
-  // in the other order, q.K over the lanes from the last, p.V (hd64: p.[K | V]) over the
-  // compute block's tokens from the last. A correct second run of the same program.
-  bool reverse_dot_order = false;
+  // A correct second run of the same program (the schedule tolerance's test instrument,
+  // oracle/v3_compare.h): what another implementation may compute. Default: the literal.
+  V3SecondRun second_run{};
   // Where the call's path features go (schedule/path_features.h), when set.
   PathFeatures* features = nullptr;
   // false: the program's control flow, DMAs and positions only, without the blocks'
   // arithmetic (the output is then meaningless): what v3_path_features walks.
   bool compute = true;
+  // Where the enclosure of every legal run's output goes (schedule/v3_enclosure.h), when set:
+  // its terms are read, lo, hi and max_abs_v written. Costs about three more of the
+  // arithmetic.
+  V3Enclosure* enclosure = nullptr;
 };
 
 // Where the kernel does not return: it cannot trace (a Python assertion or error, a reshape

@@ -84,10 +84,14 @@ CheckOutcome check_v3(const Case& c, const CaseOptions& a) {
     }
   }
   // The literal schedule, where it is asked for: the oracle, or what is checked.
-  std::optional<V3KernelResult> literal;
+  std::optional<V3LiteralRun> literal;
   if (a.literal || literal_oracle) {
     try {
-      literal = v3_literal_attention(c.dialect, in, c.v3_params, v3_program_options(a));
+      if (literal_oracle) {
+        literal = v3_literal_run(c.dialect, in, c.v3_params, v3_program_options(a));
+      } else {
+        literal = V3LiteralRun{v3_literal_attention(c.dialect, in, c.v3_params, v3_program_options(a)), {}, 0};
+      }
     } catch (const std::invalid_argument& e) {  // what the literal schedule cannot take
       return usage(e.what());
     } catch (const V3ProgramError& e) {
@@ -101,14 +105,14 @@ CheckOutcome check_v3(const Case& c, const CaseOptions& a) {
   if (literal_oracle) {
     o.checked = "out and kv_cache_out";
     o.oracle = "the literal v3 schedule (TPU v" + std::to_string(v3_program_options(a).tpu_version) + ")";
-    o.v3_cmp = v3_compare_literal(c.dialect, in, c.v3_params, *literal, *c.out, *c.kv_cache_out,
-                                  v3_program_options(a).tpu_version);
+    o.v3_cmp = v3_compare_literal(c.dialect, in, *literal, *c.out, *c.kv_cache_out);
     o.verdict = o.v3_cmp->agree() ? CheckVerdict::kAgree : CheckVerdict::kMismatch;
     return o;
   }
   const Semantics semantics = a.reference_semantics();
   V3ReferenceResult ref = v3_reference(c.dialect, in, c.v3_params, semantics);
-  std::optional<V3KernelResult> kernel = std::move(literal);
+  std::optional<V3KernelResult> kernel;
+  if (literal) kernel = std::move(literal->result);
   if (!kernel && !o.has_out && !o.has_kv_cache_out) {
     kernel = v3_tiled_attention(c.dialect, in, c.v3_params, kernel_options(a));
   }
@@ -322,7 +326,7 @@ void write_v3_comparison_json(JsonWriter& j, const V3Comparison& c) {
   j.key("max_abs_err").value(c.max_abs_err).key("tolerance_at_max").value(c.tolerance_at_max);
   j.key("max_tolerance_used").value(c.max_share).key("max_allowed").value(c.max_allowed);
   j.key("compared").value(c.compared).key("mismatches").value(c.mismatches);
-  // The power: stated against the reference only (null against the literal schedule).
+  // The power (against the reference and, since issue 47, the literal schedule).
   if (c.power_stated) {
     j.key("rejects_zero").value(c.rejects_zero);
   } else {
@@ -395,9 +399,7 @@ std::string v3_check_text(const CheckOutcome& o, const CaseOptions& a) {
     t += o.checked + (both ? " agree with " : " agrees with ") + o.oracle + " (" +
          describe_v3_comparison(cmp) + ")";
   }
-  if (a.oracle != "literal") {
-    t += "; power: " + v3_power_phrase(cmp);
-  }
+  if (cmp.power_stated) t += "; power: " + v3_power_phrase(cmp);
   if (!o.not_checked.empty()) {
     t += "; " + o.not_checked + " not checked: the case has none";
   }

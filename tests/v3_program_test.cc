@@ -151,12 +151,14 @@ TEST(V3Program, AgreesWithTheKernelSemanticsOnAStrictValidCall) {
     EXPECT_TRUE(cmp.agree()) << describe_v3_comparison(cmp);
     // and the schedule tolerance takes the literal schedule's own answer, not the tiled kernel's
     // cache with one bit flipped
-    const V3Comparison self = v3_compare_literal(Dialect::kTpuInferenceV3, c.in, c.p, lit, lit.out, lit.kv_cache, -1);
+    const V3LiteralRun run = v3_literal_run(Dialect::kTpuInferenceV3, c.in, c.p, {});
+    EXPECT_EQ(run.outside, 0);
+    const V3Comparison self = v3_compare_literal(Dialect::kTpuInferenceV3, c.in, run, lit.out, lit.kv_cache);
     EXPECT_TRUE(self.agree());
     EXPECT_EQ(self.max_abs_err, 0.0);
     Tensor flipped = lit.kv_cache;
     flipped.set_float(at(c.b, 1, 0, 0, true, 0), flipped.float_at(at(c.b, 1, 0, 0, true, 0)) + 1.0f);
-    EXPECT_FALSE(v3_compare_literal(Dialect::kTpuInferenceV3, c.in, c.p, lit, lit.out, flipped, -1).agree());
+    EXPECT_FALSE(v3_compare_literal(Dialect::kTpuInferenceV3, c.in, run, lit.out, flipped).agree());
   }
 }
 

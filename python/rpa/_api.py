@@ -453,7 +453,7 @@ def _v3_check(case: Case, out: Any, *, semantics: Optional[str], oracle: str,
         seq = min(max(seq, 0), max(n - 1, 0))
         mismatch = Mismatch(seq, row - int(cu[seq]), row, head, col, got, want, allowed)
     text = f"{label}: {verdict} ({j['text']})"
-    if j["power"] is not None:  # as rpa check words it: against the reference only
+    if j["power"] is not None:  # as rpa check words it
         text += f"; power: {j['power']}"
     return CheckResult(verdict, case, flags, text=text, detail=j["text"],
                        share_of_tolerance=float(j["max_share"]),

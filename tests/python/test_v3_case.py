@@ -161,11 +161,13 @@ def test_check_states_its_power(dialect, tmp_path, rpa_cli):
     assert zero.verdict == "mismatch"
     assert (zero.rejects_zero, zero.min_detectable_key_weight, zero.key_weight_every_row) == (
         True, w, every)
-    # Not stated where it is not computed: against the literal schedule, for a rejected case.
+    # Against the literal schedule: its own bound's power, as rpa check --oracle literal states
+    # it (issue 47); not stated for a rejected case.
     literal = rpa.check(case, (out, cache), oracle="literal", target="v6e")
-    assert (literal.rejects_zero, literal.min_detectable_key_weight,
-            literal.key_weight_every_row) == (None, None, None)
-    assert "power" not in str(literal)
+    assert literal.rejects_zero is True and 0 < literal.min_detectable_key_weight < 1
+    literal_power = str(literal).split("; power: ", 1)[1]
+    assert rpa_cli("check", path, "--oracle", "literal", "--target", "v6e").stdout.rstrip(
+        "\n").endswith("; power: " + literal_power)
     rejected = rpa.check(case.replace(soft_cap=0.0), (out, cache))
     assert rejected.verdict == "rejected" and rejected.rejects_zero is None
     assert rejected.min_detectable_key_weight is None
