@@ -117,7 +117,7 @@ RC_GTEST_PROP(V3Literal, MatchesReference, ()) {
 // The literal schedule's bound holds every legal run (oracle/v3_compare.h, issue 47): the
 // literal lies in its own enclosure, and a second run of the same program that computes what
 // another implementation may (its float32 dots and row sums reversed, pairwise or blocked as
-// an MXU, exp and tanh up to 8 ulps off, the multiply-adds fused, kernel.py's row sum in A as
+// an MXU, exp and tanh up to 2^-21 of themselves off, the multiply-adds fused, kernel.py's row sum in A as
 // a float32 sum rounded once) is accepted, on every generated strict-valid call the literal
 // schedule runs.
 RC_GTEST_PROP(V3Literal, ItsBoundHoldsEverySecondRun, ()) {

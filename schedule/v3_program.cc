@@ -109,11 +109,15 @@ float ordered_dot(V3DotOrder order, int64_t n, const Prod& prod) {
   return 0.0f;
 }
 
-// A float32 result moved by `ulps` float32 ulps (a second run's exp or tanh).
-float nudge(float x, int ulps) {
-  for (int i = 0; i < ulps; ++i) x = std::nextafter(x, kInf);
-  for (int i = 0; i > ulps; --i) x = std::nextafter(x, -kInf);
-  return x;
+// A float32 result moved by up to `units` times 2^-24 of itself, as far as a float32 value
+// goes without passing that (a second run's exp or tanh: kExpError is 8 such units, 8 float32
+// ulps at the top of a binade, 4 at its bottom).
+float nudge(float x, int units) {
+  if (units == 0 || !std::isfinite(x) || x == 0.0f) return x;
+  const double target = static_cast<double>(x) * (1.0 + units * 0x1p-24);
+  auto y = static_cast<float>(target);
+  while (std::fabs(static_cast<double>(y) - x) > std::fabs(target - x)) y = std::nextafter(y, x);
+  return y;
 }
 
 class Program {

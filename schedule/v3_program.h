@@ -47,8 +47,9 @@ namespace rpa {
 // and float32 row sum in another order, forward (the literal's), reversed, pairwise (halves,
 // recursively), or blocked as an MXU accumulates (chunks of 128 or 256 terms, each product
 // exact and each addition rounded to float32, then the chunks' sums in order); exp's and
-// tanh's results some float32 ulps off (within kExpError: |exp_ulps| <= 8; p's alternately up and
-// down by the slot's parity, which a uniform error would not show); l's and acc's
+// tanh's results moved by up to exp_ulps units of 2^-24 of themselves (within kExpError, 2^-21:
+// |exp_ulps| <= 8; p's alternately up and down by the slot's parity, which a uniform error
+// would not show); l's and acc's
 // alpha x + y rounded once (fused); kernel.py's row sum in A as a float32 sum in that order
 // rounded once to A.
 enum class V3DotOrder { kForward, kReversed, kPairwise, kBlocked128, kBlocked256 };

@@ -1,8 +1,8 @@
 // No false red from the literal v3 schedule's bound (issue 47, item 2; oracle/v3_compare.h,
 // schedule/v3_enclosure.h): correct second runs of the same program, computed as other
 // implementations may (V3ProgramOptions::second_run: the float32 dots and row sums reversed,
-// pairwise, or blocked as an MXU accumulates, 128 or 256 terms a chunk; exp and tanh 8 float32
-// ulps high or low; the multiply-adds fused; kernel.py's row sum in A as one float32 sum),
+// pairwise, or blocked as an MXU accumulates, 128 or 256 terms a chunk; exp and tanh 2^-21 of
+// themselves high or low; the multiply-adds fused; kernel.py's row sum in A as one float32 sum),
 // are each accepted under the literal's bound, and the literal lies in its own enclosure, on
 // adversarial data (cancellation, one dominant key, values that absorb small terms, logits in
 // the hundreds under a soft cap, and standard-normal rows), from 250 to 32768 keys, for every
