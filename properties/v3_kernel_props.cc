@@ -75,6 +75,20 @@ RC_GTEST_PROP(V3Kernel, IsDeterministic, ()) {
 // The literal v3 schedule (schedule/v3_program.h: tpu-inference's program step by step, with
 // its out_dtype accumulators) on strict-valid calls of either dialect, on a drawn TPU
 // generation (hd64 calls without block sizes get drawn ones; the program needs them): the
+// The call's keywords, with hd64's block sizes drawn where it names none (the literal hd64
+// schedule needs them; discarded where strict mode rejects the draw).
+V3Params with_hd64_blocks(Dialect d, const V3Materialized& m) {
+  V3Params p = m.params;
+  if (d != Dialect::kTpuInferenceV3Hd64) return p;
+  const int64_t pps = m.inputs.page_indices.dim(0) / std::max<int64_t>(m.inputs.kv_lens.dim(0), 1);
+  if (!p.num_kv_pages_per_block) {
+    p.num_kv_pages_per_block = *rc::gen::inRange<int64_t>(1, std::max<int64_t>(pps, 1) + 1).as("bkv_p");
+  }
+  if (!p.num_queries_per_block) p.num_queries_per_block = *rc::gen::inRange<int64_t>(1, 17).as("bq");
+  if (v3_validate(d, m.inputs, p, Mode::kStrict)) RC_DISCARD("the drawn hd64 blocks are invalid");
+  return p;
+}
+
 // cache bit for bit and the output within the v3 kernel's tolerance of the definition, and
 // every row past the sequences as the aliased q array leaves it: the queries (kernel.py), 0
 // (hd64, whose output is the upper 64 lanes of q padded to 128).
@@ -84,15 +98,7 @@ RC_GTEST_PROP(V3Literal, MatchesReference, ()) {
   const V3Materialized m = materialize_v3(spec);
   const Dialect d = spec.dialect;
   assert_v3_strict_valid(d, m.inputs, m.params);
-  V3Params p = m.params;
-  if (d == Dialect::kTpuInferenceV3Hd64) {
-    const int64_t pps = m.inputs.page_indices.dim(0) / std::max<int64_t>(m.inputs.kv_lens.dim(0), 1);
-    if (!p.num_kv_pages_per_block) {
-      p.num_kv_pages_per_block = *rc::gen::inRange<int64_t>(1, std::max<int64_t>(pps, 1) + 1).as("bkv_p");
-    }
-    if (!p.num_queries_per_block) p.num_queries_per_block = *rc::gen::inRange<int64_t>(1, 17).as("bq");
-    if (v3_validate(d, m.inputs, p, Mode::kStrict)) RC_DISCARD("the drawn hd64 blocks are invalid");
-  }
+  const V3Params p = with_hd64_blocks(d, m);
   const int version = *rc::gen::inRange(5, 8).as("tpu_version");
   const V3KernelResult got = v3_literal_attention(d, m.inputs, p, {.tpu_version = version});
   const V3ReferenceResult ref = v3_reference(d, m.inputs, p, Semantics::kKernel);
@@ -126,15 +132,7 @@ RC_GTEST_PROP(V3Literal, ItsBoundHoldsEverySecondRun, ()) {
   const V3Materialized m = materialize_v3(spec);
   const Dialect d = spec.dialect;
   assert_v3_strict_valid(d, m.inputs, m.params);
-  V3Params p = m.params;
-  if (d == Dialect::kTpuInferenceV3Hd64) {
-    const int64_t pps = m.inputs.page_indices.dim(0) / std::max<int64_t>(m.inputs.kv_lens.dim(0), 1);
-    if (!p.num_kv_pages_per_block) {
-      p.num_kv_pages_per_block = *rc::gen::inRange<int64_t>(1, std::max<int64_t>(pps, 1) + 1).as("bkv_p");
-    }
-    if (!p.num_queries_per_block) p.num_queries_per_block = *rc::gen::inRange<int64_t>(1, 17).as("bq");
-    if (v3_validate(d, m.inputs, p, Mode::kStrict)) RC_DISCARD("the drawn hd64 blocks are invalid");
-  }
+  const V3Params p = with_hd64_blocks(d, m);
   const int version = *rc::gen::inRange(5, 8).as("tpu_version");
   V3SecondRun how;
   how.order = *rc::gen::element(V3DotOrder::kForward, V3DotOrder::kReversed, V3DotOrder::kPairwise,

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include "oracle/v3_compare.h"
+#include "properties/sanitized.h"
 #include "schedule/v3_program.h"
 #include "tests/v3_decode_call.h"
 #include "validation/v3_validate.h"
@@ -120,6 +121,8 @@ class V3ScheduleBound : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(V3ScheduleBound, AcceptsEveryLegalSecondRun) {
   const Shape& s = GetParam();
+  // Under ASan the numbers are the release build's to check: keep to the small members.
+  if (props::kSanitized && s.keys > 1024) GTEST_SKIP() << "long members run in the release build";
   const Call c = make(s, static_cast<uint32_t>(s.keys) * 7u + static_cast<uint32_t>(s.data));
   ASSERT_FALSE(v3_validate(s.d, c.in, c.p, Mode::kStrict).has_value()) << shape_name(s);
   const int gen = 5 + (s.keys / 250) % 3;  // v5, v6, v7 by the key count

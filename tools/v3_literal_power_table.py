@@ -20,6 +20,7 @@ Usage: build/venv/bin/python tools/v3_literal_power_table.py [--kv-lens 1024,819
            [--seed S]
 """
 import argparse
+import math
 import os
 import sys
 import tempfile
@@ -67,7 +68,7 @@ def table(rows):
              "least sm_scale slip caught | literal's own output |",
              "|---|---|---|---|---|---|---|"]
     for r in rows:
-        slip = f"2^{round(__import__('math').log2(r['slip']))}" if r["slip"] else "none up to 1/2"
+        slip = f"2^{round(math.log2(r['slip']))}" if r["slip"] else "none up to 1/2"
         lines.append(f"| {r['variant']} | {r['q']} / {r['kv']} | {r['kv_len']} | "
                      f"{yes[r['dropped']]} | {yes[r['edge']]} | {slip} | "
                      f"{'agrees' if r['own'] else '**REJECTED**'} |")
