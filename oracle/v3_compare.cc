@@ -122,13 +122,48 @@ void state_power(V3Comparison& c, const std::vector<double>& allowed, const Tens
 
 }  // namespace
 
-std::vector<double> v3_tolerance(Dialect d, const V3Inputs& in, const V3Params& /*p*/,
+// Per output element, the distance from want to the farther end of the enclosure of every
+// legal run of the program (V3ToleranceOptions::program_enclosure), the largest over the
+// generations' programs; empty where the literal schedule does not run the call.
+std::vector<double> program_enclosure_allowance(Dialect d, const V3Inputs& in, const V3Params& p,
+                                                const Tensor& want, int tpu_version) {
+  std::vector<int> generations = {tpu_version};
+  if (tpu_version < 0) generations = {5, 6, 7};
+  if (d == Dialect::kTpuInferenceV3Hd64) generations = {std::max(tpu_version, 6)};  // one program
+  std::vector<double> allowed(static_cast<size_t>(want.numel()), 0.0);
+  for (int g : generations) {
+    V3LiteralRun run;
+    try {
+      run = v3_literal_run(d, in, p, {.tpu_version = g});
+    } catch (const V3ProgramError&) {
+      return {};
+    } catch (const std::invalid_argument&) {
+      return {};
+    }
+    for (int64_t e = 0; e < want.numel(); ++e) {
+      const auto i = static_cast<size_t>(e);
+      const double w = want.float_at(e), lo = run.enclosure.lo[i], hi = run.enclosure.hi[i];
+      const double a = std::isfinite(w) && !std::isnan(lo) && !std::isnan(hi)
+                           ? std::max({hi - w, w - lo, 0.0})
+                           : INFINITY;
+      allowed[i] = std::max(allowed[i], a);
+    }
+  }
+  return allowed;
+}
+
+std::vector<double> v3_tolerance(Dialect d, const V3Inputs& in, const V3Params& p,
                                  const V3ReferenceResult& r, const V3ToleranceOptions& o) {
   const bool hd64 = d == Dialect::kTpuInferenceV3Hd64;
   const DType q_dtype = in.queries.dtype();
   const int64_t page_size = in.kv_cache.dim(1), dim = in.queries.dim(2);
   const double u32 = std::ldexp(1.0, -24), uq = unit(q_dtype);
   std::vector<double> allowed(static_cast<size_t>(in.queries.numel()), 0.0);
+  const bool program_path = r.semantics == Semantics::kKernel && !o.float32_accumulators &&
+                            !r.program_bound.empty();
+  const std::vector<double> enclosed = program_path && o.program_enclosure
+                                           ? program_enclosure_allowance(d, in, p, r.out, o.tpu_version)
+                                           : std::vector<double>{};
   for (size_t ri = 0; ri < r.row_seq.size(); ++ri) {
     const int64_t seq = r.row_seq[ri];
     if (seq < 0) continue;
@@ -169,6 +204,7 @@ std::vector<double> v3_tolerance(Dialect d, const V3Inputs& in, const V3Params& 
                                ? r.logit_spread[e] + r.abs_weighted[e] * rel + final_rounding + floor
                                : r.reference_bound[e] + floor;
       allowed[e] = std::isfinite(bound) ? std::min(bound, limit + floor) : limit + floor;
+      if (program && !enclosed.empty()) allowed[e] = std::min(allowed[e], enclosed[e] + floor);
     }
   }
   return allowed;

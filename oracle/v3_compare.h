@@ -124,6 +124,17 @@ struct V3ToleranceOptions {
   // A multiplier on the output's final roundings (2 u_q |want|; hd64 with bfloat16 q 4): 1 in
   // use; the tests that show the term is needed shrink it.
   double final_rounding = 1.0;
+  // Kernel semantics, a v3 kernel's program: also run the literal v3 schedule with its
+  // enclosure (schedule/v3_enclosure.h) on the call, and allow per element no more than the
+  // distance from want to the farther end of what any legal run of the program computes
+  // there (the largest over tpu_version's program, -1: generations 5, 6 and 7, as the
+  // reference's accumulation bound takes them), where that is less than the accumulation
+  // bound: it follows the program's determined bfloat16 roundings of l and m instead of
+  // charging each its worst (issue 47). Costs the literal schedule's run, three for kernel.py
+  // calls without their block sizes: `rpa check` and `rpa.check` set it, the campaign's and
+  // the fuzzers' hot paths do not.
+  bool program_enclosure = false;
+  int tpu_version = -1;
 };
 
 // The allowed |got - want| per output element (q's layout; 0 on rows no sequence defines),

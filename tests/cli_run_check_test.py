@@ -642,7 +642,7 @@ def test_v3_check(tmp, path, kernel_out):
     check("v3 check --oracle literal catches a moved row", p.returncode == 1 and
           "MISMATCH between out and kv_cache_out and the literal v3 schedule (TPU v6): cache "
           "equal; out: row 2, head 0, column 0: got 1.75, want 1.5" in p.stdout
-          and "power:" not in p.stdout, p.stdout)
+          and "; power: catches a dropped key of weight >= " in p.stdout, p.stdout)
     rejected = dict(arrays)
     rejected["kv_lens"] = np.array([5, 2], np.int32)
     rejected_path = os.path.join(tmp, "v3_check_rejected.npz")
