@@ -122,6 +122,8 @@ void state_power(V3Comparison& c, const std::vector<double>& allowed, const Tens
 
 }  // namespace
 
+namespace {
+
 // Per output element, the distance from want to the farther end of the enclosure of every
 // legal run of the program (V3ToleranceOptions::program_enclosure), the largest over the
 // generations' programs; empty where the literal schedule does not run the call.
@@ -152,6 +154,8 @@ std::vector<double> program_enclosure_allowance(Dialect d, const V3Inputs& in, c
   return allowed;
 }
 
+}  // namespace
+
 std::vector<double> v3_tolerance(Dialect d, const V3Inputs& in, const V3Params& p,
                                  const V3ReferenceResult& r, const V3ToleranceOptions& o) {
   const bool hd64 = d == Dialect::kTpuInferenceV3Hd64;
@@ -159,6 +163,7 @@ std::vector<double> v3_tolerance(Dialect d, const V3Inputs& in, const V3Params& 
   const int64_t page_size = in.kv_cache.dim(1), dim = in.queries.dim(2);
   const double u32 = std::ldexp(1.0, -24), uq = unit(q_dtype);
   std::vector<double> allowed(static_cast<size_t>(in.queries.numel()), 0.0);
+  // A v3 kernel's program: its accumulation bound from the reference pass.
   const bool program_path = r.semantics == Semantics::kKernel && !o.float32_accumulators &&
                             !r.program_bound.empty();
   const std::vector<double> enclosed = program_path && o.program_enclosure
@@ -171,8 +176,7 @@ std::vector<double> v3_tolerance(Dialect d, const V3Inputs& in, const V3Params& 
     const double limit = 2.0 * r.row_max_v[ri];
     double rel = 0.0, wrel = 0.0, floor = dtype_min_subnormal(q_dtype);
     // The program's accumulation, bounded in the reference pass (v3_accumulation_bound.h).
-    const bool program = r.semantics == Semantics::kKernel && !o.float32_accumulators &&
-                         !r.program_bound.empty();
+    const bool program = program_path;
     if (r.semantics == Semantics::kKernel && !program) {
       // float32 accumulators in any schedule of whole pages (rpa's tiled kernel; hd64
       // without its block sizes): n = kv tokens summed in one run, N = ceil(kv / page_size)
