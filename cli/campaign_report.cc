@@ -195,7 +195,9 @@ std::string campaign_report_html(const Stats& st, const CampaignRun& run,
   {
     std::string v3 = "-";
     for (const auto& [d, n] : st.v3_cases) {
-      v3 = (v3 == "-" ? "" : v3 + ", ") + count(n) + " " + xml_escape(d);
+      const auto mutated = st.v3_mutated.find(d);
+      v3 = (v3 == "-" ? "" : v3 + ", ") + count(n) + " " + xml_escape(d) + " (" +
+           count(mutated == st.v3_mutated.end() ? 0 : mutated->second) + " with named mutations)";
     }
     h += row({td("tpu-inference v3 cases"), td(v3)});
   }
@@ -295,6 +297,18 @@ std::string campaign_report_html(const Stats& st, const CampaignRun& run,
   }
   h += "</table>\n<p id=\"v3-zero\">" + count(st.v3_could_not_reject_zero) +
        " v3 kernel-semantics checks could not have rejected an all-zero output.</p>\n";
+  h += "<h2 id=\"error-v3\">tpu-inference v3, kernel vs reference: error / tolerance</h2>\n";
+  h += "<p>Per strict-valid v3 case, the largest |kernel &minus; reference| over its tolerance "
+       "(kernel semantics, oracle/v3_compare.h), per dialect and q/kv pair; 1 is the tolerance, "
+       "a bar past it a mismatch.</p>\n<div id=\"v3-histograms\">\n";
+  for (const auto& [key, hist] : st.v3_budget_histogram) {
+    h += "<div class=\"chart\"><h3>" + xml_escape(key) + ": " +
+         count(st.v3_pair_checks.count(key) ? st.v3_pair_checks.at(key) : 0) + " checks, most " +
+         num(st.v3_worst_share.count(key) ? st.v3_worst_share.at(key) : 0.0) +
+         " of tolerance</h3>\n" + histogram_svg(key, hist) + "</div>\n";
+  }
+  if (st.v3_budget_histogram.empty()) h += "<p>No strict-valid v3 case reached the kernel.</p>\n";
+  h += "</div>\n";
 
   h += "<h2 id=\"findings\">Findings</h2>\n";
   if (findings.empty()) {

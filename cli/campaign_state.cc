@@ -50,6 +50,7 @@ constexpr TallyField kTallies[] = {
     {"findings_by_check", &Stats::findings_by_check},
     {"v3_cases", &Stats::v3_cases},
     {"v3_pair_checks", &Stats::v3_pair_checks},
+    {"v3_mutated", &Stats::v3_mutated},
 };
 
 struct MeasureField {  // key -> double
@@ -336,9 +337,10 @@ bool read_record(Record& r, CampaignState& state, std::set<std::string>& seen,
     const std::string dialect = r.str();
     const std::string rule = r.str();
     fresh_key(r, st.v3_verdicts[k][dialect], rule) = r.count();
-  } else if (name == "budget_histogram") {
-    const std::string pair = r.str();
-    BudgetHistogram& h = fresh_key(r, st.budget_histogram, pair);
+  } else if (name == "budget_histogram" || name == "v3_budget_histogram") {
+    const std::string key = r.str();
+    BudgetHistogram& h =
+        fresh_key(r, name == "budget_histogram" ? st.budget_histogram : st.v3_budget_histogram, key);
     for (int64_t& n : h) n = r.count();
   } else if (name == "reach") {
     const std::string dialect = r.str();
@@ -420,13 +422,16 @@ std::string campaign_state_text(const Stats& st, const CampaignRun& run) {
       line(f.name, rest);
     }
   }
-  for (const auto& [pair, h] : st.budget_histogram) {
-    std::string rest = state_string(pair);
-    for (const int64_t n : h) {
-      rest += ' ';
-      rest += std::to_string(n);
+  for (const auto& [name, histograms] : {std::pair{"budget_histogram", &st.budget_histogram},
+                                          std::pair{"v3_budget_histogram", &st.v3_budget_histogram}}) {
+    for (const auto& [key, h] : *histograms) {
+      std::string rest = state_string(key);
+      for (const int64_t n : h) {
+        rest += ' ';
+        rest += std::to_string(n);
+      }
+      line(name, rest);
     }
-    line("budget_histogram", rest);
   }
   for (const auto& [dialect, r] : st.reach.by_dialect()) {
     line("reach", state_string(dialect) + " " + std::to_string(r.calls) + " " +

@@ -85,6 +85,11 @@ void merge_into(Stats& to, const Stats& from) {
   for (const auto& [pair, n] : from.biased) to.biased[pair] += n;
   to.could_not_reject_zero += from.could_not_reject_zero;
   for (const auto& [d, n] : from.v3_cases) to.v3_cases[d] += n;
+  for (const auto& [d, n] : from.v3_mutated) to.v3_mutated[d] += n;
+  for (const auto& [key, h] : from.v3_budget_histogram) {
+    BudgetHistogram& mine = to.v3_budget_histogram[key];
+    for (int b = 0; b < kBudgetBins; ++b) mine[b] += h[b];
+  }
   for (int k = 0; k < 2; ++k) {
     for (const auto& [d, rules] : from.v3_verdicts[k]) {
       for (const auto& [rule, n] : rules) to.v3_verdicts[k][d][rule] += n;

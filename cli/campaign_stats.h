@@ -60,13 +60,16 @@ struct Stats {
   // The Pallas kernel cross-check: "" when not asked for, else its summary line.
   std::string pallas;
   // The tpu-inference v3 share of the cases (DESIGN.md section 16), per dialect name:
-  // generated cases, each mode's verdicts (native, strict: rule or "valid" -> count), and,
+  // generated cases (half of them with named mutations, properties/v3_mutation.h), each mode's
+  // verdicts (native, strict: rule or "valid" -> count), and,
   // per "dialect q/kv" key, the tiled kernel's checks against the v3 reference (kernel
   // semantics, v3_compare: cache bit for bit, out within the tolerance): how many, the most
   // of the tolerance used, the largest tolerance at that worst element, and their power as
   // the jax dialect's above: every finite least dropped key weight caught
-  // (V3Comparison::min_detectable_key_weight), and the checks an all-zero output would pass.
+  // (V3Comparison::min_detectable_key_weight), the checks an all-zero output would pass, and
+  // the error / tolerance histogram.
   std::map<std::string, int64_t> v3_cases;
+  std::map<std::string, int64_t> v3_mutated;  // per dialect: the cases with named mutations
   std::map<std::string, std::map<std::string, int64_t>> v3_verdicts[2];  // kV3Modes order
   int64_t v3_kernel_checks = 0;
   std::map<std::string, int64_t> v3_pair_checks;
@@ -74,6 +77,7 @@ struct Stats {
   std::map<std::string, double> v3_tolerance_at_worst;
   KeyWeights v3_key_weights;
   int64_t v3_could_not_reject_zero = 0;
+  std::map<std::string, BudgetHistogram> v3_budget_histogram;  // per "dialect q/kv" key
   // --profile production: what the production calls reached (empty otherwise).
   props::ProductionReach reach;
 };

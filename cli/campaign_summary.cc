@@ -49,7 +49,10 @@ int64_t v3_case_count(const Stats& st) {
 std::string v3_summary_text(const Stats& st) {
   std::string s;
   for (const auto& [dialect, n] : st.v3_cases) {
-    s += "  " + dialect + ": " + std::to_string(n) + " cases\n";
+    const auto mutated = st.v3_mutated.find(dialect);
+    s += "  " + dialect + ": " + std::to_string(n) + " cases (" +
+         std::to_string(mutated == st.v3_mutated.end() ? 0 : mutated->second) +
+         " with named mutations, checked against the v3 spec model)\n";
     for (int k = 0; k < 2; ++k) {
       s += "    " + std::string(v3_mode_name(kV3Modes[k])) + " verdicts:";
       const auto it = st.v3_verdicts[k].find(dialect);
@@ -168,6 +171,16 @@ std::string summary_json(const Stats& st, const CampaignRun& run) {
   j.key("pallas").value(pallas_line(st));
   j.key("v3").begin_object().key("cases").begin_object();
   for (const auto& [d, n] : st.v3_cases) j.key(d).value(n);
+  j.end_object().key("mutated_cases").begin_object();
+  for (const auto& [d, n] : st.v3_mutated) j.key(d).value(n);
+  j.end_object();
+  // The error / tolerance histograms: per dialect and pair, each bin's label and count.
+  j.key("tolerance_histogram").begin_object();
+  for (const auto& [key, h] : st.v3_budget_histogram) {
+    j.key(key).begin_object();
+    for (int b = 0; b < kBudgetBins; ++b) j.key(budget_bin_label(b)).value(h[b]);
+    j.end_object();
+  }
   j.end_object();
   for (int k = 0; k < 2; ++k) {
     j.key(std::string(v3_mode_name(kV3Modes[k])) + "_verdicts").begin_object();
@@ -257,6 +270,26 @@ std::string summary_markdown(const Stats& st, const CampaignRun& run) {
   }
   s += "\n" + std::to_string(st.v3_could_not_reject_zero) +
        " v3 kernel-semantics checks could not have rejected an all-zero output.\n";
+  if (!st.v3_budget_histogram.empty()) {
+    // Error / tolerance, a row per dialect and pair, a column per bin.
+    // (Appended piece by piece: GCC 12 -O3 reports a false -Wrestrict on " " + ... here.)
+    const auto cell = [&s](const std::string& text) {
+      s += ' ';
+      s += text;
+      s += " |";
+    };
+    s += "\n| dialect q / kv |";
+    for (int b = 0; b < kBudgetBins; ++b) cell(budget_bin_label(b));
+    s += "\n|---|";
+    for (int b = 0; b < kBudgetBins; ++b) s += "---|";
+    s += '\n';
+    for (const auto& [key, h] : st.v3_budget_histogram) {
+      s += "|";
+      cell(key);
+      for (int b = 0; b < kBudgetBins; ++b) cell(std::to_string(h[b]));
+      s += '\n';
+    }
+  }
   s += "\n## Raw calls\n\n" + std::to_string(st.raw_calls) +
        " valid cases in fuzz_raw_inputs' raw form with one to four bytes changed: " +
        std::to_string(st.raw_strict_accepted) + " still strict-valid, " +

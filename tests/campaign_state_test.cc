@@ -85,6 +85,8 @@ Stats full_stats() {
   st.biased["bfloat16/bfloat16"] = 4;
   st.v3_cases["tpu_inference_v3"] = 40;
   st.v3_cases["tpu_inference_v3_hd64"] = 37;
+  st.v3_mutated["tpu_inference_v3"] = 19;
+  st.v3_budget_histogram["tpu_inference_v3 bfloat16/bfloat16"] = {0, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 37, 0};
   st.v3_verdicts[0]["tpu_inference_v3"]["valid"] = 40;
   st.v3_verdicts[1]["tpu_inference_v3_hd64"]["valid"] = 36;
   st.v3_verdicts[1]["tpu_inference_v3_hd64"]["some_rule"] = 1;
@@ -175,6 +177,8 @@ void expect_same_stats(const Stats& a, const Stats& b) {
   }
   EXPECT_EQ(a.pallas, b.pallas);
   EXPECT_EQ(a.v3_cases, b.v3_cases);
+  EXPECT_EQ(a.v3_mutated, b.v3_mutated);
+  EXPECT_EQ(a.v3_budget_histogram, b.v3_budget_histogram);
   EXPECT_EQ(a.v3_verdicts[0], b.v3_verdicts[0]);
   EXPECT_EQ(a.v3_verdicts[1], b.v3_verdicts[1]);
   EXPECT_EQ(a.v3_kernel_checks, b.v3_kernel_checks);

@@ -171,7 +171,28 @@ def campaign_page(work):
     d = dom_of(page)
     check("no script in the DOM", d.scripts == 0)
     pairs = summary["kernel_checks_per_pair"]
-    check("one histogram per q/kv pair", sorted(d.svgs) == sorted(pairs), f"{d.svgs} {pairs}")
+    v3_pairs = summary["v3"]["kernel_checks_per_pair"]
+    jax_svgs = [p for p in d.svgs if p not in v3_pairs]
+    check("one histogram per q/kv pair", sorted(jax_svgs) == sorted(pairs), f"{d.svgs} {pairs}")
+    # And one per v3 dialect and pair (issue 47), its bars summary.json's histogram.
+    check("one v3 histogram per dialect and q/kv pair",
+          sorted(p for p in d.svgs if p in v3_pairs) == sorted(v3_pairs) and v3_pairs,
+          f"{d.svgs} {v3_pairs}")
+    for key, n in v3_pairs.items():
+        bars = [b for b in d.bars if b[0] == key]
+        check(f"{key}: 13 bars counting its checks", len(bars) == 13 and sum(b[2] for b in bars) == n,
+              f"{bars} vs {n}")
+        check(f"{key}: the bars are summary.json's histogram",
+              [b[2] for b in bars] == list(summary["v3"]["tolerance_histogram"][key].values()),
+              f"{bars} {summary['v3']['tolerance_histogram'].get(key)}")
+    # The v3 cases with named mutations reach rules in both modes of both dialects, each
+    # verdict the spec model's (the run has no findings).
+    for dialect in ("tpu_inference_v3", "tpu_inference_v3_hd64"):
+        check(f"{dialect}: cases with named mutations", summary["v3"]["mutated_cases"].get(dialect, 0) > 0,
+              str(summary["v3"]["mutated_cases"]))
+        for mode in ("native", "strict"):
+            rules = [r for r in summary["v3"][f"{mode}_verdicts"].get(dialect, {}) if r != "valid"]
+            check(f"{dialect} {mode}: verdicts other than valid", len(rules) > 0, str(rules))
     html = open(page, encoding="utf-8").read()
     for pair, k in summary["min_detectable_key_weight"].items():
         check(f"{pair}: the heading gives the least dropped key caught",
