@@ -130,9 +130,9 @@ struct V3ToleranceOptions {
   // there (the largest over tpu_version's program, -1: generations 5, 6 and 7, as the
   // reference's accumulation bound takes them), where that is less than the accumulation
   // bound: it follows the program's determined bfloat16 roundings of l and m instead of
-  // charging each its worst (issue 47). Costs the literal schedule's run, three for kernel.py
-  // calls without their block sizes: `rpa check` and `rpa.check` set it, the campaign's and
-  // the fuzzers' hot paths do not.
+  // charging each its worst (issue 47). Costs the literal schedule's run with its enclosure,
+  // three for kernel.py calls without their block sizes: not yet set by `rpa check` or
+  // `rpa.check` (the package's API tests went from 251 s to past their 600 s limit with it).
   bool program_enclosure = false;
   int tpu_version = -1;
 };

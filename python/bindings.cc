@@ -746,8 +746,7 @@ nb::dict v3_check_case(const ArrayMap& arrays, const ParamMap& params,
       }
     } else {
       const V3ReferenceResult r = v3_reference(c.dialect, c.v3_inputs, c.v3_params, s);
-      cmp = v3_compare(c.dialect, c.v3_inputs, c.v3_params, r, *c.out, *c.kv_cache_out,
-                       {.program_enclosure = true});
+      cmp = v3_compare(c.dialect, c.v3_inputs, c.v3_params, r, *c.out, *c.kv_cache_out);
     }
     line = stop ? "the literal v3 schedule stops where the kernel does not return (" + *stop + ")"
                 : describe_v3_comparison(cmp);

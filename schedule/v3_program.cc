@@ -233,6 +233,11 @@ class Program {
   const std::byte* cache_record(int64_t page, int64_t slot) const {
     return cache_.data() + layout_.token_offset(page, slot, S_) * dtype_size(kvdt_);
   }
+  // The same, to write: the cache's own storage (a borrowed input, e.g. a caller's numpy
+  // array, is copied first: Tensor::data()), never the caller's.
+  std::byte* cache_record_to_write(int64_t page, int64_t slot) {
+    return cache_.data() + layout_.token_offset(page, slot, S_) * dtype_size(kvdt_);
+  }
   void check_page(int64_t page, const char* what) const {
     if (page < 0 || page >= pages_) {
       throw V3ProgramError(Kind::kRun, std::string(what) + " page " + I(page) +
@@ -499,7 +504,7 @@ class Program {
         if (sz <= 0) return;
         check_page(page, "a cache write writes");
         check_rows(src, sz, bkv_sz_, "a cache write reads the KV buffer's");
-        std::memcpy(const_cast<std::byte*>(cache_record(page, slot)),
+        std::memcpy(cache_record_to_write(page, slot),
                     &bkv_[b][static_cast<size_t>(src * rec_bytes_)],
                     static_cast<size_t>(sz * rec_bytes_));
       });

@@ -127,11 +127,7 @@ CheckOutcome check_v3(const Case& c, const CaseOptions& a) {
   if (!kernel && !o.has_out) o.not_checked = "out";
   if (!kernel && !o.has_kv_cache_out) o.not_checked = "kv_cache_out";
   o.oracle = "the v3 reference (" + semantics_label(semantics) + ")";
-  // The case's own out (a v3 kernel's, presumably) or the literal schedule's: a run of the
-  // program, held to the program's enclosure too; rpa's tiled kernel is not one.
-  const bool program_run = !kernel || a.literal;
-  o.v3_cmp = v3_compare(c.dialect, in, c.v3_params, ref, out, cache,
-                        {.program_enclosure = program_run});
+  o.v3_cmp = v3_compare(c.dialect, in, c.v3_params, ref, out, cache);
   o.verdict = o.v3_cmp->agree() ? CheckVerdict::kAgree : CheckVerdict::kMismatch;
   return o;
 }

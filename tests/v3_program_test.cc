@@ -162,6 +162,25 @@ TEST(V3Program, AgreesWithTheKernelSemanticsOnAStrictValidCall) {
   }
 }
 
+// The literal schedule writes the fused cache update into its own copy of the cache, never
+// into a borrowed input (the Python package hands the caller's numpy arrays in borrowed):
+// jax_v3.harness found rpa.check, which runs the literal schedule since issue 47, writing the
+// new tokens into the caller's kv_cache through a const pointer cast away.
+TEST(V3Program, NeverWritesIntoABorrowedCache) {
+  Batch c(F32);
+  c.distribute(1, 1);
+  const Tensor owned = c.in.kv_cache;
+  V3Inputs in = c.in;
+  in.kv_cache = Tensor::borrow(owned.dtype(), owned.shape(), owned.data());
+  const std::vector<std::byte> before(owned.data(), owned.data() + owned.nbytes());
+  const V3KernelResult lit = v3_literal_attention(Dialect::kTpuInferenceV3, in, c.p);
+  EXPECT_EQ(std::memcmp(owned.data(), before.data(), before.size()), 0);
+  EXPECT_FALSE(same_bits(lit.kv_cache, owned));  // the update happened, in the result
+  EXPECT_TRUE(same_bits(lit.kv_cache, v3_literal_attention(Dialect::kTpuInferenceV3, c.in, c.p).kv_cache));
+  const V3LiteralRun run = v3_literal_run(Dialect::kTpuInferenceV3, in, c.p, {});
+  EXPECT_EQ(std::memcmp(owned.data(), before.data(), before.size()), 0);
+}
+
 // finding 15: a prefill range without chunk_prefill_size has no pass. Its rows keep the
 // queries (the output aliases q) and its new keys and values never reach the cache.
 TEST(V3Program, APrefillRangeWithoutChunkSizeIsNeverComputed) {
