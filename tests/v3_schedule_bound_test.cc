@@ -32,7 +32,6 @@ constexpr DType E5M2 = DType::kFloat8E5M2;
 using test::F32;
 using test::Lcg;
 using test::set_kv;
-constexpr DType kBf16 = DType::kBFloat16;
 
 constexpr Dialect kPy = Dialect::kTpuInferenceV3;
 constexpr Dialect kHd64 = Dialect::kTpuInferenceV3Hd64;
