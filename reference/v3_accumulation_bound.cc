@@ -35,20 +35,25 @@ std::pair<double, double> window_sum(const std::vector<double>& x, const std::ve
 
 }  // namespace
 
-double xla_row_sum_error(std::vector<double> x, std::vector<double> e, double u) {
+double xla_row_sum_error(std::vector<double> x, std::vector<double> e, double u, int64_t n) {
+  if (n < 0) n = static_cast<int64_t>(x.size());
+  // Each level keeps the windows that hold a stored element (a window of exact zeros sums to
+  // 0 with no error, as add_error has it), and the level's length n.
   while (true) {
-    const auto n = static_cast<int64_t>(x.size());
-    if (n <= 32) return window_sum(x, e, 0, n, u).second;
+    const auto stored = static_cast<int64_t>(x.size());
+    if (n <= 32) return window_sum(x, e, 0, stored, u).second;
     const int64_t windows = (n + 31) / 32, lo = (windows * 32 - n) / 2;
-    std::vector<double> sums(static_cast<size_t>(windows)), errs(sums.size());
-    for (int64_t w = 0; w < windows; ++w) {
+    const int64_t kept = stored == 0 ? 0 : (stored - 1 + lo) / 32 + 1;
+    std::vector<double> sums(static_cast<size_t>(kept)), errs(sums.size());
+    for (int64_t w = 0; w < kept; ++w) {
       const auto [s, es] = window_sum(x, e, std::max<int64_t>(w * 32 - lo, 0),
-                                      std::min(w * 32 - lo + 32, n), u);
+                                      std::min(w * 32 - lo + 32, stored), u);
       sums[static_cast<size_t>(w)] = s;
       errs[static_cast<size_t>(w)] = es;
     }
     x = std::move(sums);
     e = std::move(errs);
+    n = windows;
   }
 }
 
@@ -122,7 +127,10 @@ void v3_accumulation_bound(const V3AccumulationRow& row, V3Blocking b, DType acc
     m = m_new;
     m_low = std::max(m_low, lowest);
     // The row sum of round_A(p) over the block's slots (masked ones 0), in XLA's order.
-    leaves.assign(static_cast<size_t>(b.compute), 0.0);
+    // Slots (u % fetch) % compute of keys u < len: below min(compute, len); the block's other
+    // slots are exact zeros (xla_row_sum_error's n), never stored (a compute block near 2^31,
+    // strict's int32 edge, would not fit in memory).
+    leaves.assign(static_cast<size_t>(std::min(b.compute, len)), 0.0);
     leaf_err.assign(leaves.size(), 0.0);
     double R = 0.0;
     std::fill(pv.begin(), pv.end(), 0.0);
@@ -150,7 +158,7 @@ void v3_accumulation_bound(const V3AccumulationRow& row, V3Blocking b, DType acc
         W[static_cast<size_t>(c)] += p * e_t * std::fabs(v - row.out[c]);
       }
     }
-    const double eR = k.row_sum * xla_row_sum_error(leaves, leaf_err, ua);
+    const double eR = k.row_sum * xla_row_sum_error(leaves, leaf_err, ua, b.compute);
     // l = round_A(round_A(alpha l) + rowsum).
     if (first) {
       eL = eR;

@@ -86,7 +86,9 @@ void v3_accumulation_bound(const V3AccumulationRow& row, V3Blocking b, DType acc
 
 // XLA's windowed row sum (schedule/xla_row_sum.h) of x >= 0 whose elements are each off by at
 // most e[j], every partial sum rounded to a dtype of unit roundoff u: a bound on the sum's
-// error. Exposed for its test against xla_row_sum itself.
-double xla_row_sum_error(std::vector<double> x, std::vector<double> e, double u);
+// error. n >= x.size(): the row's length, x followed by n - x.size() exact zeros (a KV
+// compute block longer than the keys it holds; its window structure is n's, and nothing past
+// x is stored); -1: x.size(). Exposed for its test against xla_row_sum itself.
+double xla_row_sum_error(std::vector<double> x, std::vector<double> e, double u, int64_t n = -1);
 
 }  // namespace rpa

@@ -20,8 +20,10 @@
 
 #include "kernel/v3_kernel.h"
 #include "oracle/v3_compare.h"
+#include "reference/v3_accumulation_bound.h"
 #include "reference/v3_reference.h"
 #include "schedule/v3_program.h"
+#include "schedule/xla_row_sum.h"
 #include "tests/v3_builder.h"
 #include "tests/v3_rows.h"
 #include "validation/v3_validate.h"
@@ -378,6 +380,40 @@ INSTANTIATE_TEST_SUITE_P(ProductionSizes, V3Power, ::testing::ValuesIn(cases()),
                            }
                            return s;
                          });
+
+// The row sum's bound (xla_row_sum_error) against XLA's windowed sum itself: rows of bfloat16
+// weights in [0, 1] of 1 to 1100 terms, exact inputs (e = 0); the exact sum of bfloat16 values
+// is a double here. A row followed by exact zeros (a KV compute block longer than its keys)
+// has the bound of the zero-padded row, computed without storing the zeros; a compute block
+// of 2^31 - 1 slots (strict's int32 edge) costs what its keys cost.
+TEST(XlaRowSumError, BoundsXlaRowSumAndSkipsTrailingZeros) {
+  std::mt19937 rng(47);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const double u = 0x1p-8;
+  for (const int64_t n : {1, 2, 31, 32, 33, 63, 64, 65, 100, 1024, 1025, 1100}) {
+    std::vector<float> x(static_cast<size_t>(n));
+    std::vector<double> xd(x.size()), e(x.size(), 0.0);
+    double exact = 0.0;
+    for (size_t j = 0; j < x.size(); ++j) {
+      x[j] = round_to(DType::kBFloat16, static_cast<float>(unit(rng)));
+      xd[j] = x[j];
+      exact += x[j];
+    }
+    const double bound = xla_row_sum_error(xd, e, u);
+    EXPECT_LE(std::fabs(double{xla_row_sum(x, DType::kBFloat16)} - exact), bound) << "n=" << n;
+    for (const int64_t pad : {1, 7, 31, 32, 33, 500, 3000}) {
+      std::vector<double> padded(xd), padded_e(e);
+      padded.resize(static_cast<size_t>(n + pad), 0.0);
+      padded_e.resize(padded.size(), 0.0);
+      std::vector<float> xf(x);
+      xf.resize(padded.size(), 0.0f);
+      const double dense = xla_row_sum_error(padded, padded_e, u);
+      EXPECT_EQ(xla_row_sum_error(xd, e, u, n + pad), dense) << "n=" << n << " pad=" << pad;
+      EXPECT_LE(std::fabs(double{xla_row_sum(xf, DType::kBFloat16)} - exact), dense) << "n=" << n << " pad=" << pad;
+    }
+    EXPECT_TRUE(std::isfinite(xla_row_sum_error(xd, e, u, (int64_t{1} << 31) - 1))) << "n=" << n;
+  }
+}
 
 }  // namespace
 }  // namespace rpa
