@@ -206,7 +206,7 @@ std::vector<props::V3Mutation> seeded_v3_mutations(const props::V3CaseSpec& spec
 
 // A v3 case: the generator's case with its named mutations (none: valid in both modes), each
 // mode's verdict against the v3 spec model (properties/v3_spec_model.h: the rule and message
-// the mutations declare, never computed by the validator); an unmutated case, the
+// the mutations declare, never computed by the validator); a case strict accepts, the
 // tiled kernel against the v3 reference in the kernel semantics (v3_compare: the updated cache
 // bit for bit, out within the derived tolerance). The reference semantics is not the
 // kernel's: its tolerance (oracle/v3_compare.h) bounds tpu-inference's own ref, so the kernel
@@ -238,11 +238,10 @@ void run_v3_spec(const props::V3CaseSpec& spec, std::span<const props::V3Mutatio
     }
     if (mode == Mode::kStrict) strict_valid = !got && !want;
   }
-  // The kernel runs on the unmutated cases only: a mutation's valid side (k_scale of the
-  // largest float32, finite as strict mode asks) can make the program's float32 logits
-  // overflow where the definition's do not, an open question of strict mode's (issue 47's
-  // closing note), not a verdict the campaign can give yet.
-  if (!strict_valid || !mutations.empty()) return;
+  // The kernel runs on every case strict accepts, a mutation's valid side included (k_scale
+  // of the largest float32, finite as strict asks: the rows where a float32 kernel's logits
+  // may leave float32's range are left out of the comparison and counted, finding 28).
+  if (!strict_valid) return;
   const V3KernelResult k =
       v3_tiled_attention(d, m.inputs, m.params, {.threads = static_cast<int>(i / 4 % 2) + 1});
   const V3ReferenceResult ref = v3_reference(d, m.inputs, m.params, Semantics::kKernel);
@@ -253,11 +252,16 @@ void run_v3_spec(const props::V3CaseSpec& spec, std::span<const props::V3Mutatio
   ++st.v3_pair_checks[key];
   keep_v3_worst(st, key, c.max_share, c.tolerance_at_max);
   ++st.v3_budget_histogram[key][budget_bin(c.agree() ? c.max_share : INFINITY)];
-  // The check's power, as for the jax dialect's kernel-semantics checks.
-  if (std::isfinite(c.min_detectable_key_weight)) {
-    st.v3_key_weights[key].push_back(c.min_detectable_key_weight);
+  // The check's power, as for the jax dialect's kernel-semantics checks, over the unmutated
+  // cases: a mutation's valid side (a scale of float32's largest value) can leave a check no
+  // power at all (logit errors past any weight: the allowance's cap of 2 max |v|), which says
+  // nothing of the checks the generator's calls get.
+  if (mutations.empty()) {
+    if (std::isfinite(c.min_detectable_key_weight)) {
+      st.v3_key_weights[key].push_back(c.min_detectable_key_weight);
+    }
+    if (c.compared > 0 && !c.rejects_zero) ++st.v3_could_not_reject_zero;
   }
-  if (c.compared > 0 && !c.rejects_zero) ++st.v3_could_not_reject_zero;
   if (!c.agree()) {
     record(st, {i, "v3 kernel vs reference (kernel semantics)",
                 name + (mutations.empty() ? std::string()
@@ -268,7 +272,10 @@ void run_v3_spec(const props::V3CaseSpec& spec, std::span<const props::V3Mutatio
 }
 
 // The v3 cases alternate valid and mutated per dialect (i / 8 odd: one or two mutations).
-void run_v3_case(Dialect d, uint64_t seed, int64_t i, int max_size, Stats& st) {
+// replay, note: set first to the case's replay hex and the mutations it carries, for a finding
+// of the caller's (an exception).
+void run_v3_case(Dialect d, uint64_t seed, int64_t i, int max_size, Stats& st, std::string& replay,
+                 std::string& note) {
   props::V3BuildOptions options;
   options.dialect = d;
   const uint64_t s = case_seed(seed, i);
@@ -276,7 +283,9 @@ void run_v3_case(Dialect d, uint64_t seed, int64_t i, int max_size, Stats& st) {
   const std::vector<props::V3Mutation> mutations =
       (i / 8) % 2 == 0 ? std::vector<props::V3Mutation>{}
                        : seeded_v3_mutations(spec, s ^ 0x5bd1e995u, 1 + static_cast<int>((i / 16) % 2));
-  run_v3_spec(spec, mutations, props::v3_spec_hex(spec), i, st);
+  replay = props::v3_spec_hex(spec);
+  if (!mutations.empty()) note = " (mutations " + props::describe_v3_mutations(mutations) + ")";
+  run_v3_spec(spec, mutations, replay, i, st);
 }
 
 // --profile production: case i is a production call (properties/production.h) of jax,
@@ -553,19 +562,20 @@ int campaign_command(const std::vector<std::string_view>& args) {
     for (int64_t k = next++; more(k); k = next++) {
       const int64_t i = shard.case_index(k);
       const int64_t kernel_before = mine.kernel_checks, findings_before = mine.findings_total;
-      std::optional<props::CaseSpec> spec;
+      std::string replay, note;  // the case's replay hex once known, and its v3 mutations
       try {
         if (production) {
           run_production_case(seed, i, passes, mine);
         } else if (const std::optional<Dialect> d = v3_dialect_of(i)) {
-          run_v3_case(*d, seed, i, st.max_size, mine);
+          run_v3_case(*d, seed, i, st.max_size, mine, replay, note);
         } else {
           // The jax cases keep their own numbering (even valid, odd mutated).
-          spec = case_spec(seed, i - (i + 1) / 4, st.max_size);
-          run_case(*spec, "", i, passes, mine);
+          const props::CaseSpec spec = case_spec(seed, i - (i + 1) / 4, st.max_size);
+          replay = props::spec_hex(spec);
+          run_case(spec, "", i, passes, mine);
         }
       } catch (const std::exception& e) {  // nothing may escape a worker thread
-        record(mine, {i, "exception", e.what(), spec ? props::spec_hex(*spec) : "", ""});
+        record(mine, {i, "exception", e.what() + note, replay, ""});
       }
       ++cases_done;
       kernel_done += mine.kernel_checks - kernel_before;
