@@ -96,6 +96,9 @@ struct V3Comparison {
   int64_t cache_differences = 0;  // elements whose bits differ
   std::optional<V3CacheMismatch> cache_first;
   int64_t compared = 0;    // output elements on defined rows
+  // (row, head) pairs of defined rows left out because a float32 kernel may leave float32's
+  // range there (V3ReferenceResult::row_past_float32; v3_compare only).
+  int64_t past_float32 = 0;
   int64_t mismatches = 0;  // outside the tolerance (or a NaN / infinity on one side only)
   double max_abs_err = 0.0;
   double tolerance_at_max = 0.0;       // the allowed difference where max_abs_err occurs

@@ -133,6 +133,18 @@ std::vector<V3Blocking> blockings_of(Dialect d, const V3Inputs& in, const V3Para
   return out;
 }
 
+// The largest factor a float32 kernel multiplies q.K by on the way to its logit, over the
+// programs' orders (row_past_float32): 1 (the dot itself), sm_scale, sm_scale * k_scale, the
+// whole product, and kernel.py's folded float32 scale.
+double logit_chain(const V3Params& p) {
+  const double sm = std::fabs(double{float32_scalar(p.sm_scale)});
+  const double k = std::fabs(double{float32_scalar(p.k_scale.value_or(1.0))});
+  const double q = std::fabs(double{float32_scalar(p.q_scale.value_or(1.0))});
+  const double folded = std::fabs(double{float32_scalar(p.sm_scale * p.k_scale.value_or(1.0) *
+                                                        p.q_scale.value_or(1.0))});
+  return std::max({1.0, sm, sm * k, sm * k * q, folded});
+}
+
 }  // namespace
 
 double v3_logit_error(Dialect d, const V3Params& p, DType out_dtype, Semantics s, double dot_abs,
@@ -171,6 +183,7 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
   result.logit_spread.assign(numel, 0.0);
   result.reference_bound.assign(numel, 0.0);
   result.row_max_v.assign(rows, 0.0);
+  result.row_past_float32.assign(rows, 0);
   result.row_kv_len.assign(rows, 0);
   result.row_seq.assign(rows, -1);
   // The program bound: kernel semantics, on calls whose blocking is known.
@@ -187,6 +200,12 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
   // v_scale as the kernel multiplies p.V by it (float32_scalar); the reference semantics
   // scales by p.v_scale where the ref does, below.
   const double v_scale = float32_scalar(p.v_scale.value_or(1.0));
+  // Float32's range (row_past_float32): the logit chain's factor, and whether the folded
+  // scale is past it already.
+  constexpr double kFloat32Max = std::numeric_limits<float>::max();
+  const double chain = logit_chain(p);
+  const bool scale_past_float32 = !(chain <= kFloat32Max);
+  const double dot_rounding = 1.0 + static_cast<double>(z.d + 4) * kU32;
   const std::byte* cache = result.kv_cache.data();
   const int64_t group = z.hq / z.hkv;
   const int64_t num_seqs = in.distribution.int_at(2);
@@ -210,7 +229,7 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
       // (kt[c * len + t]: the dots below run over all keys at once), V by rows.
       kt.assign(len * static_cast<size_t>(z.d), 0.0);
       v.assign(kt.size(), 0.0);
-      double max_v = 0.0;
+      double max_v = 0.0, max_raw_v = 0.0;
       for (int64_t t = 0; t < kv_len; ++t) {
         const int64_t page = in.page_indices.int_at(i * z.pps + t / z.page_size);
         const int64_t base = layout.token_offset(page, t % z.page_size, z.page_size);
@@ -221,8 +240,14 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
           v[at] = load_flushed(kv_dtype, cache, base + layout.v_offset(kh) + c);
           const double mag = std::fabs(v[at] * v_scale);
           if (std::isfinite(mag)) max_v = std::max(max_v, mag);
+          if (std::isfinite(v[at])) max_raw_v = std::max(max_raw_v, std::fabs(v[at]));
         }
       }
+      // p.V: at most (kv_len + 1) max |V| before the division by l (each weight at most 1 in
+      // a float32 kernel), times v_scale where the kernel multiplies by it first.
+      const bool pv_past_float32 = static_cast<double>(kv_len + 1) * max_raw_v *
+                                       std::max(1.0, std::fabs(v_scale)) * (1.0 + 0x1p-20) >
+                                   kFloat32Max;
       result.max_abs_v = std::max(result.max_abs_v, max_v);
       for (int64_t g = 0; g < group; ++g) {
         const int64_t qh = kh * group + g;
@@ -233,6 +258,7 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
           result.row_max_v[ri] = max_v;
           result.row_kv_len[ri] = kv_len;
           result.row_seq[ri] = i;
+          result.row_past_float32[ri] = scale_past_float32 || pv_past_float32 ? 1 : 0;
           // q, quantized to the KV dtype under q_scale as both the ref and the kernel do:
           // q / q_scale in q's dtype, clipped to the KV dtype's finite range, cast.
           q.assign(static_cast<size_t>(z.d), 0.0);
@@ -290,6 +316,7 @@ V3ReferenceResult v3_reference(Dialect d, const V3Inputs& in, const V3Params& p,
               }
             }
             if (masked[ti]) x = mask_value;
+            else if (abs_dot * dot_rounding * chain > kFloat32Max) result.row_past_float32[ri] = 1;
             logit[ti] = x;
             dot_scale[ti] = masked[ti] ? 0.0 : std::fabs(math.logit_scale) * abs_dot;
           }

@@ -60,6 +60,16 @@ struct V3ReferenceResult {
   //                        without num_kv_pages_per_block) and in the reference semantics.
   std::vector<double> program_bound;
   std::vector<double> row_max_v;
+  //   row_past_float32[i] = 1 where a float32 kernel may leave float32's range on the row (both
+  //                  semantics): for an unmasked key, sum_c |q_c K_tc| times the largest
+  //                  product of the logit's scales in the programs' orders (sm_scale, then
+  //                  k_scale, then q_scale; kernel.py folds them into one float32 scale) past
+  //                  float32's largest value (with the dot's rounding), the folded scale itself
+  //                  past it, or p.V's accumulator, (kv_len + 1) max |V| times max(1,
+  //                  |v_scale|), past it. The exact definition is finite there while a float32
+  //                  program computes inf - inf; the comparison leaves such rows out and counts
+  //                  them (V3Comparison::past_float32; finding 28's second half).
+  std::vector<unsigned char> row_past_float32;
   std::vector<int64_t> row_kv_len;
   std::vector<int64_t> row_seq;
   double max_abs_v = 0.0;  // max of row_max_v
