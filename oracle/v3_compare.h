@@ -134,8 +134,10 @@ struct V3ToleranceOptions {
   // reference's accumulation bound takes them), where that is less than the accumulation
   // bound: it follows the program's determined bfloat16 roundings of l and m instead of
   // charging each its worst (issue 47). Costs the literal schedule's run with its enclosure,
-  // three for kernel.py calls without their block sizes: not yet set by `rpa check` or
-  // `rpa.check` (the package's API tests went from 251 s to past their 600 s limit with it).
+  // three for kernel.py calls without their block sizes. For the program's own runs only:
+  // another correct implementation (rpa's tiled kernel: float32 accumulators, its own
+  // blocking) may lie outside it, so `rpa check` and `rpa.check`, which cannot tell, leave it
+  // unset (wired in for a case's own out, the package's tests rejected the tiled kernel).
   bool program_enclosure = false;
   int tpu_version = -1;
 };
