@@ -833,24 +833,27 @@ class Program {
       float row_max = -kInf;
       bool nan = false;
       for (int64_t t = 0; t < n; ++t) {
-        float dot = 0.0f;
-        if (second_.order == V3DotOrder::kForward) {
-          for (int64_t i = 0; i < Dp_; ++i) dot += q[static_cast<size_t>(i)] * k_[static_cast<size_t>(t * Dp_ + i)];
-        } else {
-          dot = ordered_dot(second_.order, Dp_, [&](int64_t i) {
-            return static_cast<double>(q[static_cast<size_t>(i)]) * k_[static_cast<size_t>(t * Dp_ + i)];
-          });
-        }
-        float x = dot * s_scale;
-        if (cap) x = *cap * nudge(std::tanh(x / *cap), second_.exp_ulps);
+        bool keep = true;
         if (any_mask) {
           const int64_t k_span = pos(k_base + t);
-          bool keep = true;
           if (causal_) keep = keep && q_span >= k_span;
           if (!p_.skip_kv_mask) keep = keep && k_span < eff;
           if (p_.sliding_window) keep = keep && q_span < pos(k_span + *p_.sliding_window);
-          if (!keep) x = mask_value;
           kept[static_cast<size_t>(t)] = keep ? 1 : 0;
+        }
+        // A masked slot's logit is mask_value whatever its dot is: the dot is skipped.
+        float x = mask_value;
+        if (keep) {
+          float dot = 0.0f;
+          if (second_.order == V3DotOrder::kForward) {
+            for (int64_t i = 0; i < Dp_; ++i) dot += q[static_cast<size_t>(i)] * k_[static_cast<size_t>(t * Dp_ + i)];
+          } else {
+            dot = ordered_dot(second_.order, Dp_, [&](int64_t i) {
+              return static_cast<double>(q[static_cast<size_t>(i)]) * k_[static_cast<size_t>(t * Dp_ + i)];
+            });
+          }
+          x = dot * s_scale;
+          if (cap) x = *cap * nudge(std::tanh(x / *cap), second_.exp_ulps);
         }
         s[static_cast<size_t>(t)] = x;
         nan = nan || std::isnan(x);
@@ -1069,7 +1072,7 @@ class Program {
     }
     const int64_t len = kv_len(seq), q_len = cu(seq + 1) - cu(seq);
     const float mask_value = static_cast<float>(p_.mask_value.value_or(kDefaultMaskValue));
-    std::vector<float> q(128), s(static_cast<size_t>(n)), p(static_cast<size_t>(n));
+    std::vector<float> q(128), s(static_cast<size_t>(n)), p(static_cast<size_t>(n)), pv(128);
     std::vector<unsigned char> kept(static_cast<size_t>(n), 1);
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t j = r % qph_p_;
@@ -1080,26 +1083,29 @@ class Program {
       float row_max = -kInf;
       bool nan = false;
       for (int64_t t = 0; t < n; ++t) {
-        float x = 0.0f;
-        if (second_.order == V3DotOrder::kForward) {
-          for (int64_t i = 0; i < 128; ++i) x += q[static_cast<size_t>(i)] * k_[static_cast<size_t>(t * 128 + i)];
-        } else {
-          x = ordered_dot(second_.order, 128, [&](int64_t i) {
-            return static_cast<double>(q[static_cast<size_t>(i)]) * k_[static_cast<size_t>(t * 128 + i)];
-          });
-        }
-        x *= float32_scalar(p_.sm_scale);
-        if (p_.k_scale) x *= float32_scalar(*p_.k_scale);
-        if (p_.q_scale) x *= float32_scalar(*p_.q_scale);
-        if (p_.soft_cap) {
-          const float cap = float32_scalar(*p_.soft_cap);
-          x = cap * nudge(std::tanh(x / cap), second_.exp_ulps);
-        }
         const int64_t k_span = bkv_idx * bkv_sz_ + t;
         bool keep = k_span <= q_span;
         if (p_.sliding_window) keep = keep && q_span - *p_.sliding_window < k_span;
-        if (!keep) x = mask_value;
         kept[static_cast<size_t>(t)] = keep ? 1 : 0;
+        // A masked slot's logit is mask_value whatever its dot is: the dot is skipped.
+        float x = mask_value;
+        if (keep) {
+          x = 0.0f;
+          if (second_.order == V3DotOrder::kForward) {
+            for (int64_t i = 0; i < 128; ++i) x += q[static_cast<size_t>(i)] * k_[static_cast<size_t>(t * 128 + i)];
+          } else {
+            x = ordered_dot(second_.order, 128, [&](int64_t i) {
+              return static_cast<double>(q[static_cast<size_t>(i)]) * k_[static_cast<size_t>(t * 128 + i)];
+            });
+          }
+          x *= float32_scalar(p_.sm_scale);
+          if (p_.k_scale) x *= float32_scalar(*p_.k_scale);
+          if (p_.q_scale) x *= float32_scalar(*p_.q_scale);
+          if (p_.soft_cap) {
+            const float cap = float32_scalar(*p_.soft_cap);
+            x = cap * nudge(std::tanh(x / cap), second_.exp_ulps);
+          }
+        }
         s[static_cast<size_t>(t)] = x;
         nan = nan || std::isnan(x);
         row_max = std::max(row_max, x);
@@ -1124,15 +1130,22 @@ class Program {
       const float l_prev = first ? 1.0f : l_[lm];
       l_[lm] = multiply_add(DType::kFloat32, alpha, l_prev, rowsum);
       float* acc = &acc_[lm * 128];
-      for (int64_t lane = 0; lane < 128; ++lane) {
-        float x = 0.0f;
-        if (second_.order == V3DotOrder::kForward) {
-          for (int64_t t = 0; t < n; ++t) x += p[static_cast<size_t>(t)] * k_[static_cast<size_t>(t * 128 + lane)];
-        } else {
-          x = ordered_dot(second_.order, n, [&](int64_t t) {
+      // p . [K | V]: each lane sums over t in order; t outer keeps the rows of k_ in cache.
+      std::fill(pv.begin(), pv.end(), 0.0f);
+      if (second_.order == V3DotOrder::kForward) {
+        for (int64_t t = 0; t < n; ++t) {
+          const float w = p[static_cast<size_t>(t)];
+          for (int64_t lane = 0; lane < 128; ++lane) pv[static_cast<size_t>(lane)] += w * k_[static_cast<size_t>(t * 128 + lane)];
+        }
+      } else {
+        for (int64_t lane = 0; lane < 128; ++lane) {
+          pv[static_cast<size_t>(lane)] = ordered_dot(second_.order, n, [&](int64_t t) {
             return static_cast<double>(p[static_cast<size_t>(t)]) * k_[static_cast<size_t>(t * 128 + lane)];
           });
         }
+      }
+      for (int64_t lane = 0; lane < 128; ++lane) {
+        float x = pv[static_cast<size_t>(lane)];
         if (p_.v_scale) x *= float32_scalar(*p_.v_scale);
         const float prev = first ? 0.0f : acc[lane];
         acc[lane] = multiply_add(DType::kFloat32, alpha, prev, x);
