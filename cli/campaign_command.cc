@@ -251,6 +251,10 @@ void run_v3_spec(const props::V3CaseSpec& spec, std::span<const props::V3Mutatio
                           std::string(dtype_name(m.inputs.kv_cache.dtype()));
   ++st.v3_pair_checks[key];
   keep_v3_worst(st, key, c.max_share, c.tolerance_at_max);
+  if (c.past_float32 > 0) {
+    ++st.v3_past_float32_checks;
+    st.v3_past_float32_pairs += c.past_float32;
+  }
   ++st.v3_budget_histogram[key][budget_bin(c.agree() ? c.max_share : INFINITY)];
   // The check's power, as for the jax dialect's kernel-semantics checks, over the unmutated
   // cases: a mutation's valid side (a scale of float32's largest value) can leave a check no

@@ -297,6 +297,7 @@ std::string campaign_report_html(const Stats& st, const CampaignRun& run,
   }
   h += "</table>\n<p id=\"v3-zero\">" + count(st.v3_could_not_reject_zero) +
        " v3 kernel-semantics checks could not have rejected an all-zero output.</p>\n";
+  h += "<p id=\"v3-past-float32\">" + xml_escape(v3_past_float32_text(st, "")) + "</p>\n";
   h += "<h2 id=\"error-v3\">tpu-inference v3, kernel vs reference: error / tolerance</h2>\n";
   h += "<p>Per strict-valid v3 case, the largest |kernel &minus; reference| over its tolerance "
        "(kernel semantics, oracle/v3_compare.h), per dialect and q/kv pair; 1 is the tolerance, "

@@ -38,6 +38,8 @@ constexpr CountField kCounts[] = {
     {"findings_total", &Stats::findings_total},
     {"v3_kernel_checks", &Stats::v3_kernel_checks},
     {"v3_could_not_reject_zero", &Stats::v3_could_not_reject_zero},
+    {"v3_past_float32_checks", &Stats::v3_past_float32_checks},
+    {"v3_past_float32_pairs", &Stats::v3_past_float32_pairs},
 };
 
 struct TallyField {  // key -> count

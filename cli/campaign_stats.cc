@@ -76,6 +76,8 @@ void merge_into(Stats& to, const Stats& from) {
     mine.insert(mine.end(), w.begin(), w.end());
   }
   to.v3_could_not_reject_zero += from.v3_could_not_reject_zero;
+  to.v3_past_float32_checks += from.v3_past_float32_checks;
+  to.v3_past_float32_pairs += from.v3_past_float32_pairs;
   to.reach.merge(from.reach);
   for (const auto& [pair, n] : from.pair_checks) to.pair_checks[pair] += n;
   for (const auto& [pair, h] : from.budget_histogram) {
@@ -107,6 +109,16 @@ void merge_into(Stats& to, const Stats& from) {
   std::stable_sort(to.findings.begin(), to.findings.end(),
                    [](const Finding& a, const Finding& b) { return a.case_index < b.case_index; });
   if (to.findings.size() > kMaxFindings) to.findings.resize(kMaxFindings);
+}
+
+std::string v3_past_float32_text(const Stats& st, const std::string& lead) {
+  std::string s = lead;
+  s += std::to_string(st.v3_past_float32_checks);
+  s += " kernel checks left out ";
+  s += std::to_string(st.v3_past_float32_pairs);
+  s += " (row, head) pairs where a float32 kernel's logits may leave float32's range "
+       "(finding 28).";
+  return s;
 }
 
 std::string key_weight_text(const KeyWeights& weights, const std::string& key) {

@@ -77,6 +77,10 @@ struct Stats {
   std::map<std::string, double> v3_tolerance_at_worst;
   KeyWeights v3_key_weights;
   int64_t v3_could_not_reject_zero = 0;
+  // Checks that left (row, head) pairs out of the comparison, where a float32 kernel's logits
+  // may leave float32's range (V3Comparison::past_float32, finding 28), and those pairs.
+  int64_t v3_past_float32_checks = 0;
+  int64_t v3_past_float32_pairs = 0;
   std::map<std::string, BudgetHistogram> v3_budget_histogram;  // per "dialect q/kv" key
   // --profile production: what the production calls reached (empty otherwise).
   props::ProductionReach reach;
@@ -97,6 +101,10 @@ void keep_v3_worst(Stats& st, const std::string& key, double share, double toler
 // The median and the largest of the key weights a key holds (Stats::key_weights per q/kv
 // pair, Stats::v3_key_weights per dialect and pair; "-" for none): "0.00012 / 0.0031".
 std::string key_weight_text(const KeyWeights& weights, const std::string& key);
+
+// The v3 checks that left rows out past float32's range, as the summary, summary.md and the
+// report page say it: LEAD + "3 kernel checks left out 40 (row, head) pairs where ...".
+std::string v3_past_float32_text(const Stats& st, const std::string& lead);
 
 // One worker's (or one shard's, `rpa merge`) tallies into the run's: counts add up, the
 // worst budgets and discriminations are the worst of either, key weights are pooled, the

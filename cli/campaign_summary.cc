@@ -125,6 +125,8 @@ std::string summary_text(const Stats& st, const CampaignRun& run) {
   s += "  kernel-semantics checks that could not reject an all-zero output (answer ~0): " +
        std::to_string(st.could_not_reject_zero) + ", v3 " +
        std::to_string(st.v3_could_not_reject_zero);
+  s += '\n';
+  s += v3_past_float32_text(st, "  v3 ");
   s += "\n  raw calls (fuzz_raw_inputs' decoder, valid cases with bytes changed): " +
        std::to_string(st.raw_calls) + ", strict accepted " +
        std::to_string(st.raw_strict_accepted) + ", run " + std::to_string(st.raw_ran);
@@ -200,6 +202,8 @@ std::string summary_json(const Stats& st, const CampaignRun& run) {
   j.end_object().key("min_detectable_key_weight");
   write_key_weights_json(j, st.v3_key_weights);
   j.key("could_not_reject_zero").value(st.v3_could_not_reject_zero);
+  j.key("past_float32").begin_object().key("checks").value(st.v3_past_float32_checks);
+  j.key("pairs").value(st.v3_past_float32_pairs).end_object();
   j.end_object();
   if (!st.reach.empty()) {
     j.key("production_reach").begin_object();
@@ -270,6 +274,9 @@ std::string summary_markdown(const Stats& st, const CampaignRun& run) {
   }
   s += "\n" + std::to_string(st.v3_could_not_reject_zero) +
        " v3 kernel-semantics checks could not have rejected an all-zero output.\n";
+  s += '\n';
+  s += v3_past_float32_text(st, "");
+  s += '\n';
   if (!st.v3_budget_histogram.empty()) {
     // Error / tolerance, a row per dialect and pair, a column per bin.
     // (Appended piece by piece: GCC 12 -O3 reports a false -Wrestrict on " " + ... here.)

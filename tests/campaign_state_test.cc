@@ -58,6 +58,8 @@ Stats full_stats() {
   st.could_not_reject_zero = 3;
   st.v3_kernel_checks = 77;
   st.v3_could_not_reject_zero = 2;
+  st.v3_past_float32_checks = 4;
+  st.v3_past_float32_pairs = 9;
   st.verdicts[0]["valid"] = 250;
   st.verdicts[0]["q_rank"] = 5;
   st.verdicts[1]["valid"] = 300;
@@ -186,6 +188,8 @@ void expect_same_stats(const Stats& a, const Stats& b) {
   expect_same_doubles(a.v3_worst_share, b.v3_worst_share, "v3_worst_share");
   expect_same_doubles(a.v3_tolerance_at_worst, b.v3_tolerance_at_worst, "v3_tolerance_at_worst");
   EXPECT_EQ(a.v3_could_not_reject_zero, b.v3_could_not_reject_zero);
+  EXPECT_EQ(a.v3_past_float32_checks, b.v3_past_float32_checks);
+  EXPECT_EQ(a.v3_past_float32_pairs, b.v3_past_float32_pairs);
   const auto& ra = a.reach.by_dialect();
   const auto& rb = b.reach.by_dialect();
   ASSERT_EQ(ra.size(), rb.size());
@@ -262,24 +266,24 @@ TEST(CampaignState, GarbledRecordsNameTheirLine) {
             "f: line 1: not an rpa campaign state (no line 'rpa-campaign-state 1')");
   EXPECT_EQ(error_of("seed 0", "seed x"), "f: line 2: seed: expected an integer, got 'x'");
   EXPECT_EQ(error_of("seed 0", "seed 0 1"), "f: line 2: seed: more values than it takes");
-  EXPECT_EQ(error_of("seed 0\n", ""), "f: line 24: no 'seed' record");
+  EXPECT_EQ(error_of("seed 0\n", ""), "f: line 26: no 'seed' record");
   EXPECT_EQ(error_of("shard 0/1", "shard 2/2"), "f: line 8: shard: not a shard I/N: '2/2'");
   EXPECT_EQ(error_of("cases 0", "cases -1"), "f: line 13: cases: a negative count");
   EXPECT_EQ(error_of("cases 0", "bogus 0"), "f: line 13: bogus: not a record of version 1");
   EXPECT_EQ(error_of("cases 0", "mutated 0"), "f: line 14: mutated: a second record");
   EXPECT_EQ(error_of("pallas \"\"", "pallas \"\\q\""),
-            "f: line 24: a bad escape in a string (\\\\, \\\" or \\xHH)");
+            "f: line 26: a bad escape in a string (\\\\, \\\" or \\xHH)");
   EXPECT_EQ(error_of("pallas \"\"", "pallas \"a"),
-            "f: line 24: a string without its closing quote");
-  EXPECT_EQ(error_of("end\n", "end\nmore\n"), "f: line 26: text after the line 'end'");
+            "f: line 26: a string without its closing quote");
+  EXPECT_EQ(error_of("end\n", "end\nmore\n"), "f: line 28: text after the line 'end'");
   EXPECT_EQ(error_of("end\n", "worst_budget \"p\" 0x1p+0\nend\n"),
-            "f: line 26: worst_budget \"p\" without its worst_budget_reference or pair_checks");
+            "f: line 28: worst_budget \"p\" without its worst_budget_reference or pair_checks");
   EXPECT_EQ(error_of("end\n", "pair_checks \"p\" 1\npair_checks \"p\" 2\nend\n"),
-            "f: line 26: pair_checks: the key \"p\" twice");
+            "f: line 28: pair_checks: the key \"p\" twice");
   EXPECT_EQ(error_of("end\n", "budget_histogram \"p\" 1 2\nend\n"),
-            "f: line 25: budget_histogram: missing an integer");
+            "f: line 27: budget_histogram: missing an integer");
   EXPECT_EQ(error_of("end\n", "verdicts native \"valid\" 1\nend\n"),
-            "f: line 25: verdicts: no mode 'native'");
+            "f: line 27: verdicts: no mode 'native'");
   EXPECT_EQ(parse_campaign_state("", "f").error, "f: line 1: empty: not an rpa campaign state");
 }
 

@@ -255,6 +255,11 @@ def campaign_page(work):
     check("the page says how many v3 checks could not reject zero",
           f"{v3['could_not_reject_zero']} v3 kernel-semantics checks could not have rejected "
           "an all-zero output" in html, str(v3.get("could_not_reject_zero")))
+    past = v3.get("past_float32", {})
+    check("the page says how many (row, head) pairs were left out past float32's range",
+          f"{past.get('checks')} kernel checks left out {past.get('pairs')} (row, head) pairs "
+          "where a float32 kernel&apos;s logits may leave float32&apos;s range (finding 28)"
+          in html, str(past))
     # Each coverage row: the rule's count in each mode as summary.json has it (0 if absent),
     # or a dash where the rule is not one of that mode's.
     coverage = {r[0]: r[1:] for r in d.rows if len(r) == 3}
@@ -313,6 +318,9 @@ def findings_page(work):
                                          "0.0031 / 0.02"]], str(d.tables.get("v3-kernel")))
     check("the fixture's page: 1 v3 check could not reject zero", "1 v3 kernel-semantics checks "
           "could not have rejected an all-zero output" in open(page, encoding="utf-8").read())
+    check("the fixture's page: 1 v3 check left 6 pairs out past float32's range",
+          "1 kernel checks left out 6 (row, head) pairs where a float32 kernel&apos;s logits may "
+          "leave float32&apos;s range (finding 28)." in open(page, encoding="utf-8").read())
     unreached = sum(1 for cls, _ in d.cells if "unreached" in cls.split())
     check("the fixture's page has unreached rules", unreached > 40, str(unreached))
     check("the highlight rendered", colour_count(png, UNREACHED) > 200 * 40,

@@ -73,6 +73,8 @@ int main(int argc, char** argv) {
   st.v3_tolerance_at_worst["tpu_inference_v3 float32/float32"] = 1e-6;
   st.v3_key_weights["tpu_inference_v3 float32/float32"] = {0.0031, 0.0004, 0.02};
   st.v3_could_not_reject_zero = 1;
+  st.v3_past_float32_checks = 1;
+  st.v3_past_float32_pairs = 6;
   record(st, {2, "v3 kernel vs reference (kernel semantics)",
               "made up: tpu_inference_v3: cache equal; out: row 0 differs",
               props::v3_spec_hex(v3_spec), ""});
