@@ -807,14 +807,16 @@ class Program {
     // K and V of the block, V zeroed past the effective length (unless skip_kv_mask).
     k_.resize(static_cast<size_t>(n * Dp_));
     v_.resize(static_cast<size_t>(n * Dp_));
+    finite_.assign(static_cast<size_t>(n), 1);
     const int64_t q_base = pos(q_pos0), k_base = pos(k_pos0), eff = pos(effective);
     for (int64_t t = 0; t < n; ++t) {
       const int64_t k_span = pos(k_base + t);
       const bool v_kept = p_.skip_kv_mask || k_span < eff;
       for (int64_t lane = 0; lane < Dp_; ++lane) {
         k_[static_cast<size_t>(t * Dp_ + lane)] = kv_at(bkv_sem, kv0 + t, layout_.k_offset(h) + lane);
-        const float v = kv_at(bkv_sem, kv0 + t, layout_.v_offset(h) + lane);
-        v_[static_cast<size_t>(t * Dp_ + lane)] = v_kept ? v : 0.0f;
+        const float v = v_kept ? kv_at(bkv_sem, kv0 + t, layout_.v_offset(h) + lane) : 0.0f;
+        v_[static_cast<size_t>(t * Dp_ + lane)] = v;
+        if (!std::isfinite(v)) finite_[static_cast<size_t>(t)] = 0;
       }
     }
     const float s_scale = float32_scalar(p_.sm_scale * p_.k_scale.value_or(1.0) * p_.q_scale.value_or(1.0));
@@ -884,6 +886,7 @@ class Program {
       if (second_.order == V3DotOrder::kForward) {
         for (int64_t t = 0; t < n; ++t) {
           const float w = p[static_cast<size_t>(t)];
+          if (w == 0.0f && finite_[static_cast<size_t>(t)]) continue;  // adds zeros (see finite_)
           for (int64_t lane = 0; lane < Dp_; ++lane) pv[static_cast<size_t>(lane)] += w * v_[static_cast<size_t>(t * Dp_ + lane)];
         }
       } else {
@@ -1065,9 +1068,12 @@ class Program {
     const int64_t rows = actual_bq * qph_p_, n = bkv_sz_;
     const bool first = bkv_idx == hd64_start_bkv_;
     k_.resize(static_cast<size_t>(n * 128));
+    finite_.assign(static_cast<size_t>(n), 1);
     for (int64_t t = 0; t < n; ++t) {
       for (int64_t lane = 0; lane < 128; ++lane) {
-        k_[static_cast<size_t>(t * 128 + lane)] = kv_at(bkv_sem, t, layout_.k_offset(h) + lane);
+        const float x = kv_at(bkv_sem, t, layout_.k_offset(h) + lane);
+        k_[static_cast<size_t>(t * 128 + lane)] = x;
+        if (!std::isfinite(x)) finite_[static_cast<size_t>(t)] = 0;
       }
     }
     const int64_t len = kv_len(seq), q_len = cu(seq + 1) - cu(seq);
@@ -1135,6 +1141,7 @@ class Program {
       if (second_.order == V3DotOrder::kForward) {
         for (int64_t t = 0; t < n; ++t) {
           const float w = p[static_cast<size_t>(t)];
+          if (w == 0.0f && finite_[static_cast<size_t>(t)]) continue;  // adds zeros (see finite_)
           for (int64_t lane = 0; lane < 128; ++lane) pv[static_cast<size_t>(lane)] += w * k_[static_cast<size_t>(t * 128 + lane)];
         }
       } else {
@@ -1206,6 +1213,11 @@ class Program {
   std::array<int64_t, 6> bkv_update_ids_{};
   int64_t steps_ = 0;
   std::vector<float> k_, v_;  // the block's K and V (hd64: [K | V])
+  // Per slot of the block: 1 where its V row (hd64: its [K | V] row) is finite. A weight of 0
+  // there adds a +-0 product to p.V, which leaves the sum as it is (the sum starts at +0 and
+  // round-to-nearest never makes -0 of it), so the forward order skips it; a slot with an inf
+  // or NaN is summed (0 * inf is NaN).
+  std::vector<unsigned char> finite_;
   // The enclosure (V3ProgramOptions::enclosure): q / out and its buffers' lo and hi, per
   // element; each scratch row's state; the quantized q row being worked on.
   std::vector<float> qo_lo_, qo_hi_, bq_lo_[2], bq_hi_[2], bo_lo_[2], bo_hi_[2];

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -249,6 +250,58 @@ TEST(V3Program, ADecodeSequenceOfTwoRowsGetsOneComputed) {
         EXPECT_EQ(lit.out.float_at(8 + c), in.queries.float_at(8 + c));
       } else {
         EXPECT_TRUE(std::isnan(lit.out.float_at(8 + c)));
+      }
+    }
+  }
+}
+
+// An inf in V that a row masks still reaches that row: the program multiplies the masked
+// slot's weight, exactly 0, by the whole block of V (0 * inf is NaN), as the MXU does. The
+// literal schedule skips the p.V terms of weight 0 only where the slot's V is finite.
+TEST(V3Program, AnInfiniteValueAMaskedSlotHoldsMakesTheRowNaN) {
+  for (const Dialect d : {Dialect::kTpuInferenceV3, Dialect::kTpuInferenceV3Hd64}) {
+    const bool hd64 = d == Dialect::kTpuInferenceV3Hd64;
+    V3Builder b;
+    b.dialect = d;
+    b.hq = 2;
+    b.d = hd64 ? 64 : 8;
+    b.max_seqs = 1;
+    b.tokens = 4;
+    b.fill = 0.0f;
+    b.seqs = {{3, 6}};  // q rows at positions 3, 4, 5
+    V3Inputs in = b.build();
+    uint32_t x = 7;
+    for (Tensor* t : {&in.queries, &in.keys, &in.values, &in.kv_cache}) {
+      for (int64_t i = 0; i < t->numel(); ++i) {
+        x = x * 1664525u + 1013904223u;
+        t->set_float(i, static_cast<float>(static_cast<int>(x >> 9) % 2001 - 1000) / 1000.0f);
+      }
+    }
+    V3Params p;
+    if (hd64) {
+      p.num_kv_pages_per_block = 1;
+      p.num_queries_per_block = 4;
+    } else {
+      in.distribution.set_int(0, 0);  // one mixed sequence
+      in.distribution.set_int(1, 0);
+      in.distribution.set_int(2, 1);
+      p.d_block_sizes = V3BlockSizes{1, 8, 1, 8};  // every pass traces, with or without rows
+      p.p_block_sizes = V3BlockSizes{4, 8, 4, 8};
+      p.m_block_sizes = V3BlockSizes{4, 8, 4, 8};
+    }
+    ASSERT_FALSE(v3_validate(d, in, p, Mode::kStrict).has_value()) << dialect_name(d);
+    const V3KernelResult finite = v3_literal_attention(d, in, p);
+    // the last new token (position 5, q row 2) gets V = inf in lane 0: rows 0 and 1 mask it
+    in.values.set_float(2 * b.d, std::numeric_limits<float>::infinity());
+    const V3KernelResult lit = v3_literal_attention(d, in, p);
+    for (int64_t row = 0; row < 2; ++row) {
+      for (int64_t head = 0; head < b.hq; ++head) {
+        const int64_t e = (row * b.hq + head) * b.d;
+        EXPECT_FALSE(std::isnan(finite.out.float_at(e))) << dialect_name(d) << " row " << row;
+        EXPECT_TRUE(std::isnan(lit.out.float_at(e))) << dialect_name(d) << " row " << row
+                                                     << " head " << head << ": " << lit.out.float_at(e);
+        // the other lanes never see the inf
+        EXPECT_EQ(lit.out.float_at(e + 1), finite.out.float_at(e + 1)) << dialect_name(d);
       }
     }
   }
