@@ -13,8 +13,8 @@
 
 #include <benchmark/benchmark.h>
 
-#include "fuzz/target_inputs.h"
-#include "fuzz/targets.h"
+#include "harness/target_inputs.h"
+#include "harness/targets.h"
 
 namespace rpa::bench {
 namespace {

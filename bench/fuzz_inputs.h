@@ -1,5 +1,5 @@
 // The fuzzers' per-input cost on a fixed input set (issue 35): each target's body
-// (fuzz/targets.h) run in-process over the files of corpus/fuzz/<target>/, sorted, as
+// (harness/targets.h) run in-process over the files of corpus/fuzz/<target>/, sorted, as
 // Google Benchmarks named fuzz_input/<target>[/<class>]; the class is the input's dialect
 // tag (jax, v3, production) where the target reads one. One iteration runs the whole set; the
 // counters are inputs/s and time/input (seconds). This is the release build's cost, without the

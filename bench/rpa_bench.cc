@@ -7,7 +7,7 @@
 //
 // The reference gets a short minimum time (one iteration on prefill, where one call takes
 // seconds), so the workloads run in about a minute on 2 cores. Then production/NAME: each
-// fixed production-size call of bench/production.h, built and run through every
+// fixed production-size call of harness/production_bench.h, built and run through every
 // implementation once, its stages' seconds as counters (about three minutes in all;
 // --benchmark_filter=-production leaves them out). Then fuzz_input/TARGET[/CLASS]: each
 // fuzzer's body over its corpus, the per-input cost (bench/fuzz_inputs.h; the corpus is this
@@ -22,8 +22,8 @@
 #include <benchmark/benchmark.h>
 
 #include "bench/fuzz_inputs.h"
-#include "bench/production.h"
-#include "bench/workloads.h"
+#include "harness/production_bench.h"
+#include "harness/workloads.h"
 #include "kernel/jax_kernel.h"
 #include "reference/jax_reference.h"
 

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/workloads.h"
+#include "harness/workloads.h"
 #include "cli/bench_production.h"
 #include "cli/cli_args.h"
 #include "cli/commands.h"

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/production.h"
-#include "bench/workloads.h"
+#include "harness/production_bench.h"
+#include "harness/workloads.h"
 #include "cli/cli_args.h"
 #include "cli/exit_codes.h"
 #include "core/dialect.h"

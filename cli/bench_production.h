@@ -1,4 +1,4 @@
-// rpa bench --preset production[:NAME] (bench/production.h): fixed production-size calls, each
+// rpa bench --preset production[:NAME] (harness/production_bench.h): fixed production-size calls, each
 // stage timed once and each output checked, printed as a table or JSON.
 #pragma once
 

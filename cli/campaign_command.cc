@@ -27,7 +27,7 @@
 #include <thread>
 #include <vector>
 
-#include "bench/workloads.h"
+#include "harness/workloads.h"
 #include "casefile/case_file.h"
 #include "cli/campaign_report.h"
 #include "cli/campaign_run.h"
@@ -37,26 +37,26 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "core/paged_kv_view.h"
-#include "fuzz/jax_raw_call.h"
-#include "fuzz/raw_check.h"
+#include "casegen/jax_raw_call.h"
+#include "harness/raw_check.h"
 #include "kernel/jax_kernel.h"
 #include "kernel/v3_kernel.h"
 #include "oracle/compare.h"
 #include "oracle/dot_precision.h"
 #include "oracle/tolerance.h"
 #include "oracle/v3_compare.h"
-#include "properties/case_codec.h"
-#include "properties/generate.h"
-#include "properties/jax_build_case.h"
-#include "properties/jax_materialize.h"
-#include "properties/jax_spec_model.h"
-#include "properties/production.h"
-#include "properties/random_source.h"
-#include "properties/v3_build_case.h"
-#include "properties/v3_case_spec.h"
-#include "properties/v3_materialize.h"
-#include "properties/v3_mutation.h"
-#include "properties/v3_spec_model.h"
+#include "casegen/case_codec.h"
+#include "casegen/generate.h"
+#include "casegen/jax_build_case.h"
+#include "casegen/jax_materialize.h"
+#include "casegen/jax_spec_model.h"
+#include "casegen/production.h"
+#include "casegen/random_source.h"
+#include "casegen/v3_build_case.h"
+#include "casegen/v3_case_spec.h"
+#include "casegen/v3_materialize.h"
+#include "casegen/v3_mutation.h"
+#include "casegen/v3_spec_model.h"
 #include "reference/jax_reference.h"
 #include "reference/v3_reference.h"
 #include "service/check_case.h"
@@ -83,7 +83,7 @@ props::CaseSpec case_spec(uint64_t seed, int64_t i, int max_size) {
   return props::build_case(source, options);
 }
 
-// fuzz_raw_inputs' decoder and checks in process: the raw form (fuzz/jax_raw_call.h) of a valid
+// fuzz_raw_inputs' decoder and checks in process: the raw form (casegen/jax_raw_call.h) of a valid
 // case with one to four bytes changed, three times in four among the bytes before q's and
 // kv_pages' contents (shapes, dtypes, parameters, index arrays: what validation reads).
 void run_raw_call(const props::Materialized& m, uint64_t seed, int64_t i, Stats& st) {
@@ -184,7 +184,7 @@ std::optional<Dialect> v3_dialect_of(int64_t i) {
   return (i / 4) % 2 == 0 ? Dialect::kTpuInferenceV3 : Dialect::kTpuInferenceV3Hd64;
 }
 
-// Up to `count` named v3 mutations (properties/v3_mutation.h) that compose on spec, drawn from
+// Up to `count` named v3 mutations (casegen/v3_mutation.h) that compose on spec, drawn from
 // seed: an optional shape one, then parameter ones of distinct groups, as the validation
 // properties draw them.
 std::vector<props::V3Mutation> seeded_v3_mutations(const props::V3CaseSpec& spec, uint64_t seed,
@@ -205,7 +205,7 @@ std::vector<props::V3Mutation> seeded_v3_mutations(const props::V3CaseSpec& spec
 }
 
 // A v3 case: the generator's case with its named mutations (none: valid in both modes), each
-// mode's verdict against the v3 spec model (properties/v3_spec_model.h: the rule and message
+// mode's verdict against the v3 spec model (casegen/v3_spec_model.h: the rule and message
 // the mutations declare, never computed by the validator); a case strict accepts, the
 // tiled kernel against the v3 reference in the kernel semantics (v3_compare: the updated cache
 // bit for bit, out within the derived tolerance). The reference semantics is not the
@@ -292,7 +292,7 @@ void run_v3_case(Dialect d, uint64_t seed, int64_t i, int max_size, Stats& st, s
   run_v3_spec(spec, mutations, replay, i, st);
 }
 
-// --profile production: case i is a production call (properties/production.h) of jax,
+// --profile production: case i is a production call (casegen/production.h) of jax,
 // kernel.py and hd64 in turn, through the same checks as the other cases, and tallied in the
 // reach table.
 void run_production_case(uint64_t seed, int64_t i, DotPasses passes, Stats& st) {

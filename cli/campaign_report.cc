@@ -7,14 +7,14 @@
 #include <string>
 #include <thread>
 
-#include "bench/workloads.h"
+#include "harness/workloads.h"
 #include "casefile/case_file.h"
 #include "cli/xml_escape.h"
 #include "core/python_repr.h"
-#include "properties/case_codec.h"
-#include "properties/jax_materialize.h"
-#include "properties/v3_build_case.h"
-#include "properties/v3_materialize.h"
+#include "casegen/case_codec.h"
+#include "casegen/jax_materialize.h"
+#include "casegen/v3_build_case.h"
+#include "casegen/v3_materialize.h"
 #include "service/number_text.h"
 #include "service/v3_run_case.h"
 #include "validation/jax_rule.h"

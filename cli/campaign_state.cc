@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "properties/random_source.h"
+#include "casegen/random_source.h"
 #include "service/v3_run_case.h"
 
 namespace rpa {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "properties/production_reach.h"
+#include "casegen/production_reach.h"
 #include "validation/jax_validate.h"
 
 namespace rpa {
@@ -60,7 +60,7 @@ struct Stats {
   // The Pallas kernel cross-check: "" when not asked for, else its summary line.
   std::string pallas;
   // The tpu-inference v3 share of the cases (DESIGN.md section 16), per dialect name:
-  // generated cases (half of them with named mutations, properties/v3_mutation.h), each mode's
+  // generated cases (half of them with named mutations, casegen/v3_mutation.h), each mode's
   // verdicts (native, strict: rule or "valid" -> count), and,
   // per "dialect q/kv" key, the tiled kernel's checks against the v3 reference (kernel
   // semantics, v3_compare: cache bit for bit, out within the tolerance): how many, the most

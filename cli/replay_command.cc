@@ -5,7 +5,7 @@
 //                       case of a v3 dialect the `jax` column is that dialect's native mode)
 //   regressions/        expectations.tsv: name, rpa check options, check verdict, what it
 //                       shows; rpa check with those options must give that verdict
-//   fuzz/<target>/      every file through the target's body (fuzz/targets.h), each in a
+//   fuzz/<target>/      every file through the target's body (harness/targets.h), each in a
 //                       child process, so a crash is a failed line, not the end of the run
 //   fuzz/, corpus/      the folders above below them
 // Every .npz of modes/, findings/ and regressions/ must have its line in expectations.tsv,
@@ -32,7 +32,7 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "cli/junit_report.h"
-#include "fuzz/targets.h"
+#include "harness/targets.h"
 #include "service/check_case.h"
 #include "validation/jax_validate.h"
 #include "validation/v3_validate.h"
@@ -327,12 +327,12 @@ bool replay_dir(Replay& r, const fs::path& dir) {
         r.record("fuzz", std::string(each.name), 0.0, "no seed folder " + (dir / each.name).string(), "");
       }
     }
-    // A seed folder of a target that fuzz/targets.h does not list would go unreplayed.
+    // A seed folder of a target that harness/targets.h does not list would go unreplayed.
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir, ec)) {
       const std::string name = e.path().filename().string();
       if (e.is_directory() && !find_target(name)) {
-        r.record("fuzz", name, 0.0, "a seed folder of no target in fuzz/targets.h", "");
+        r.record("fuzz", name, 0.0, "a seed folder of no target in harness/targets.h", "");
       }
     }
   } else if (fs::is_directory(dir / "modes") || fs::is_directory(dir / "findings") ||

@@ -142,6 +142,11 @@ struct V3ToleranceOptions {
   int tpu_version = -1;
 };
 
+// rpa's tiled kernel holds l, m and acc in float32: the tolerance its own arithmetic earns
+// (the v3 kernel's bfloat16 accumulators would allow ~2^16 times more for bfloat16 queries).
+// Its checks everywhere (properties, fuzz targets, raw calls, bench) use this one.
+inline constexpr V3ToleranceOptions kRpaTolerance{.float32_accumulators = true};
+
 // The allowed |got - want| per output element (q's layout; 0 on rows no sequence defines),
 // as derived above for r's semantics (|want| taken from r.out).
 std::vector<double> v3_tolerance(Dialect d, const V3Inputs& in, const V3Params& p,

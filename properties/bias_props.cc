@@ -20,7 +20,7 @@
 #include "kernel/jax_kernel.h"
 #include "oracle/compare.h"
 #include "oracle/tolerance.h"
-#include "properties/jax_materialize.h"
+#include "casegen/jax_materialize.h"
 #include "properties/jax_rc_case.h"
 #include "reference/jax_reference.h"
 #include "validation/jax_validate.h"

@@ -18,9 +18,9 @@
 #include "oracle/compare.h"
 #include "oracle/tolerance.h"
 #include "properties/jax_kernel_check.h"
-#include "properties/jax_materialize.h"
+#include "casegen/jax_materialize.h"
 #include "properties/jax_rc_case.h"
-#include "properties/row_softmax.h"
+#include "casegen/row_softmax.h"
 #include "reference/jax_reference.h"
 #include "validation/jax_validate.h"
 

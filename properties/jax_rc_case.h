@@ -13,10 +13,10 @@
 #include <utility>
 #include <vector>
 
-#include "properties/case_codec.h"
-#include "properties/jax_build_case.h"
-#include "properties/jax_case_spec.h"
-#include "properties/random_source.h"
+#include "casegen/case_codec.h"
+#include "casegen/jax_build_case.h"
+#include "casegen/jax_case_spec.h"
+#include "casegen/random_source.h"
 
 namespace rpa::props {
 

@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "properties/jax_rc_case.h"
-#include "properties/jax_spec_model.h"
-#include "properties/random_source.h"
+#include "casegen/jax_spec_model.h"
+#include "casegen/random_source.h"
 #include "validation/jax_validate.h"
 
 namespace rpa::props {

@@ -1,4 +1,4 @@
-// The properties on the production profile (properties/production.h; docs/properties.md,
+// The properties on the production profile (casegen/production.h; docs/properties.md,
 // "The production profile"): serving-shaped calls of real models, seconds each, so each test
 // draws a few calls per dialect rather than RapidCheck's hundreds: RPA_PRODUCTION_CALLS of
 // them (default 1: a v3 call through the literal schedule can take a minute), from RPA_PRODUCTION_SEED (default: a new seed
@@ -27,17 +27,17 @@
 #include "oracle/compare.h"
 #include "oracle/tolerance.h"
 #include "oracle/v3_compare.h"
-#include "properties/generate.h"
-#include "properties/jax_materialize.h"
-#include "properties/jax_mutation.h"
-#include "properties/jax_spec_model.h"
-#include "properties/production.h"
-#include "properties/random_source.h"
+#include "casegen/generate.h"
+#include "casegen/jax_materialize.h"
+#include "casegen/jax_mutation.h"
+#include "casegen/jax_spec_model.h"
+#include "casegen/production.h"
+#include "casegen/random_source.h"
 #include "properties/sanitized.h"
 #include "properties/v3_kernel_check.h"
-#include "properties/v3_materialize.h"
-#include "properties/v3_mutation.h"
-#include "properties/v3_spec_model.h"
+#include "casegen/v3_materialize.h"
+#include "casegen/v3_mutation.h"
+#include "casegen/v3_spec_model.h"
 #include "reference/jax_reference.h"
 #include "reference/v3_reference.h"
 #include "schedule/v3_program.h"

@@ -8,8 +8,8 @@
 
 #include <string>
 
-#include "properties/v3_build_case.h"
-#include "properties/v3_materialize.h"
+#include "casegen/v3_build_case.h"
+#include "casegen/v3_materialize.h"
 #include "properties/v3_rc_case.h"
 #include "validation/v3_validate.h"
 

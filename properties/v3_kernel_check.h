@@ -18,15 +18,11 @@
 #include "kernel/v3_kernel.h"
 #include "oracle/tolerance.h"
 #include "oracle/v3_compare.h"
-#include "properties/v3_materialize.h"
+#include "casegen/v3_materialize.h"
 #include "reference/v3_reference.h"
 #include "validation/v3_validate.h"
 
 namespace rpa::props {
-
-// rpa's tiled kernel holds l, m and acc in float32: the tolerance its own arithmetic earns
-// (the v3 kernel's bfloat16 accumulators would allow ~2^16 times more for bfloat16 queries).
-inline constexpr V3ToleranceOptions kRpaTolerance{.float32_accumulators = true};
 
 // The largest share of the tolerance any comparison used, per label; printed at exit.
 struct V3ShareTally {

@@ -18,7 +18,7 @@
 #include "kernel/v3_kernel.h"
 #include "oracle/v3_compare.h"
 #include "properties/v3_kernel_check.h"
-#include "properties/v3_materialize.h"
+#include "casegen/v3_materialize.h"
 #include "properties/v3_rc_case.h"
 #include "reference/v3_reference.h"
 #include "schedule/v3_program.h"

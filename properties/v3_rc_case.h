@@ -8,8 +8,8 @@
 #include <ostream>
 
 #include "properties/jax_rc_case.h"
-#include "properties/v3_build_case.h"
-#include "properties/v3_case_spec.h"
+#include "casegen/v3_build_case.h"
+#include "casegen/v3_case_spec.h"
 
 namespace rpa::props {
 

@@ -15,12 +15,12 @@
 #include <utility>
 #include <vector>
 
-#include "properties/generate.h"
-#include "properties/v3_build_case.h"
-#include "properties/v3_mutation.h"
+#include "casegen/generate.h"
+#include "casegen/v3_build_case.h"
+#include "casegen/v3_mutation.h"
 #include "properties/v3_rc_case.h"
-#include "properties/v3_spec_model.h"
-#include "properties/v3_unreachable.h"
+#include "casegen/v3_spec_model.h"
+#include "casegen/v3_unreachable.h"
 #include "validation/v3_validate.h"
 
 namespace rpa::props {

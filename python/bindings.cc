@@ -30,28 +30,28 @@
 #include <utility>
 #include <vector>
 
-#include "bench/workloads.h"
+#include "harness/workloads.h"
 #include "casefile/case_file.h"
 #include "casefile/npy.h"
 #include "core/dialect.h"
 #include "core/v3_inputs.h"
 #include "core/v3_params.h"
 #include "oracle/v3_compare.h"
-#include "properties/byte_source.h"
-#include "properties/case_codec.h"
-#include "properties/generate.h"
-#include "properties/jax_materialize.h"
-#include "properties/jax_mutation.h"
-#include "properties/jax_spec_model.h"
-#include "properties/production.h"
-#include "properties/production_reach.h"
-#include "properties/random_source.h"
-#include "properties/v3_build_case.h"
-#include "properties/v3_case_spec.h"
-#include "properties/v3_materialize.h"
-#include "properties/v3_mutation.h"
-#include "properties/v3_spec_model.h"
-#include "properties/v3_unreachable.h"
+#include "casegen/byte_source.h"
+#include "casegen/case_codec.h"
+#include "casegen/generate.h"
+#include "casegen/jax_materialize.h"
+#include "casegen/jax_mutation.h"
+#include "casegen/jax_spec_model.h"
+#include "casegen/production.h"
+#include "casegen/production_reach.h"
+#include "casegen/random_source.h"
+#include "casegen/v3_build_case.h"
+#include "casegen/v3_case_spec.h"
+#include "casegen/v3_materialize.h"
+#include "casegen/v3_mutation.h"
+#include "casegen/v3_spec_model.h"
+#include "casegen/v3_unreachable.h"
 #include "reference/semantics.h"
 #include "reference/v3_reference.h"
 #include "schedule/v3_program.h"
@@ -818,7 +818,7 @@ Dialect v3_dialect_or_throw(const std::string& dialect) {
   return *d;
 }
 
-// The v3 Hypothesis strategies' decoder (properties/generate.h, decode_v3_strategy): the case
+// The v3 Hypothesis strategies' decoder (casegen/generate.h, decode_v3_strategy): the case
 // and, for an invalid one, one named mutation (any, when none is named) with what the v3 spec
 // model says strict and native mode must report; None where an invalid case was asked for and
 // none of the named mutations applies. A mutated case has no spec (its description names the
@@ -879,7 +879,7 @@ std::vector<std::string> v3_mutation_names(const std::string& dialect) {
 }
 
 // The (rule, reason) pairs strict mode of a v3 dialect enforces that no input reaches
-// (properties/v3_unreachable.h).
+// (casegen/v3_unreachable.h).
 std::vector<std::pair<std::string, std::string>> v3_strict_unreachable(const std::string& dialect) {
   const Dialect d = v3_dialect_or_throw(dialect);
   std::vector<std::pair<std::string, std::string>> out;
@@ -970,7 +970,7 @@ nb::dict production_recipe(uint64_t seed, const std::string& dialect) {
   return d;
 }
 
-// The reach table (properties/production_reach.h) of the calls these prod: hexes name:
+// The reach table (casegen/production_reach.h) of the calls these prod: hexes name:
 // (its text, the catalog items none of them reached as "dialect: item").
 nb::tuple production_reach(const std::vector<std::string>& specs, const std::string& indent) {
   props::ProductionReach reach;

@@ -72,7 +72,7 @@ def main():
         check(f"pair {q['dtype']}: 43 rounds (2 x 21 + 1), ordered quartiles",
               q["rounds"] == 43 and 0 < q["p25"] <= q["median"] <= q["p75"], q)
 
-    # A production-size call (bench/production.h) through every implementation, once.
+    # A production-size call (harness/production_bench.h) through every implementation, once.
     p = rpa("bench", "--preset", "production:jax-long", "--threads", "1", "--json")
     check("bench --preset production:jax-long exits 0", p.returncode == 0, f"rc={p.returncode} {p.stderr[-400:]!r}")
     j = json.loads(p.stdout)

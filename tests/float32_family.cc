@@ -10,7 +10,7 @@
 
 #include "core/paged_kv_view.h"
 #include "kernel/jax_kernel.h"
-#include "properties/random_source.h"
+#include "casegen/random_source.h"
 #include "tests/inputs_builder.h"
 
 namespace rpa::testing {

@@ -1,4 +1,4 @@
-// fuzz_validate's production part (fuzz/target_inputs.h: kProductionTag): the decoder reaches
+// fuzz_validate's production part (harness/target_inputs.h: kProductionTag): the decoder reaches
 // every dialect and its mutations from arbitrary bytes, round-trips, and the target's check
 // holds on production calls up to the profile's 256 MiB; materializing with zeros gives the
 // same index arrays and the same verdicts as with data (validation reads no data).
@@ -9,15 +9,15 @@
 #include <set>
 #include <vector>
 
-#include "fuzz/target_inputs.h"
-#include "fuzz/targets.h"
-#include "properties/generate.h"
-#include "properties/jax_materialize.h"
-#include "properties/jax_spec_model.h"
-#include "properties/production.h"
-#include "properties/v3_materialize.h"
-#include "properties/v3_mutation.h"
-#include "properties/v3_spec_model.h"
+#include "harness/target_inputs.h"
+#include "harness/targets.h"
+#include "casegen/generate.h"
+#include "casegen/jax_materialize.h"
+#include "casegen/jax_spec_model.h"
+#include "casegen/production.h"
+#include "casegen/v3_materialize.h"
+#include "casegen/v3_mutation.h"
+#include "casegen/v3_spec_model.h"
 #include "schedule/v3_block_sizes.h"
 #include "validation/jax_validate.h"
 #include "validation/v3_validate.h"

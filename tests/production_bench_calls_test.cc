@@ -1,4 +1,4 @@
-// The fixed calls of `rpa bench --preset production` (bench/production.h) keep the roles their
+// The fixed calls of `rpa bench --preset production` (harness/production_bench.h) keep the roles their
 // names and docs/properties.md give them: a recipe change (a seed drawing another call) must
 // fail here, not leave a "long" call that is no longer long. The v3 cache's bytes were once
 // under-counted, and fixing that changed what kernel.py's seed 200 drew: 86848 tokens, not
@@ -8,9 +8,9 @@
 #include <string>
 #include <string_view>
 
-#include "bench/production.h"
-#include "properties/generate.h"
-#include "properties/production.h"
+#include "harness/production_bench.h"
+#include "casegen/generate.h"
+#include "casegen/production.h"
 
 namespace rpa::bench {
 namespace {

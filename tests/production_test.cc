@@ -1,4 +1,4 @@
-// Tests of the production profile (properties/production.h): every recipe replays from its
+// Tests of the production profile (casegen/production.h): every recipe replays from its
 // prod: hex and keeps its memory and work bounds; every item of the reach catalog (models,
 // head dims, dtypes, page sizes, max_model_len, slots, budgets, batch mixes, long contexts,
 // windows, soft caps, sinks, float8 scales, integer edges) is drawn within a few thousand
@@ -17,16 +17,16 @@
 #include "oracle/compare.h"
 #include "oracle/tolerance.h"
 #include "oracle/v3_compare.h"
-#include "properties/generate.h"
-#include "properties/jax_materialize.h"
-#include "properties/jax_mutation.h"
-#include "properties/jax_spec_model.h"
-#include "properties/production.h"
-#include "properties/production_reach.h"
+#include "casegen/generate.h"
+#include "casegen/jax_materialize.h"
+#include "casegen/jax_mutation.h"
+#include "casegen/jax_spec_model.h"
+#include "casegen/production.h"
+#include "casegen/production_reach.h"
 #include "properties/sanitized.h"
-#include "properties/v3_materialize.h"
-#include "properties/v3_mutation.h"
-#include "properties/v3_spec_model.h"
+#include "casegen/v3_materialize.h"
+#include "casegen/v3_mutation.h"
+#include "casegen/v3_spec_model.h"
 #include "reference/jax_reference.h"
 #include "reference/v3_reference.h"
 #include "schedule/v3_program.h"

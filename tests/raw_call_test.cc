@@ -1,8 +1,8 @@
-// The raw-call codec of fuzz_raw_inputs (fuzz/jax_raw_call.h): the encoder writes the bytes from
+// The raw-call codec of fuzz_raw_inputs (casegen/jax_raw_call.h): the encoder writes the bytes from
 // which the decoder builds the same call, for generated cases and for arbitrary bytes; and
 // the bounds hold whatever the bytes. Also the byte codec under it at the int64 extremes, and
 // what check_v3_raw_call compares.
-#include "fuzz/jax_raw_call.h"
+#include "casegen/jax_raw_call.h"
 
 #include <gtest/gtest.h>
 
@@ -14,12 +14,12 @@
 #include <utility>
 #include <vector>
 
-#include "fuzz/raw_check.h"
+#include "harness/raw_check.h"
 #include "kernel/v3_kernel.h"
-#include "properties/byte_source.h"
-#include "properties/jax_build_case.h"
-#include "properties/jax_materialize.h"
-#include "properties/random_source.h"
+#include "casegen/byte_source.h"
+#include "casegen/jax_build_case.h"
+#include "casegen/jax_materialize.h"
+#include "casegen/random_source.h"
 #include "reference/v3_reference.h"
 #include "tests/v3_builder.h"
 #include "validation/v3_validate.h"

@@ -12,13 +12,13 @@
 
 #include "cli/campaign_report.h"
 #include "cli/campaign_stats.h"
-#include "fuzz/jax_raw_call.h"
-#include "properties/case_codec.h"
-#include "properties/generate.h"
-#include "properties/jax_build_case.h"
-#include "properties/jax_materialize.h"
-#include "properties/random_source.h"
-#include "properties/v3_build_case.h"
+#include "casegen/jax_raw_call.h"
+#include "casegen/case_codec.h"
+#include "casegen/generate.h"
+#include "casegen/jax_build_case.h"
+#include "casegen/jax_materialize.h"
+#include "casegen/random_source.h"
+#include "casegen/v3_build_case.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {

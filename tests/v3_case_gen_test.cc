@@ -1,4 +1,4 @@
-// Tests of the v3 case generator (properties/v3_build_case.h, v3_materialize.h): every spec
+// Tests of the v3 case generator (casegen/v3_build_case.h, v3_materialize.h): every spec
 // replays from its hex, materializes to arrays of the shapes the contract gives
 // (v3-contract.md section 1), and is valid in strict mode (validation/v3_validate.h).
 #include <gtest/gtest.h>
@@ -9,9 +9,9 @@
 #include <string>
 
 #include "core/v3_cache_layout.h"
-#include "properties/generate.h"
-#include "properties/v3_build_case.h"
-#include "properties/v3_materialize.h"
+#include "casegen/generate.h"
+#include "casegen/v3_build_case.h"
+#include "casegen/v3_materialize.h"
 #include "validation/v3_validate.h"
 
 namespace rpa::props {

@@ -9,9 +9,9 @@
 #include <random>
 #include <vector>
 
-#include "properties/generate.h"
-#include "properties/v3_build_case.h"
-#include "properties/v3_materialize.h"
+#include "casegen/generate.h"
+#include "casegen/v3_build_case.h"
+#include "casegen/v3_materialize.h"
 #include "validation/v3_validate.h"
 
 namespace rpa::props {

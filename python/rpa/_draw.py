@@ -1,6 +1,6 @@
 """The generators' byte decoder as the Hypothesis strategies (rpa.strategies) and the campaign
 against a kernel (rpa.campaign) read it: a byte string through ByteSource and the generators'
-visit (C++, properties/generate.h), most significant byte first, so that lowering or deleting
+visit (C++, casegen/generate.h), most significant byte first, so that lowering or deleting
 bytes draws a smaller case. Needs no hypothesis."""
 from __future__ import annotations
 

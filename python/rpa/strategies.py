@@ -78,7 +78,7 @@ def invalid_cases(rule: Optional[str] = None, *, dialect: str = "jax",
     out.
 
     dialect "tpu_inference_v3" or "tpu_inference_v3_hd64": a valid v3 call broken by one named
-    v3 mutation (properties/v3_mutation.h; each is named after the rule it breaks), and the
+    v3 mutation (casegen/v3_mutation.h; each is named after the rule it breaks), and the
     rule of mode "strict" or "native" (tpu-inference's own validators, static then dynamic;
     also spelled "jax"), from the v3 spec model. rule: the mutation of that name where there
     is one for the dialect, else every mutation, keeping the cases whose verdict is the rule;

@@ -145,7 +145,7 @@ def test_v3_validation_reports_the_rule_the_spec_model_expects(dialect, mode):
 @pytest.mark.parametrize("dialect", V3_DIALECTS)
 def test_the_v3_strategies_reach_every_strict_rule(dialect):
     # As V3Mutations.ReachEveryRule: each strict rule of the dialect through the mutation named
-    # after it. The pairs no input reaches in strict mode (properties/v3_unreachable.h, which the
+    # after it. The pairs no input reaches in strict mode (casegen/v3_unreachable.h, which the
     # C++ test checks the validator never reports) are the only ones left out.
     unreachable = dict(rpa._rpa.v3_strict_unreachable(dialect))
     # A call with the other dialect's keyword is no rpa.Case (from_v3_call raises TypeError).
