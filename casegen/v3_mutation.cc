@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <utility>
@@ -96,7 +97,13 @@ class Mutator {
   }
 
  private:
+  // One function per family of mutations, each a switch over its own (apply dispatches).
   void apply(V3MutationKind kind);
+  void apply_signature(V3MutationKind kind);
+  void apply_arrays(V3MutationKind kind);
+  void apply_metadata(V3MutationKind kind);
+  void apply_blocks(V3MutationKind kind);
+  void apply_keywords(V3MutationKind kind);
 
   // masked_block_overflows and window_skips_cache_write (findings 23 and 24), strict mode:
   // the first sequence whose rows or new tokens kernel.py's schedule leaves wrong. Any mutation
@@ -417,6 +424,92 @@ class Mutator {
 };
 
 void Mutator::apply(V3MutationKind kind) {
+  switch (kind) {
+    case V3MutationKind::keyword_not_in_dialect:
+    case V3MutationKind::causal_skip_kv_mask:
+    case V3MutationKind::out_dtype_not_default:
+      return apply_signature(kind);
+    case V3MutationKind::qkv_rank:
+    case V3MutationKind::kv_shape_mismatch:
+    case V3MutationKind::num_tokens_mismatch:
+    case V3MutationKind::head_dim_mismatch:
+    case V3MutationKind::sink_rank:
+    case V3MutationKind::sink_shape:
+    case V3MutationKind::sink_dtype:
+    case V3MutationKind::head_dim_not_64:
+    case V3MutationKind::kv_heads_zero:
+    case V3MutationKind::heads_not_divisible:
+    case V3MutationKind::kv_dtype_unsupported:
+    case V3MutationKind::kv_dtype_not_float:
+    case V3MutationKind::dtype_pair:
+    case V3MutationKind::kv_cache_rank:
+    case V3MutationKind::kv_cache_shape:
+    case V3MutationKind::kv_cache_last_dim:
+    case V3MutationKind::kv_dtype_mismatch:
+    case V3MutationKind::kv_packing_mismatch:
+    case V3MutationKind::kv_cache_heads:
+    case V3MutationKind::q_heads_zero:
+    case V3MutationKind::head_dim_zero:
+    case V3MutationKind::sink_nonfinite:
+    case V3MutationKind::q_dtype_unsupported:
+    case V3MutationKind::sink_group_unpacked:
+      return apply_arrays(kind);
+    case V3MutationKind::index_dtype:
+    case V3MutationKind::index_rank:
+    case V3MutationKind::max_num_seqs_zero:
+    case V3MutationKind::page_indices_not_divisible:
+    case V3MutationKind::cu_q_lens_shape:
+    case V3MutationKind::distribution_shape:
+    case V3MutationKind::page_size_packing:
+    case V3MutationKind::page_size_zero:
+    case V3MutationKind::distribution_order:
+    case V3MutationKind::num_seqs_too_large:
+    case V3MutationKind::distribution_negative:
+    case V3MutationKind::prefill_without_chunk_size:
+    case V3MutationKind::cu_q_lens_first_nonzero:
+    case V3MutationKind::cu_q_lens_decreasing:
+    case V3MutationKind::total_q_tokens_too_large:
+    case V3MutationKind::q_len_range:
+    case V3MutationKind::decode_q_len_not_one:
+    case V3MutationKind::prefill_q_len_not_chunk:
+    case V3MutationKind::page_count_too_large:
+    case V3MutationKind::page_index_out_of_range:
+    case V3MutationKind::kv_len_overflows_int32:
+    case V3MutationKind::update_page_shared:
+      return apply_metadata(kind);
+    case V3MutationKind::block_bq_sizes:
+    case V3MutationKind::block_bkv_sizes:
+    case V3MutationKind::block_bkv_page:
+    case V3MutationKind::block_bkv_csz_page:
+    case V3MutationKind::kv_pages_per_block_nonpositive:
+    case V3MutationKind::queries_per_block_nonpositive:
+    case V3MutationKind::block_size_nonpositive:
+    case V3MutationKind::skip_kv_mask_block_unknown:
+    case V3MutationKind::skip_kv_mask_kv_len:
+    case V3MutationKind::masked_block_overflows:
+    case V3MutationKind::window_skips_cache_write:
+      return apply_blocks(kind);
+    case V3MutationKind::sliding_window_nonpositive:
+    case V3MutationKind::soft_cap_zero:
+    case V3MutationKind::chunk_prefill_nonpositive:
+    case V3MutationKind::vmem_limit_nonpositive:
+    case V3MutationKind::sliding_window_too_large:
+    case V3MutationKind::soft_cap_nonfinite:
+    case V3MutationKind::sm_scale_nonfinite:
+    case V3MutationKind::q_scale_invalid:
+    case V3MutationKind::k_scale_nonfinite:
+    case V3MutationKind::v_scale_nonfinite:
+    case V3MutationKind::mask_value_nonfinite:
+    case V3MutationKind::mask_value_too_large:
+    case V3MutationKind::window_int16_wraps:
+    case V3MutationKind::window_int32_wraps:
+      return apply_keywords(kind);
+  }
+}
+
+// The call's signature: keywords the dialect does not take, and keyword pairs its
+// validators turn away.
+void Mutator::apply_signature(V3MutationKind kind) {
   using R = V3RuleId;
   switch (kind) {
     case V3MutationKind::keyword_not_in_dialect: {
@@ -471,6 +564,29 @@ void Mutator::apply(V3MutationKind kind) {
       p_.skip_kv_mask = true;
       both(R::causal_skip_kv_mask, "Can not skip kv mask when using causal mask.");
       return;
+    case V3MutationKind::out_dtype_not_default: {
+      const DType def = s_.q_dtype;  // generated q is float32 or bfloat16: its own default
+      const DType other = def == DType::kFloat32 ? DType::kBFloat16 : DType::kFloat32;
+      const DType out =
+          variant(3) == 0 ? other : (variant(3) == 1 ? DType::kFloat16 : DType::kFloat64);
+      p_.out_dtype = out;
+      const std::string tail = "out_dtype=" + Dt(out) + " must be the default " + Dt(def) +
+                               " for q.dtype=" + Dt(def) + ".";
+      strict(R::out_dtype_not_default, tail);
+      if (dtype_bits(out) != dtype_bits(def)) {
+        native(R::out_dtype_not_default, "TypeError at trace: " + tail);
+      }
+      return;
+    }
+    default:
+      std::abort();  // Mutator::apply sends only this family here
+  }
+}
+
+// q, k, v, the cache and the sinks: ranks, shapes, dtypes, head counts and packing.
+void Mutator::apply_arrays(V3MutationKind kind) {
+  using R = V3RuleId;
+  switch (kind) {
     case V3MutationKind::qkv_rank: {
       Tensor* ts[] = {&in_.queries, &in_.keys, &in_.values};
       Tensor& t = *ts[variant(3)];
@@ -696,6 +812,80 @@ void Mutator::apply(V3MutationKind kind) {
                                   ", actual_num_kv_heads=" + I(Hkv()) + ", kv_packing=" + I(P()));
       return;
     }
+    case V3MutationKind::q_heads_zero:
+      in_.queries = Tensor(in_.queries.dtype(), {T(), 0, D()});
+      if (in_.attention_sink) in_.attention_sink = Tensor(DType::kFloat32, {0});
+      strict(R::q_heads_zero, "num_q_heads=0 must be positive.");
+      return;
+    case V3MutationKind::head_dim_zero: {
+      for (Tensor* t : {&in_.queries, &in_.keys, &in_.values}) {
+        *t = Tensor(t->dtype(), {t->dim(0), t->dim(1), 0});
+      }
+      Shape shape = in_.kv_cache.shape();
+      shape[4] = 0;  // align(0, 128)
+      in_.kv_cache = Tensor(in_.kv_cache.dtype(), shape);
+      strict(R::head_dim_zero, "head_dim=0 must be positive.");
+      // kernel.py's validators take it; its kernel cannot trace it (finding 27), which native
+      // mode reports after every other rule, as the kernel traces after them.
+      native(R::head_dim_zero,
+             "ZeroDivisionError at trace: head_dim=0 (strided_load: integer modulo by zero)",
+             rank_of(R::sink_group_unpacked) + 1);
+      return;
+    }
+    case V3MutationKind::sink_nonfinite: {
+      if (!in_.attention_sink) in_.attention_sink = Tensor(DType::kFloat32, {Hq()});
+      const int64_t h = rest(3) % Hq();
+      static const double values[] = {kNaN, kInf, -kInf};
+      const double x = values[variant(3)];
+      in_.attention_sink->set_float(h, x);
+      // The first NaN or +inf in head order: generated sinks hold finite values and -inf.
+      if (variant(3) < 2) {
+        strict(R::sink_nonfinite,
+               "attention_sink[" + I(h) + "]=" + F(x) + " must not be NaN or +inf.");
+      }
+      return;
+    }
+    case V3MutationKind::q_dtype_unsupported: {
+      static const DType dtypes[] = {DType::kFloat8E4M3FN, DType::kInt32, DType::kFloat16,
+                                     DType::kFloat64, DType::kFloat8E5M2};
+      const DType t = dtypes[variant(5)];
+      in_.queries = Tensor(t, in_.queries.shape());
+      strict(R::q_dtype_unsupported, "q.dtype=" + Dt(t) + " must be float32 or bfloat16.");
+      // Natively float16 traces, and float64 is float32; an explicit out_dtype (q's old
+      // default) then fails at trace if its width differs from the new default's.
+      const DType nq = native_view(t);
+      if (!(nq == DType::kFloat32 || dtype_bits(nq) == 16)) {
+        native(R::q_dtype_unsupported, "TypeError at trace: q.dtype=" + Dt(nq) +
+                                           " (the kernel computes q in float32 or bfloat16)");
+        return;
+      }
+      const DType def = nq == DType::kFloat32 ? DType::kFloat32 : DType::kBFloat16;
+      if (!hd64_ && p_.out_dtype && dtype_bits(*p_.out_dtype) != dtype_bits(def)) {
+        native(R::out_dtype_not_default, "TypeError at trace: out_dtype=" + Dt(*p_.out_dtype) +
+                                             " must be the default " + Dt(def) +
+                                             " for q.dtype=" + Dt(nq) + ".");
+      }
+      return;
+    }
+    case V3MutationKind::sink_group_unpacked: {
+      // bfloat16 q (v3_mutation_applies): 1 or 3 q heads per kv head, with a sink per q head
+      // (zeros: finite).
+      const int64_t group = variant(2) == 0 ? 1 : 3;
+      const int64_t hq = Hkv() * group;
+      in_.queries = Tensor(in_.queries.dtype(), {in_.queries.dim(0), hq, in_.queries.dim(2)});
+      in_.attention_sink = Tensor(DType::kFloat32, {hq});
+      return;  // declare_sink_group declares both modes' verdicts
+    }
+    default:
+      std::abort();  // Mutator::apply sends only this family here
+  }
+}
+
+// The index arrays (kv_lens, page_indices, cu_q_lens, distribution): dtypes, shapes,
+// the sequences' order and lengths, and the pages they name.
+void Mutator::apply_metadata(V3MutationKind kind) {
+  using R = V3RuleId;
+  switch (kind) {
     case V3MutationKind::index_dtype: {
       static const DType dtypes[] = {DType::kUInt32, DType::kInt16, DType::kFloat32, DType::kInt64};
       const DType t = dtypes[variant(4)];
@@ -760,50 +950,6 @@ void Mutator::apply(V3MutationKind kind) {
            "page_size=" + I(shape[1]) + " must be divisible by kv_packing=" + I(P()) + ".");
       return;
     }
-    case V3MutationKind::sliding_window_nonpositive: {
-      static const int64_t windows[] = {0, -1, -(int64_t{1} << 31), 1};
-      p_.sliding_window = windows[variant(4)];
-      if (*p_.sliding_window <= 0) {
-        both(R::sliding_window_nonpositive,
-             "sliding_window=" + I(*p_.sliding_window) + " must be positive.");
-      }
-      return;
-    }
-    case V3MutationKind::soft_cap_zero: {
-      // 5e-324 passes tpu-inference's == 0.0 but is 0.0 as a float32, -1e-40 subnormal there
-      // (strict: float32_scalar flushes both); 2^-126, the least normal float32, is inside.
-      static const double caps[] = {0.0, -0.0, 5e-324, -1e-40, 0x1p-126};
-      p_.soft_cap = caps[variant(5)];
-      if (*p_.soft_cap == 0.0) {
-        both(R::soft_cap_zero, "soft_cap=" + F(*p_.soft_cap) + " must not be 0.0.");
-      } else if (float32_scalar(*p_.soft_cap) == 0.0f) {
-        strict(R::soft_cap_zero, soft_cap_flushed_message(*p_.soft_cap));
-      }
-      return;
-    }
-    case V3MutationKind::chunk_prefill_nonpositive:
-      p_.chunk_prefill_size = variant(2) == 0 ? 0 : -1;
-      both(R::chunk_prefill_nonpositive,
-           "chunk_prefill_size=" + I(*p_.chunk_prefill_size) + " must be positive.");
-      return;
-    case V3MutationKind::block_bq_sizes: {
-      int t = 0;
-      V3BlockSizes& b = some_tuple(rest(3), t);
-      const int64_t v = variant(3);
-      b[2] = v == 0 ? 0 : (v == 1 ? b[0] + 1 : -1);
-      both(R::block_bq_sizes, tuple_name(t) + " bq_csz=" + I(b[2]) + " and bq_sz=" + I(b[0]) +
-                                  " must satisfy (0 < bq_csz and bq_sz % bq_csz == 0).");
-      return;
-    }
-    case V3MutationKind::block_bkv_sizes: {
-      int t = 0;
-      V3BlockSizes& b = some_tuple(rest(3), t);
-      const int64_t v = variant(3);
-      b[3] = v == 0 ? 0 : (v == 1 ? b[1] + ps() : -ps());
-      both(R::block_bkv_sizes, tuple_name(t) + " bkv_csz=" + I(b[3]) + " and bkv_sz=" + I(b[1]) +
-                                   " must satisfy (0 < bkv_csz and bkv_sz % bkv_csz == 0).");
-      return;
-    }
     case V3MutationKind::page_size_zero: {
       Shape shape = in_.kv_cache.shape();
       shape[1] = 0;
@@ -819,154 +965,6 @@ void Mutator::apply(V3MutationKind kind) {
         // against tpu-inference 0.32.0: cdiv asserts): cdiv(kv_len, page_size) asserts in
         // sequence 0's dynamic checks.
         native(R::page_size_zero, "AssertionError", rank_of(R::q_len_range) + 1);
-      }
-      return;
-    }
-    case V3MutationKind::block_bkv_page: {
-      int t = 0;
-      V3BlockSizes& b = some_tuple(rest(2), t);
-      if (variant(2) == 0) {
-        b[3] = 1;
-        b[1] = ps() + 1;
-      } else {
-        b[3] = b[1] = ps() - 1;
-      }
-      both(R::block_bkv_page, tuple_name(t) + " bkv_sz=" + I(b[1]) +
-                                  " must be divisible by page_size=" + I(ps()) + ".");
-      return;
-    }
-    case V3MutationKind::block_bkv_csz_page: {
-      int t = 0;
-      V3BlockSizes& b = some_tuple(rest(2), t);
-      if (variant(2) == 0) {
-        b[3] = 1;
-      } else {
-        b[3] = ps() + 1;
-        b[1] = ps() * (ps() + 1);
-      }
-      both(R::block_bkv_csz_page, tuple_name(t) + " bkv_csz=" + I(b[3]) +
-                                      " must be divisible by page_size=" + I(ps()) + ".");
-      return;
-    }
-    case V3MutationKind::kv_pages_per_block_nonpositive: {
-      static const int64_t values[] = {0, -1, 1};
-      p_.num_kv_pages_per_block = values[variant(3)];
-      if (variant(3) < 2) {
-        both(R::kv_pages_per_block_nonpositive,
-             "num_kv_pages_per_block=" + I(*p_.num_kv_pages_per_block) + " must be positive.");
-      }
-      return;
-    }
-    case V3MutationKind::queries_per_block_nonpositive: {
-      static const int64_t values[] = {0, -1, 1};
-      p_.num_queries_per_block = values[variant(3)];
-      if (variant(3) < 2) {
-        both(R::queries_per_block_nonpositive,
-             "num_queries_per_block=" + I(*p_.num_queries_per_block) + " must be positive.");
-      }
-      return;
-    }
-    case V3MutationKind::vmem_limit_nonpositive: {
-      static const int64_t values[] = {0, -1, 1};
-      p_.vmem_limit_bytes = values[variant(3)];
-      if (variant(3) < 2) {
-        both(R::vmem_limit_nonpositive,
-             "vmem_limit_bytes=" + I(*p_.vmem_limit_bytes) + " must be positive.");
-      }
-      return;
-    }
-    case V3MutationKind::q_heads_zero:
-      in_.queries = Tensor(in_.queries.dtype(), {T(), 0, D()});
-      if (in_.attention_sink) in_.attention_sink = Tensor(DType::kFloat32, {0});
-      strict(R::q_heads_zero, "num_q_heads=0 must be positive.");
-      return;
-    case V3MutationKind::head_dim_zero: {
-      for (Tensor* t : {&in_.queries, &in_.keys, &in_.values}) {
-        *t = Tensor(t->dtype(), {t->dim(0), t->dim(1), 0});
-      }
-      Shape shape = in_.kv_cache.shape();
-      shape[4] = 0;  // align(0, 128)
-      in_.kv_cache = Tensor(in_.kv_cache.dtype(), shape);
-      strict(R::head_dim_zero, "head_dim=0 must be positive.");
-      // kernel.py's validators take it; its kernel cannot trace it (finding 27), which native
-      // mode reports after every other rule, as the kernel traces after them.
-      native(R::head_dim_zero,
-             "ZeroDivisionError at trace: head_dim=0 (strided_load: integer modulo by zero)",
-             rank_of(R::sink_group_unpacked) + 1);
-      return;
-    }
-    case V3MutationKind::block_size_nonpositive: {
-      int t = 0;
-      V3BlockSizes& b = some_tuple(rest(3), t);
-      const int64_t v = variant(3);
-      if (v == 0) b[0] = 0;
-      if (v == 1) b[1] = 0;
-      if (v == 2) b[0] = -b[2];
-      strict(R::block_size_nonpositive,
-             tuple_name(t) + " bq_sz=" + I(b[0]) + " and bkv_sz=" + I(b[1]) + " must be positive.");
-      return;
-    }
-    case V3MutationKind::sliding_window_too_large: {
-      static const int64_t windows[] = {int64_t{1} << 31, std::numeric_limits<int64_t>::max(),
-                                        kInt32Max};
-      p_.sliding_window = windows[variant(3)];
-      if (variant(3) < 2) {
-        strict(R::sliding_window_too_large,
-               "sliding_window=" + I(*p_.sliding_window) + " must fit in int32.");
-      }
-      return;
-    }
-    case V3MutationKind::soft_cap_nonfinite:
-      finite_rule(R::soft_cap_nonfinite, "soft_cap", p_.soft_cap);
-      return;
-    case V3MutationKind::sm_scale_nonfinite:
-      finite_rule(R::sm_scale_nonfinite, "sm_scale", p_.sm_scale);
-      return;
-    case V3MutationKind::q_scale_invalid: {
-      // 1e-46 is 0 as a float32, 1e-45 its smallest subnormal, 2^-127 its largest half: all
-      // 0 to a TPU; 2^-126, the least normal, is just inside.
-      static const double values[] = {kNaN, kInf, 0.0, 1e-46, -0.0, 1e-45, 0x1p-127, 0x1p-126};
-      p_.q_scale = values[variant(8)];
-      if (variant(8) < 7) {
-        strict(R::q_scale_invalid, "q_scale=" + F(*p_.q_scale) +
-                                       " must be finite, nonzero and not subnormal as a float32.");
-      }
-      return;
-    }
-    case V3MutationKind::k_scale_nonfinite:
-      finite_rule(R::k_scale_nonfinite, "k_scale", p_.k_scale);
-      return;
-    case V3MutationKind::v_scale_nonfinite:
-      finite_rule(R::v_scale_nonfinite, "v_scale", p_.v_scale);
-      return;
-    case V3MutationKind::mask_value_nonfinite: {
-      static const double values[] = {kNaN, -kInf, kInf, -1e39, -kFloat32Max};
-      p_.mask_value = values[variant(5)];
-      if (variant(5) < 4) {
-        strict(R::mask_value_nonfinite,
-               "mask_value=" + F(*p_.mask_value) + " must be finite as a float32.");
-      }
-      return;
-    }
-    case V3MutationKind::mask_value_too_large: {
-      static const double values[] = {-1e29, 0.0, 1.0, -9.999999999999999e29, -1e30};
-      p_.mask_value = values[variant(5)];
-      if (variant(5) < 4) {
-        strict(R::mask_value_too_large,
-               "mask_value=" + F(*p_.mask_value) + " must be at most -1e+30.");
-      }
-      return;
-    }
-    case V3MutationKind::sink_nonfinite: {
-      if (!in_.attention_sink) in_.attention_sink = Tensor(DType::kFloat32, {Hq()});
-      const int64_t h = rest(3) % Hq();
-      static const double values[] = {kNaN, kInf, -kInf};
-      const double x = values[variant(3)];
-      in_.attention_sink->set_float(h, x);
-      // The first NaN or +inf in head order: generated sinks hold finite values and -inf.
-      if (variant(3) < 2) {
-        strict(R::sink_nonfinite,
-               "attention_sink[" + I(h) + "]=" + F(x) + " must not be NaN or +inf.");
       }
       return;
     }
@@ -1133,6 +1131,115 @@ void Mutator::apply(V3MutationKind kind) {
       }
       return;
     }
+    case V3MutationKind::update_page_shared: {
+      // Used page slot (j, q), any but sequence s's last, maps the page that receives s's
+      // last new token (in range, so native stays valid). The validator walks the sequences'
+      // new-token slots in order and names the first on a page mapped twice: (s, last), or
+      // (j, q) when that slot also receives new tokens and comes first; the other is the
+      // page's other mapping.
+      using Slot = std::pair<int64_t, int64_t>;
+      const int64_t s = arg_ % k();
+      const Slot last{s, (kv(s) - 1) / ps()};
+      std::vector<Slot> others;
+      for (int64_t i = 0; i < k(); ++i) {
+        for (int64_t j = 0; j * ps() < kv(i); ++j) {
+          if (Slot{i, j} != last) others.push_back({i, j});
+        }
+      }
+      const Slot slot = others[static_cast<size_t>(rest(k()) % static_cast<int64_t>(others.size()))];
+      const int64_t page = in_.page_indices.int_at(s * pps() + last.second);
+      in_.page_indices.set_int(slot.first * pps() + slot.second, page);
+      const bool slot_new = slot.second >= (kv(slot.first) - q_len(slot.first)) / ps();
+      const auto [named, other] = slot_new && slot < last ? std::pair{slot, last} : std::pair{last, slot};
+      strict(R::update_page_shared, "page " + I(page) + " receives new tokens of sequence " +
+                                        I(named.first) + " (page slot " + I(named.second) +
+                                        ") and is also page slot " + I(other.second) +
+                                        " of sequence " + I(other.first) + ".");
+      return;
+    }
+    default:
+      std::abort();  // Mutator::apply sends only this family here
+  }
+}
+
+// The block sizes (kernel.py's tuples, hd64's pages and queries per block) and the
+// kernel program's rules on them (the skip mask, the masked block, the cache write).
+void Mutator::apply_blocks(V3MutationKind kind) {
+  using R = V3RuleId;
+  switch (kind) {
+    case V3MutationKind::block_bq_sizes: {
+      int t = 0;
+      V3BlockSizes& b = some_tuple(rest(3), t);
+      const int64_t v = variant(3);
+      b[2] = v == 0 ? 0 : (v == 1 ? b[0] + 1 : -1);
+      both(R::block_bq_sizes, tuple_name(t) + " bq_csz=" + I(b[2]) + " and bq_sz=" + I(b[0]) +
+                                  " must satisfy (0 < bq_csz and bq_sz % bq_csz == 0).");
+      return;
+    }
+    case V3MutationKind::block_bkv_sizes: {
+      int t = 0;
+      V3BlockSizes& b = some_tuple(rest(3), t);
+      const int64_t v = variant(3);
+      b[3] = v == 0 ? 0 : (v == 1 ? b[1] + ps() : -ps());
+      both(R::block_bkv_sizes, tuple_name(t) + " bkv_csz=" + I(b[3]) + " and bkv_sz=" + I(b[1]) +
+                                   " must satisfy (0 < bkv_csz and bkv_sz % bkv_csz == 0).");
+      return;
+    }
+    case V3MutationKind::block_bkv_page: {
+      int t = 0;
+      V3BlockSizes& b = some_tuple(rest(2), t);
+      if (variant(2) == 0) {
+        b[3] = 1;
+        b[1] = ps() + 1;
+      } else {
+        b[3] = b[1] = ps() - 1;
+      }
+      both(R::block_bkv_page, tuple_name(t) + " bkv_sz=" + I(b[1]) +
+                                  " must be divisible by page_size=" + I(ps()) + ".");
+      return;
+    }
+    case V3MutationKind::block_bkv_csz_page: {
+      int t = 0;
+      V3BlockSizes& b = some_tuple(rest(2), t);
+      if (variant(2) == 0) {
+        b[3] = 1;
+      } else {
+        b[3] = ps() + 1;
+        b[1] = ps() * (ps() + 1);
+      }
+      both(R::block_bkv_csz_page, tuple_name(t) + " bkv_csz=" + I(b[3]) +
+                                      " must be divisible by page_size=" + I(ps()) + ".");
+      return;
+    }
+    case V3MutationKind::kv_pages_per_block_nonpositive: {
+      static const int64_t values[] = {0, -1, 1};
+      p_.num_kv_pages_per_block = values[variant(3)];
+      if (variant(3) < 2) {
+        both(R::kv_pages_per_block_nonpositive,
+             "num_kv_pages_per_block=" + I(*p_.num_kv_pages_per_block) + " must be positive.");
+      }
+      return;
+    }
+    case V3MutationKind::queries_per_block_nonpositive: {
+      static const int64_t values[] = {0, -1, 1};
+      p_.num_queries_per_block = values[variant(3)];
+      if (variant(3) < 2) {
+        both(R::queries_per_block_nonpositive,
+             "num_queries_per_block=" + I(*p_.num_queries_per_block) + " must be positive.");
+      }
+      return;
+    }
+    case V3MutationKind::block_size_nonpositive: {
+      int t = 0;
+      V3BlockSizes& b = some_tuple(rest(3), t);
+      const int64_t v = variant(3);
+      if (v == 0) b[0] = 0;
+      if (v == 1) b[1] = 0;
+      if (v == 2) b[0] = -b[2];
+      strict(R::block_size_nonpositive,
+             tuple_name(t) + " bq_sz=" + I(b[0]) + " and bkv_sz=" + I(b[1]) + " must be positive.");
+      return;
+    }
     case V3MutationKind::skip_kv_mask_block_unknown:
       p_.use_causal_mask = false;
       p_.skip_kv_mask = true;
@@ -1188,6 +1295,102 @@ void Mutator::apply(V3MutationKind kind) {
         }
       }
       return;
+    default:
+      std::abort();  // Mutator::apply sends only this family here
+  }
+}
+
+// The scalar keywords, one group each (window, soft cap, chunk, VMEM, the scales, the
+// mask value): values they may not take, and the window's integer wraps.
+void Mutator::apply_keywords(V3MutationKind kind) {
+  using R = V3RuleId;
+  switch (kind) {
+    case V3MutationKind::sliding_window_nonpositive: {
+      static const int64_t windows[] = {0, -1, -(int64_t{1} << 31), 1};
+      p_.sliding_window = windows[variant(4)];
+      if (*p_.sliding_window <= 0) {
+        both(R::sliding_window_nonpositive,
+             "sliding_window=" + I(*p_.sliding_window) + " must be positive.");
+      }
+      return;
+    }
+    case V3MutationKind::soft_cap_zero: {
+      // 5e-324 passes tpu-inference's == 0.0 but is 0.0 as a float32, -1e-40 subnormal there
+      // (strict: float32_scalar flushes both); 2^-126, the least normal float32, is inside.
+      static const double caps[] = {0.0, -0.0, 5e-324, -1e-40, 0x1p-126};
+      p_.soft_cap = caps[variant(5)];
+      if (*p_.soft_cap == 0.0) {
+        both(R::soft_cap_zero, "soft_cap=" + F(*p_.soft_cap) + " must not be 0.0.");
+      } else if (float32_scalar(*p_.soft_cap) == 0.0f) {
+        strict(R::soft_cap_zero, soft_cap_flushed_message(*p_.soft_cap));
+      }
+      return;
+    }
+    case V3MutationKind::chunk_prefill_nonpositive:
+      p_.chunk_prefill_size = variant(2) == 0 ? 0 : -1;
+      both(R::chunk_prefill_nonpositive,
+           "chunk_prefill_size=" + I(*p_.chunk_prefill_size) + " must be positive.");
+      return;
+    case V3MutationKind::vmem_limit_nonpositive: {
+      static const int64_t values[] = {0, -1, 1};
+      p_.vmem_limit_bytes = values[variant(3)];
+      if (variant(3) < 2) {
+        both(R::vmem_limit_nonpositive,
+             "vmem_limit_bytes=" + I(*p_.vmem_limit_bytes) + " must be positive.");
+      }
+      return;
+    }
+    case V3MutationKind::sliding_window_too_large: {
+      static const int64_t windows[] = {int64_t{1} << 31, std::numeric_limits<int64_t>::max(),
+                                        kInt32Max};
+      p_.sliding_window = windows[variant(3)];
+      if (variant(3) < 2) {
+        strict(R::sliding_window_too_large,
+               "sliding_window=" + I(*p_.sliding_window) + " must fit in int32.");
+      }
+      return;
+    }
+    case V3MutationKind::soft_cap_nonfinite:
+      finite_rule(R::soft_cap_nonfinite, "soft_cap", p_.soft_cap);
+      return;
+    case V3MutationKind::sm_scale_nonfinite:
+      finite_rule(R::sm_scale_nonfinite, "sm_scale", p_.sm_scale);
+      return;
+    case V3MutationKind::q_scale_invalid: {
+      // 1e-46 is 0 as a float32, 1e-45 its smallest subnormal, 2^-127 its largest half: all
+      // 0 to a TPU; 2^-126, the least normal, is just inside.
+      static const double values[] = {kNaN, kInf, 0.0, 1e-46, -0.0, 1e-45, 0x1p-127, 0x1p-126};
+      p_.q_scale = values[variant(8)];
+      if (variant(8) < 7) {
+        strict(R::q_scale_invalid, "q_scale=" + F(*p_.q_scale) +
+                                       " must be finite, nonzero and not subnormal as a float32.");
+      }
+      return;
+    }
+    case V3MutationKind::k_scale_nonfinite:
+      finite_rule(R::k_scale_nonfinite, "k_scale", p_.k_scale);
+      return;
+    case V3MutationKind::v_scale_nonfinite:
+      finite_rule(R::v_scale_nonfinite, "v_scale", p_.v_scale);
+      return;
+    case V3MutationKind::mask_value_nonfinite: {
+      static const double values[] = {kNaN, -kInf, kInf, -1e39, -kFloat32Max};
+      p_.mask_value = values[variant(5)];
+      if (variant(5) < 4) {
+        strict(R::mask_value_nonfinite,
+               "mask_value=" + F(*p_.mask_value) + " must be finite as a float32.");
+      }
+      return;
+    }
+    case V3MutationKind::mask_value_too_large: {
+      static const double values[] = {-1e29, 0.0, 1.0, -9.999999999999999e29, -1e30};
+      p_.mask_value = values[variant(5)];
+      if (variant(5) < 4) {
+        strict(R::mask_value_too_large,
+               "mask_value=" + F(*p_.mask_value) + " must be at most -1e+30.");
+      }
+      return;
+    }
     case V3MutationKind::window_int16_wraps: {
       // Finding 25: windows around kernel.py's int16 limit for the longest sequence L
       // (bfloat16 q and pages_per_seq * page_size <= 32767: v3_mutation_applies): 32769 - L
@@ -1224,77 +1427,8 @@ void Mutator::apply(V3MutationKind kind) {
       p_.sliding_window = windows[variant(3)];
       return;
     }
-    case V3MutationKind::q_dtype_unsupported: {
-      static const DType dtypes[] = {DType::kFloat8E4M3FN, DType::kInt32, DType::kFloat16,
-                                     DType::kFloat64, DType::kFloat8E5M2};
-      const DType t = dtypes[variant(5)];
-      in_.queries = Tensor(t, in_.queries.shape());
-      strict(R::q_dtype_unsupported, "q.dtype=" + Dt(t) + " must be float32 or bfloat16.");
-      // Natively float16 traces, and float64 is float32; an explicit out_dtype (q's old
-      // default) then fails at trace if its width differs from the new default's.
-      const DType nq = native_view(t);
-      if (!(nq == DType::kFloat32 || dtype_bits(nq) == 16)) {
-        native(R::q_dtype_unsupported, "TypeError at trace: q.dtype=" + Dt(nq) +
-                                           " (the kernel computes q in float32 or bfloat16)");
-        return;
-      }
-      const DType def = nq == DType::kFloat32 ? DType::kFloat32 : DType::kBFloat16;
-      if (!hd64_ && p_.out_dtype && dtype_bits(*p_.out_dtype) != dtype_bits(def)) {
-        native(R::out_dtype_not_default, "TypeError at trace: out_dtype=" + Dt(*p_.out_dtype) +
-                                             " must be the default " + Dt(def) +
-                                             " for q.dtype=" + Dt(nq) + ".");
-      }
-      return;
-    }
-    case V3MutationKind::out_dtype_not_default: {
-      const DType def = s_.q_dtype;  // generated q is float32 or bfloat16: its own default
-      const DType other = def == DType::kFloat32 ? DType::kBFloat16 : DType::kFloat32;
-      const DType out =
-          variant(3) == 0 ? other : (variant(3) == 1 ? DType::kFloat16 : DType::kFloat64);
-      p_.out_dtype = out;
-      const std::string tail = "out_dtype=" + Dt(out) + " must be the default " + Dt(def) +
-                               " for q.dtype=" + Dt(def) + ".";
-      strict(R::out_dtype_not_default, tail);
-      if (dtype_bits(out) != dtype_bits(def)) {
-        native(R::out_dtype_not_default, "TypeError at trace: " + tail);
-      }
-      return;
-    }
-    case V3MutationKind::sink_group_unpacked: {
-      // bfloat16 q (v3_mutation_applies): 1 or 3 q heads per kv head, with a sink per q head
-      // (zeros: finite).
-      const int64_t group = variant(2) == 0 ? 1 : 3;
-      const int64_t hq = Hkv() * group;
-      in_.queries = Tensor(in_.queries.dtype(), {in_.queries.dim(0), hq, in_.queries.dim(2)});
-      in_.attention_sink = Tensor(DType::kFloat32, {hq});
-      return;  // declare_sink_group declares both modes' verdicts
-    }
-    case V3MutationKind::update_page_shared: {
-      // Used page slot (j, q), any but sequence s's last, maps the page that receives s's
-      // last new token (in range, so native stays valid). The validator walks the sequences'
-      // new-token slots in order and names the first on a page mapped twice: (s, last), or
-      // (j, q) when that slot also receives new tokens and comes first; the other is the
-      // page's other mapping.
-      using Slot = std::pair<int64_t, int64_t>;
-      const int64_t s = arg_ % k();
-      const Slot last{s, (kv(s) - 1) / ps()};
-      std::vector<Slot> others;
-      for (int64_t i = 0; i < k(); ++i) {
-        for (int64_t j = 0; j * ps() < kv(i); ++j) {
-          if (Slot{i, j} != last) others.push_back({i, j});
-        }
-      }
-      const Slot slot = others[static_cast<size_t>(rest(k()) % static_cast<int64_t>(others.size()))];
-      const int64_t page = in_.page_indices.int_at(s * pps() + last.second);
-      in_.page_indices.set_int(slot.first * pps() + slot.second, page);
-      const bool slot_new = slot.second >= (kv(slot.first) - q_len(slot.first)) / ps();
-      const auto [named, other] = slot_new && slot < last ? std::pair{slot, last} : std::pair{last, slot};
-      strict(R::update_page_shared, "page " + I(page) + " receives new tokens of sequence " +
-                                        I(named.first) + " (page slot " + I(named.second) +
-                                        ") and is also page slot " + I(other.second) +
-                                        " of sequence " + I(other.first) + ".");
-      return;
-    }
+    default:
+      std::abort();  // Mutator::apply sends only this family here
   }
 }
 
