@@ -41,8 +41,7 @@ int run_v3(Case c, const CliArgs& a) {
       j.key("kernel_stop").value(*run.kernel_stop);
       std::printf("%s\n", j.end_object().str().c_str());
     }
-    std::fprintf(stderr, "%s: the literal v3 schedule stops where the kernel does not return: %s\n",
-                 a.path.c_str(), run.kernel_stop->c_str());
+    std::fprintf(stderr, "%s: %s\n", a.path.c_str(), v3_kernel_stop_line(*run.kernel_stop).c_str());
     return kExitMismatch;
   }
   const int64_t rows = a.literal ? c.v3_inputs.queries.dim(0) : v3_rows(c);

@@ -730,27 +730,15 @@ nb::dict v3_check_case(const ArrayMap& arrays, const ParamMap& params,
   const BorrowedCase b = to_case(arrays, params);
   const Case& c = b.c;
   if (!c.out || !c.kv_cache_out) throw std::invalid_argument("the case has no out and kv_cache_out");
-  V3Comparison cmp;
+  V3OutCheck r;
   std::string line;
-  std::optional<std::string> stop;
   {
     nb::gil_scoped_release release;
-    if (oracle == "literal") {
-      const int version = tpu_generation(*profile);
-      try {
-        const V3LiteralRun lit = v3_literal_run(c.dialect, c.v3_inputs, c.v3_params,
-                                                V3ProgramOptions{.tpu_version = version});
-        cmp = v3_compare_literal(c.dialect, c.v3_inputs, lit, *c.out, *c.kv_cache_out);
-      } catch (const V3ProgramError& e) {
-        stop = std::string(v3_program_error_kind_name(e.kind())) + ": " + e.what();
-      }
-    } else {
-      const V3ReferenceResult r = v3_reference(c.dialect, c.v3_inputs, c.v3_params, s);
-      cmp = v3_compare(c.dialect, c.v3_inputs, c.v3_params, r, *c.out, *c.kv_cache_out);
-    }
-    line = stop ? "the literal v3 schedule stops where the kernel does not return (" + *stop + ")"
-                : describe_v3_comparison(cmp);
+    r = v3_check_out(c, s, oracle == "literal", V3ProgramOptions{.tpu_version = tpu_generation(*profile)});
+    line = r.kernel_stop ? v3_kernel_stop_line(*r.kernel_stop) : describe_v3_comparison(r.cmp);
   }
+  const V3Comparison& cmp = r.cmp;
+  const std::optional<std::string>& stop = r.kernel_stop;
   nb::dict d;
   d["kernel_stop"] = stop ? nb::cast(*stop) : nb::none();
   d["agree"] = !stop && cmp.agree();

@@ -26,6 +26,23 @@ std::string_view verdict_name(CheckVerdict v) {
   return "?";
 }
 
+V3OutCheck v3_check_out(const Case& c, Semantics semantics, bool literal,
+                        const V3ProgramOptions& program) {
+  V3OutCheck r;
+  if (!literal) {
+    const V3ReferenceResult ref = v3_reference(c.dialect, c.v3_inputs, c.v3_params, semantics);
+    r.cmp = v3_compare(c.dialect, c.v3_inputs, c.v3_params, ref, *c.out, *c.kv_cache_out);
+    return r;
+  }
+  try {
+    const V3LiteralRun lit = v3_literal_run(c.dialect, c.v3_inputs, c.v3_params, program);
+    r.cmp = v3_compare_literal(c.dialect, c.v3_inputs, lit, *c.out, *c.kv_cache_out);
+  } catch (const V3ProgramError& e) {
+    r.kernel_stop = v3_kernel_stop(e);
+  }
+  return r;
+}
+
 namespace {
 
 // A v3 case: its `out` and `kv_cache_out` (else the tiled kernel's, or with --schedule
@@ -83,36 +100,40 @@ CheckOutcome check_v3(const Case& c, const CaseOptions& a) {
       return o;
     }
   }
-  // The literal schedule, where it is asked for: the oracle, or what is checked.
-  std::optional<V3LiteralRun> literal;
-  if (a.literal || literal_oracle) {
+  // The literal schedule as the oracle: the case's out and kv_cache_out against it.
+  if (literal_oracle) {
+    V3OutCheck r;
     try {
-      if (literal_oracle) {
-        literal = v3_literal_run(c.dialect, in, c.v3_params, v3_program_options(a));
-      } else {
-        literal = V3LiteralRun{v3_literal_attention(c.dialect, in, c.v3_params, v3_program_options(a)), {}, 0};
-      }
+      r = v3_check_out(c, a.reference_semantics(), true, v3_program_options(a));
+    } catch (const std::invalid_argument& e) {  // what the literal schedule cannot take
+      return usage(e.what());
+    }
+    o.verdict = CheckVerdict::kMismatch;
+    if (r.kernel_stop) {
+      o.detail = v3_kernel_stop_line(*r.kernel_stop) + ", yet the case holds its out and kv_cache_out";
+      return o;
+    }
+    o.checked = "out and kv_cache_out";
+    o.oracle = "the literal v3 schedule (TPU v" + std::to_string(v3_program_options(a).tpu_version) + ")";
+    o.v3_cmp = r.cmp;
+    if (o.v3_cmp->agree()) o.verdict = CheckVerdict::kAgree;
+    return o;
+  }
+  // The literal schedule as what is checked.
+  std::optional<V3KernelResult> kernel;
+  if (a.literal) {
+    try {
+      kernel = v3_literal_attention(c.dialect, in, c.v3_params, v3_program_options(a));
     } catch (const std::invalid_argument& e) {  // what the literal schedule cannot take
       return usage(e.what());
     } catch (const V3ProgramError& e) {
       o.verdict = CheckVerdict::kMismatch;
-      o.detail = std::string("the literal v3 schedule stops where the kernel does not return (") +
-                 v3_program_error_kind_name(e.kind()) + ": " + e.what() + ")" +
-                 (literal_oracle ? ", yet the case holds its out and kv_cache_out" : "");
+      o.detail = v3_kernel_stop_line(v3_kernel_stop(e));
       return o;
     }
   }
-  if (literal_oracle) {
-    o.checked = "out and kv_cache_out";
-    o.oracle = "the literal v3 schedule (TPU v" + std::to_string(v3_program_options(a).tpu_version) + ")";
-    o.v3_cmp = v3_compare_literal(c.dialect, in, *literal, *c.out, *c.kv_cache_out);
-    o.verdict = o.v3_cmp->agree() ? CheckVerdict::kAgree : CheckVerdict::kMismatch;
-    return o;
-  }
   const Semantics semantics = a.reference_semantics();
   V3ReferenceResult ref = v3_reference(c.dialect, in, c.v3_params, semantics);
-  std::optional<V3KernelResult> kernel;
-  if (literal) kernel = std::move(literal->result);
   if (!kernel && !o.has_out && !o.has_kv_cache_out) {
     kernel = v3_tiled_attention(c.dialect, in, c.v3_params, kernel_options(a));
   }

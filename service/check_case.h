@@ -62,6 +62,20 @@ std::string v3_power_phrase(const V3Comparison& c);
 // --schedule or --semantics.
 std::string check_options_error(const CaseOptions& a);
 
+// A v3 case's own out and kv_cache_out against an oracle, with no validation gate (the caller
+// has validated: strict for the reference, the native mode for the literal schedule): the v3
+// reference in `semantics` (oracle/v3_compare.h's tolerance, the check's power stated), or
+// with `literal` the literal v3 schedule on `program`'s generation under the schedule
+// tolerance. kernel_stop ("KIND: what") where the literal schedule says the kernel does not
+// return; nothing is compared then. check_case's literal oracle and the Python binding's
+// v3_check both call it. Precondition: the case holds out and kv_cache_out.
+struct V3OutCheck {
+  V3Comparison cmp;
+  std::optional<std::string> kernel_stop;
+};
+V3OutCheck v3_check_out(const Case& c, Semantics semantics, bool literal,
+                        const V3ProgramOptions& program);
+
 // Checks a loaded case as `rpa check` does with these options (nothing printed).
 CheckOutcome check_case(const Case& c, const CaseOptions& args);
 // Reads args.path, then check_case.

@@ -34,6 +34,17 @@ int64_t v3_rows(const Case& c) {
   return c.v3_inputs.cu_q_lens.int_at(c.v3_inputs.distribution.int_at(2));
 }
 
+std::string v3_kernel_stop(const V3ProgramError& e) {
+  return std::string(v3_program_error_kind_name(e.kind())) + ": " + e.what();
+}
+
+std::string v3_kernel_stop_line(std::string_view stop) {
+  std::string line = "the literal v3 schedule stops where the kernel does not return (";
+  line += stop;
+  line += ")";
+  return line;
+}
+
 V3ProgramOptions v3_program_options(const CaseOptions& a) {
   return V3ProgramOptions{.tpu_version = tpu_generation(a.validate.target)};
 }
@@ -50,7 +61,7 @@ V3RunOutcome v3_run_case(const Case& c, const CaseOptions& a) {
       r.out = std::move(k.out);
       r.kv_cache = std::move(k.kv_cache);
     } catch (const V3ProgramError& e) {
-      r.kernel_stop = std::string(v3_program_error_kind_name(e.kind())) + ": " + e.what();
+      r.kernel_stop = v3_kernel_stop(e);
     } catch (const std::invalid_argument& e) {  // what the literal schedule cannot take
       r.not_applicable = e.what();
     }

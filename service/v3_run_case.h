@@ -50,6 +50,12 @@ struct V3RunOutcome {
   std::optional<std::string> not_applicable;
 };
 
+// Why the kernel does not return, as "KIND: what" (KIND trace, run or hang), from the
+// literal schedule's stop; and the one line both doors say for it: "the literal v3 schedule
+// stops where the kernel does not return (KIND: what)".
+std::string v3_kernel_stop(const V3ProgramError& e);
+std::string v3_kernel_stop_line(std::string_view stop);
+
 // The literal v3 schedule's options for these arguments (the target's generation).
 V3ProgramOptions v3_program_options(const CaseOptions& a);
 V3RunOutcome v3_run_case(const Case& c, const CaseOptions& a);

@@ -12,13 +12,15 @@ A file may include its own folder and any folder of a lower level; a folder of t
 or higher is a violation. tests/ and tools/ sit on top and are not checked. Every folder
 holding C++ sources must have a level here.
 
-It also counts the generic files (no jax_ or v3_ prefix) that include a dialect's header:
+The Python package's modules must import in one direction (no cycle, imports inside
+functions included). It also counts the generic files (no jax_ or v3_ prefix) that include a dialect's header:
 each must be in NAMING_DIALECT, and each listed one must still do so (issue 48 takes the
 list down to the dialect registry).
 
 Usage: check_layers.py REPO_ROOT      exit 1 and one line per violation
        check_layers.py --self-test    plants violations in a scratch tree, expects each found
 """
+import ast
 import os
 import re
 import sys
@@ -162,6 +164,67 @@ def violations(root, naming_dialect=None):
     return found
 
 
+def python_modules(root):
+    """The modules of the Python package under root/python/rpa, by dotted name."""
+    mods = {}
+    base = os.path.join(root, "python")
+    for dirpath, _, files in os.walk(os.path.join(base, "rpa")):
+        for name in sorted(files):
+            if name.endswith(".py"):
+                path = os.path.join(dirpath, name)
+                mod = os.path.relpath(path, base)[:-3].replace(os.sep, ".")
+                mods[mod[:-len(".__init__")] if mod.endswith(".__init__") else mod] = path
+    return mods
+
+
+def import_cycles(root):
+    """The Python package's import cycles (imports anywhere in a module, a function's
+    included), one line each: the package's modules import in one direction."""
+    mods = python_modules(root)
+    graph = {}
+    for mod, path in mods.items():
+        deps = set()
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                deps.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                for a in node.names:
+                    sub = f"{node.module}.{a.name}"
+                    # from rpa import _api: the module; from rpa import _rpa: the compiled one.
+                    deps.add(sub if sub in mods or a.name == "_rpa" else node.module)
+        graph[mod] = sorted(d for d in deps if d in mods and d != mod)
+    # Tarjan's strongly connected components: a component of two or more is a cycle.
+    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                cycles.append(f"python/: an import cycle: {', '.join(sorted(component))}")
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return cycles
+
+
 def self_test():
     planted = {
         "kernel/a.h": '#include "oracle/b.h"\n',        # up
@@ -177,15 +240,20 @@ def self_test():
         "service/k.cc": '#include "core/jax_j.h"\n',     # a generic file naming a dialect
         "service/jax_l.cc": '#include "core/jax_j.h"\n',  # fine: a dialect's own file
         "cli/m.cc": '#include "core/jax_j.h"\n',         # fine: listed
+        "python/rpa/__init__.py": "from rpa._a import x\n",
+        "python/rpa/_a.py": "def f():\n    from rpa import _b\n",  # a cycle, through a function
+        "python/rpa/_b.py": "from rpa._a import f\nfrom rpa import _rpa\n",
+        "python/rpa/_c.py": "import rpa\nfrom rpa._a import f\n",  # fine: one direction
     }
     with tempfile.TemporaryDirectory() as root:
         for rel, text in planted.items():
             os.makedirs(os.path.join(root, os.path.dirname(rel)), exist_ok=True)
             with open(os.path.join(root, rel), "w") as f:
                 f.write(text)
-        got = violations(root, naming_dialect={"cli/m.cc", "oracle/n.cc"})
+        got = violations(root, naming_dialect={"cli/m.cc", "oracle/n.cc"}) + import_cycles(root)
     want = ["kernel/a.h:1", "oracle/b.h:1", "casefile/c.h:1", "gadgets/e.cc", "reference/f.h:1",
-            "python/g.cc:1", "validation/h.h:1", "service/k.cc:1", "oracle/n.cc"]
+            "python/g.cc:1", "validation/h.h:1", "service/k.cc:1", "oracle/n.cc",
+            "python/: an import cycle: rpa._a, rpa._b"]
     missing = [w for w in want if not any(g.startswith(w) for g in got)]
     # The two planted arrows of the house: reported as pointing up or sideways, not as missing.
     missing += [w for w in ("python/g.cc:1", "validation/h.h:1")
@@ -207,7 +275,7 @@ def main():
     if len(sys.argv) != 2:
         print("usage: check_layers.py REPO_ROOT | --self-test", file=sys.stderr)
         return 64
-    found = violations(sys.argv[1])
+    found = violations(sys.argv[1]) + import_cycles(sys.argv[1])
     for line in found:
         print(line)
     print(f"layers: {len(found)} violations; {len(NAMING_DIALECT)} generic files name a dialect")

@@ -1,13 +1,14 @@
 """rpa.campaign on a Ray cluster (issue 37; docs/cluster.md): ``rpa.campaign(...,
 cluster="ray" | ADDRESS)`` and ``python -m rpa campaign --ray [ADDRESS]``.
 
-The driver draws the calls as on one machine (rpa._campaign._Planner: from the seed alone) and
-sends each group of calls that share a compile key to the cluster as one Ray task, with the
-bytes that redraw them, not their arrays. A worker process keeps the kernel it was sent (by
-the campaign's token), and with it what the kernel compiled, for the tasks that follow. Results
-stream back as tasks finish and are tallied by call number (rpa._campaign._Tally), so that every
-call counts once and the result does not depend on which worker finished first. When the calls
-are done, each failure signature's first call is shrunk on a worker, one task per signature.
+The driver draws the calls as on one machine (rpa._campaign_calls._Planner: from the seed
+alone) and sends each group of calls that share a compile key to the cluster as one Ray task,
+with the bytes that redraw them, not their arrays. A worker process keeps the kernel it was
+sent (by the campaign's token), and with it what the kernel compiled, for the tasks that
+follow. Results stream back as tasks finish and are tallied by call number
+(rpa._campaign_calls._Tally), so that every call counts once and the result does not depend on
+which worker finished first. When the calls are done, each failure signature's first call is
+shrunk on a worker, one task per signature.
 
 Faults:
 - a worker that dies (killed, out of memory, its node gone): Ray runs its task again on another
@@ -35,8 +36,8 @@ import time
 import uuid
 from typing import Any, Callable, Optional
 
-from rpa._campaign import (Finding, _Budget, _Call, _Outcome, _Ran, _Settings, _Tally, _groups,
-                           _run_calls, _shrink_first)
+from rpa._campaign_calls import (Finding, _Budget, _Call, _Outcome, _Ran, _Settings, _Tally,
+                                 _groups, _run_calls, _shrink_first)
 
 _RAY_RETRIES = 3  # Ray's own reruns of a task whose worker died
 _RESUBMITS = 2  # the driver's, after those
@@ -158,7 +159,7 @@ def _note_hang(runner: Any) -> None:
 
 
 def calls_task(token: str, box: list[Any], settings: _Settings, calls: list[_Call]) -> _Ran:
-    """A group of calls on a worker (rpa._campaign._run_calls)."""
+    """A group of calls on a worker (rpa._campaign_calls._run_calls)."""
     drawer, runner = _worker(token, box, settings)
     try:
         return _run_calls(runner, drawer, calls)
@@ -168,7 +169,7 @@ def calls_task(token: str, box: list[Any], settings: _Settings, calls: list[_Cal
 
 def shrink_task(token: str, box: list[Any], settings: _Settings, call: _Call,
                 out: _Outcome) -> list[Finding]:
-    """One failure shrunk on a worker (rpa._campaign._shrink_first)."""
+    """One failure shrunk on a worker (rpa._campaign_calls._shrink_first)."""
     drawer, runner = _worker(token, box, settings)
     try:
         return _shrink_first(call, out, drawer, runner, settings.shrink_calls)

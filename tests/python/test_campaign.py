@@ -220,13 +220,13 @@ def test_path_features_name_the_programs_branches():
 def test_the_walk_counts_the_page_copies_a_call_costs():
     """JAX's descriptor unrolls one DMA per page of a KV block (traced once) and each fetch
     starts them all: cost.* entries, which are not features."""
-    case = rpa._campaign._with_jax_blocks(rpa.gen(seed=2, profile="decode", head_dim=128))  # pylint: disable=protected-access
+    case = rpa._campaign_calls._with_jax_blocks(rpa.gen(seed=2, profile="decode", head_dim=128))  # pylint: disable=protected-access
     f = rpa.path_features(case)  # seed 2: a decode JAX's validators accept
     per_block = int(case.num_kv_pages_per_block)
     assert f["cost.traced_page_copies"] == per_block, f
     fetches, rest = divmod(f["cost.run_page_copies"], per_block)
     assert rest == 0 and fetches >= 1, f
-    campaign = rpa._campaign  # pylint: disable=protected-access
+    campaign = rpa._campaign_calls  # pylint: disable=protected-access
     planner = campaign._Planner(campaign._Settings(  # pylint: disable=protected-access
         "jax", "both", None, 128, (4, 64, 128, 16), 120.0, None, 0, True).drawer(), 1, 1024, 1)
     features, cost = planner.path_features(case, "strict")
@@ -310,7 +310,7 @@ def test_the_campaign_draws_no_call_whose_rows_all_agree_by_construction():
     storing no row past a sequence's first q block (kernel.py L512) agreed on the only cover
     call of seed 1 that walked a sequence into a later q block, a flat one; the campaign draws
     neither now (the strategies still do)."""
-    campaign = rpa._campaign  # pylint: disable=protected-access
+    campaign = rpa._campaign_calls  # pylint: disable=protected-access
     drawer = campaign._Settings("jax", "both", None, 128, (4, 64, 128, 16), 120.0, None, 0,
                                 True).drawer()
     assert drawer.bounds.flat_data is False
@@ -384,8 +384,8 @@ def test_a_jax_call_the_walk_cannot_take_is_not_walked():
                      np.array([-1], dtype=np.int32), np.array([99], dtype=np.int32)):
         f = rpa.path_features(case.replace(num_seqs=num_seqs))
         assert list(f) in (["stops.not_walked"],) or all(k.startswith("rejected.") for k in f), f
-    planner = rpa._campaign._Planner(  # pylint: disable=protected-access
-        rpa._campaign._Settings("jax", "both", None, 128, (4, 64, 128, 16), 120.0, None, 0,
+    planner = rpa._campaign_calls._Planner(  # pylint: disable=protected-access
+        rpa._campaign_calls._Settings("jax", "both", None, 128, (4, 64, 128, 16), 120.0, None, 0,
                                 True).drawer(), 12345, 1024, 1, 512, None)
     assert len(planner.batch(6)) == 6 and planner.reachable
 
@@ -394,9 +394,9 @@ def test_a_kernel_that_returns_where_the_literal_schedule_cannot_compute_is_unju
     """kernel.py in interpret mode returns from a native call with a float64 cache, which the
     literal schedule does not compute: the campaign with the defaults raised ValueError there
     (seed 1, once the cover sent its cheapest calls first)."""
-    settings = rpa._campaign._Settings(  # pylint: disable=protected-access
+    settings = rpa._campaign_calls._Settings(  # pylint: disable=protected-access
         "tpu_inference_v3", "both", None, None, (4, 64, 128, 16), 120.0, None, 0, True)
-    planner = rpa._campaign._Planner(settings.drawer(), 1, 1024, 1, 512, None)  # pylint: disable=protected-access
+    planner = rpa._campaign_calls._Planner(settings.drawer(), 1, 1024, 1, 512, None)  # pylint: disable=protected-access
     calls = [c for c in planner.batch(64)
              if c.mode == "native" and np.asarray(c.case.kv_cache).dtype == np.float64]
     assert calls, "seed 1's cover has no native call with a float64 cache"
@@ -414,7 +414,7 @@ def test_the_cover_leaves_out_calls_dearer_than_the_timeout_and_sends_the_cheap_
     whose fetch loop kernel.py unrolls per page (millions of DMAs traced: over 10 minutes in
     interpret mode before this planner left them out), and calls whose walk stops in the run,
     which may hang until a watchdog stops them."""
-    campaign = rpa._campaign  # pylint: disable=protected-access
+    campaign = rpa._campaign_calls  # pylint: disable=protected-access
     assert campaign.interpret_seconds({"stops.too_large_to_walk": 1}) == float("inf")
     assert campaign.interpret_seconds({"stops.run": 1}) == campaign.STOPPED_CALL_S
     small = campaign.interpret_seconds({"cost.traced_page_copies": 24,

@@ -171,10 +171,10 @@ def test_a_wait_nothing_can_signal_is_a_hang_in_seconds_not_the_whole_timeout():
     """kernel.py waits on a semaphore no copy will signal where rpa's walk of the program stops
     in the run (a cover call of the campaign's seed 1): the watchdog calls it a hang once the
     wait has sat STALL_S with no copy pending, not after timeout_s (120 s before)."""
-    from rpa import _campaign  # pylint: disable=import-outside-toplevel
-    settings = _campaign._Settings("tpu_inference_v3", "both", None, None, (4, 64, 128, 16),  # pylint: disable=protected-access
-                                   120.0, None, 0, True)
-    planner = _campaign._Planner(settings.drawer(), 1, _campaign.DEFAULT_MAX_BYTES, 4, 512, None)  # pylint: disable=protected-access
+    from rpa import _campaign_calls, _draw  # pylint: disable=import-outside-toplevel
+    settings = _campaign_calls._Settings("tpu_inference_v3", "both", None, None, (4, 64, 128, 16),  # pylint: disable=protected-access
+                                         120.0, None, 0, True)
+    planner = _campaign_calls._Planner(settings.drawer(), 1, _draw.DEFAULT_MAX_BYTES, 4, 512, None)  # pylint: disable=protected-access
     stops = [c for c in planner.batch(len(planner.queue)) if "stops.run" in c.features]
     assert stops, "seed 1's cover has no call whose walk stops in the run"
     start = time.monotonic()

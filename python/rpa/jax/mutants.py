@@ -150,11 +150,11 @@ def probe_calls(dialect: str, n: int, target: Optional[str]) -> list[Any]:
     """n calls as the campaign's defaults draw them from seed 12345: the cover of 512
     candidates' path features (strict and native), so that the probes walk the program's
     branches rather than n small plain draws, then plain draws where n is more."""
-    from rpa import _campaign  # pylint: disable=import-outside-toplevel
-    settings = _campaign._Settings(dialect, "both", None, 128 if dialect == "jax" else None,
-                                   (4, 64, 128, 16), 120.0, target, 0, True)
-    planner = _campaign._Planner(settings.drawer(), 12345, _campaign.DEFAULT_MAX_BYTES, 1, 512,
-                                 target, settings.timeout_s)
+    from rpa import _campaign_calls, _draw  # pylint: disable=import-outside-toplevel
+    settings = _campaign_calls._Settings(dialect, "both", None, 128 if dialect == "jax" else None,
+                                         (4, 64, 128, 16), 120.0, target, 0, True)
+    planner = _campaign_calls._Planner(settings.drawer(), 12345, _draw.DEFAULT_MAX_BYTES, 1, 512,
+                                       target, settings.timeout_s)
     calls: list[Any] = []
     while len(calls) < n:  # the cover's calls, then plain draws (a batch stops at the cover's end)
         more = planner.batch(n - len(calls))
