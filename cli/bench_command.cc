@@ -456,9 +456,20 @@ int bench_command(const std::vector<std::string_view>& args) {
   std::string threads_arg = "1,2,all";
   bool json = false;
   bool threads_given = false;
+  std::optional<int> runs;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--json") {
       json = true;
+    } else if (args[i] == "--runs") {
+      if (i + 1 >= args.size()) return usage_error("--runs needs a value");
+      int n = 0;
+      const std::string_view v = args[++i];
+      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (ec != std::errc{} || end != v.data() + v.size() || n < 1 || n > 1000) {
+        return usage_error("--runs takes a count of timed kernel calls from 1 to 1000, got '" +
+                           std::string(v) + "'");
+      }
+      runs = n;
     } else if (args[i] == "--preset" || args[i] == "--threads") {
       if (i + 1 >= args.size()) return usage_error(std::string(args[i]) + " needs a value");
       (args[i] == "--preset" ? preset_name : threads_arg) = args[i + 1];
@@ -474,6 +485,7 @@ int bench_command(const std::vector<std::string_view>& args) {
                        "'all', e.g. 1,2,all; got '" + threads_arg + "'");
   }
   if (is_production_preset(preset_name)) {
+    if (runs) return usage_error("--runs does not apply to --preset production (each stage runs once)");
     // One thread count for the tiled kernel (default: every core); each stage runs once.
     if (!threads_given) return bench_production(preset_name, 0, json);
     if (sweep->size() != 1) {
@@ -481,10 +493,16 @@ int bench_command(const std::vector<std::string_view>& args) {
     }
     return bench_production(preset_name, sweep->front(), json);
   }
-  const std::optional<Preset> preset = find_preset(preset_name);
+  std::optional<Preset> preset = find_preset(preset_name);
   if (!preset) {
     return usage_error("--preset takes quick, decode, prefill, mixed, v3, v3-decode, production "
                        "or production:NAME");
+  }
+  if (runs) {
+    // Fewer timed calls (a quick look, or a sanitizer build where each call is slow): the
+    // kernel's runs, the reference's at most as many, the alternating rounds 2 runs + 1.
+    preset->kernel_runs = *runs;
+    preset->reference_runs = std::min(preset->reference_runs, *runs);
   }
 
   const std::string date = bench::now_string();
