@@ -112,14 +112,23 @@ class Mutator {
   // clear of both. Modelled on the kernel's loops: query blocks of bq_sz rows (decode: 1;
   // prefill: chunk_prefill_size rows), each reading KV blocks from its first row's window,
   // floored to bkv_sz; without a block tuple, each TPU generation's defaults in turn.
+  // The validator checks them per sequence after that sequence's other per-sequence rules,
+  // as the window wraps below: the first sequence where one holds, unless an earlier
+  // per-sequence rule stops the walk at or before it (stops_at: a kShape mutation's, which
+  // declared it), is declared ahead of any later sequence's rules (a page index out of range
+  // at sequence 1 comes after sequence 0's masked block).
   void declare_window_rules() {
     if (hd64_ || !p_.sliding_window || *p_.sliding_window < 1) return;
-    for (const Tensor* t : {&in_.distribution, &in_.kv_lens, &in_.cu_q_lens}) {
+    for (const Tensor* t : {&in_.distribution, &in_.kv_lens, &in_.cu_q_lens, &in_.page_indices}) {
       if (t->dtype() != DType::kInt32 || t->rank() != 1) return;  // an earlier rule fails
     }
     if (in_.distribution.numel() != 3 || in_.queries.rank() != 3 || in_.keys.rank() != 3) return;
+    if (in_.kv_cache.rank() != 5) return;  // an earlier rule fails
     const int64_t w = *p_.sliding_window, n = in_.distribution.int_at(2);
     if (n < 0 || n > in_.kv_lens.numel() || n + 1 > in_.cu_q_lens.numel()) return;
+    const int64_t slots = in_.kv_lens.numel(), S = in_.kv_cache.dim(1);
+    if (slots == 0 || S <= 0 || in_.page_indices.numel() % slots != 0) return;
+    const int64_t pps = in_.page_indices.numel() / slots;
     float rounded = 0.0f;
     bool overflows = false;
     if (p_.mask_value && in_.queries.dtype() == DType::kBFloat16 &&
@@ -129,8 +138,8 @@ class Mutator {
       overflows = std::isinf(std::exp(mask - rounded));
     }
     for (int64_t i = 0; i < n; ++i) {
+      if (stops_at(i, pps, S)) return;
       const int64_t len = kv(i), rows_q = q_len(i), gap = len - rows_q;
-      if (rows_q < 1 || rows_q > len) return;
       const bool decode = i < d0(), prefill = !decode && i < d1();
       const V3Pass pass = decode ? V3Pass::kDecode : prefill ? V3Pass::kPrefill : V3Pass::kMixed;
       const int64_t rows = decode ? 1 : prefill ? p_.chunk_prefill_size.value_or(rows_q) : rows_q;
@@ -160,7 +169,8 @@ class Mutator {
                          "'s new tokens to the cache only from the KV blocks its last query "
                          "block reads, which start at position " + I(from) + ", so its new "
                          "tokens at positions " + I(gap) + ".." + I(std::min(from, len) - 1) +
-                         " are never written (bkv_sz=" + I(b[1]) + ")" + tag + ".");
+                         " are never written (bkv_sz=" + I(b[1]) + ")" + tag + ".",
+                     rank_of(V3RuleId::q_len_range) - 1);
               return;
             }
             for (int64_t r = first; r < std::min(first + bq, rows_q); ++r) {
@@ -171,7 +181,8 @@ class Mutator {
                          "row max to: row " + I(r) + " of sequence " + I(i) + " (position " +
                          I(gap + r) + ") sees no key in its first KV compute block [" + I(from) +
                          ", " + I(from + b[3]) + ") under sliding_window=" + I(w) + tag +
-                         ", so exp(mask_value - max) overflows and the row is NaN.");
+                         ", so exp(mask_value - max) overflows and the row is NaN.",
+                     rank_of(V3RuleId::q_len_range) - 1);
               return;
             }
           }

@@ -12,6 +12,8 @@
 #include "casegen/generate.h"
 #include "casegen/v3_build_case.h"
 #include "casegen/v3_materialize.h"
+#include "casegen/v3_mutation.h"
+#include "casegen/v3_spec_model.h"
 #include "validation/v3_validate.h"
 
 namespace rpa::props {
@@ -207,3 +209,25 @@ TEST(V3CaseGen, OptionErrors) {
 
 }  // namespace
 }  // namespace rpa::props
+
+// Found by the long property budget (V3Validation.BothModesMatchSpecModel, seed
+// 9273807819327627684, max_size 400): sequence 0's masked block (a mask_value of -FLT_MAX
+// rounds to -inf in bfloat16 under sliding_window=1) is what strict mode reports, ahead of
+// sequence 1's page index out of range, because the validator walks the sequences and checks
+// each one's rules before the next's. The spec model ranked masked_block_overflows by its rule
+// alone, after every page rule of any sequence.
+TEST(V3CaseGen, AMaskedBlockAtSequenceZeroComesBeforeAPageOutOfRangeAtSequenceOne) {
+  const std::optional<rpa::props::V3CaseSpec> spec = rpa::props::v3_spec_from_hex(
+      "v3:00020101ef0003010102070100070007000700000007000700000100020000000001000100000000000000010000000000000000");
+  ASSERT_TRUE(spec.has_value());
+  const std::vector<rpa::props::V3Mutation> mutations = {
+      {rpa::props::V3MutationKind::page_index_out_of_range, 4},
+      {rpa::props::V3MutationKind::mask_value_nonfinite, 149}};
+  ASSERT_TRUE(rpa::props::v3_mutations_compose(*spec, mutations));
+  const std::optional<rpa::V3Failure> f =
+      rpa::props::expected_v3_failure(*spec, mutations, rpa::Mode::kStrict);
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->rule, rpa::V3RuleId::masked_block_overflows) << f->message;
+  std::string why;
+  EXPECT_TRUE(rpa::props::check_v3_validation(*spec, mutations, &why)) << why;
+}
