@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/<target>.cc, DESIGN.md section 10) the way OSS-Fuzz and
+# Builds the libFuzzer targets (bodies in harness/<target>.cc, fuzz/entry.cc each; DESIGN.md section 10) the way OSS-Fuzz and
 # ClusterFuzzLite build a project. Their build.sh (.clusterfuzzlite/build.sh) calls this
 # script inside the base-builder image with $CC, $CXX, $CFLAGS, $CXXFLAGS (sanitizer and
 # coverage flags included), $LIB_FUZZING_ENGINE, $SRC, $WORK and $OUT set; it leaves in $OUT,

@@ -1,4 +1,4 @@
-// The fuzz targets' bodies, one per fuzz/<name>.cc: what LLVMFuzzerTestOneInput does for each
+// The fuzz targets' bodies, one per harness/<name>.cc: what LLVMFuzzerTestOneInput does for each
 // (fuzz/entry.cc makes the engine's entry point of one), callable in-process too, so
 // `rpa replay` runs corpus/fuzz/<name>/ through its target. A body returns 0; it reports a bug
 // by aborting, as under libFuzzer.
