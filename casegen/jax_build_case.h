@@ -1,6 +1,6 @@
 // One case builder, several sources of choices (STYLE.md): build_case(source) draws a
 // CaseSpec from RapidCheck picks (RcSource), fuzzer bytes (ByteSource) or a seeded stream
-// (RandomSource), and encode_case() (case_codec.h) writes the bytes that make ByteSource
+// (RandomSource), and encode_case() (jax_case_codec.h) writes the bytes that make ByteSource
 // draw a given spec again. All of them run the same visit_case(),
 // which names every choice in order with its range; ranges depend only on earlier choices,
 // so decoding what was encoded walks the same ranges.
@@ -88,7 +88,7 @@ struct BuildOptions {
 };
 
 // Options that narrow nothing: every spec any options build encodes and decodes under these
-// (case_codec.h), the long-context generator's included.
+// (jax_case_codec.h), the long-context generator's included.
 inline BuildOptions widest_options() {
   BuildOptions o;
   o.max_kv_len = kMaxLongKvLen;

@@ -7,7 +7,7 @@
 
 #include "core/v3_cache_layout.h"
 #include "casegen/byte_source.h"
-#include "casegen/case_codec.h"
+#include "casegen/jax_case_codec.h"
 #include "casegen/random_source.h"
 #include "schedule/v3_block_sizes.h"
 #include "validation/jax_vmem_budget.h"

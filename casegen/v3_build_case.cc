@@ -1,7 +1,7 @@
 #include "casegen/v3_build_case.h"
 
 #include "casegen/byte_source.h"
-#include "casegen/case_codec.h"
+#include "casegen/jax_case_codec.h"
 
 namespace rpa::props {
 

@@ -45,7 +45,7 @@
 #include "oracle/dot_precision.h"
 #include "oracle/tolerance.h"
 #include "oracle/v3_compare.h"
-#include "casegen/case_codec.h"
+#include "casegen/jax_case_codec.h"
 #include "casegen/generate.h"
 #include "casegen/jax_build_case.h"
 #include "casegen/jax_materialize.h"

@@ -11,7 +11,7 @@
 #include "casefile/case_file.h"
 #include "cli/xml_escape.h"
 #include "core/python_repr.h"
-#include "casegen/case_codec.h"
+#include "casegen/jax_case_codec.h"
 #include "casegen/jax_materialize.h"
 #include "casegen/v3_build_case.h"
 #include "casegen/v3_materialize.h"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "casegen/production_reach.h"
-#include "validation/jax_validate.h"
+#include "validation/mode.h"
 
 namespace rpa {
 

@@ -11,6 +11,7 @@
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "cli/jax_commands.h"
 #include "cli/junit_report.h"
 #include "cli/v3_commands.h"
 #include "core/python_repr.h"

@@ -169,27 +169,4 @@ std::optional<Case> read_case_or_report(const CliArgs& args) {
   return std::nullopt;
 }
 
-void report_rejection(const CliArgs& args, const Rejection& r) {
-  std::fprintf(stderr, "%s: %s\n", args.path.c_str(), r.why.c_str());
-  if (args.json && r.failure) {
-    JsonWriter j;
-    j.begin_object().key("valid").value(false).key("mode").value(mode_name(r.mode));
-    write_rule_json(j, rule_report(*r.failure, r.mode));
-    j.end_object();
-    std::printf("%s\n", j.str().c_str());
-  }
-}
-
-bool validate_for_compute(const Case& c, const CliArgs& args, bool needs_definition) {
-  const std::optional<Rejection> r = compute_rejection(c, args, needs_definition);
-  if (r) report_rejection(args, *r);
-  return !r;
-}
-
-bool literal_jax_ok(const Case& c, const CliArgs& args) {
-  const std::optional<Rejection> r = literal_jax_rejection(c, args);
-  if (r) report_rejection(args, *r);
-  return !r;
-}
-
 }  // namespace rpa

@@ -10,7 +10,6 @@
 
 #include "casefile/case_file.h"
 #include "service/case_options.h"
-#include "service/jax_run_case.h"
 #include "service/json_writer.h"
 
 namespace rpa {
@@ -50,12 +49,5 @@ extern const char* const kUsage;
 // Reads the case named in args. On failure prints the one-line error (and, with --json,
 // {"error": ...} on stdout) and returns nullopt; the caller exits with kExitUnreadable.
 std::optional<Case> read_case_or_report(const CliArgs& args);
-
-// Prints a rejection: "PATH: why" on stderr and, with --json, its JSON object on stdout.
-void report_rejection(const CliArgs& args, const Rejection& r);
-
-// compute_rejection / literal_jax_rejection, reported; true when the case may be computed.
-bool validate_for_compute(const Case& c, const CliArgs& args, bool needs_definition = true);
-bool literal_jax_ok(const Case& c, const CliArgs& args);
 
 }  // namespace rpa

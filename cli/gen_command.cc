@@ -11,7 +11,7 @@
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
 #include "core/dialect.h"
-#include "casegen/case_codec.h"
+#include "casegen/jax_case_codec.h"
 #include "casegen/generate.h"
 #include "casegen/jax_materialize.h"
 #include "casegen/jax_spec_model.h"

@@ -3,9 +3,8 @@
 
 #include "cli/cli_args.h"
 #include "cli/commands.h"
+#include "cli/dialect_commands.h"
 #include "cli/exit_codes.h"
-#include "cli/v3_commands.h"
-#include "service/jax_run_case.h"
 
 namespace rpa {
 
@@ -15,45 +14,7 @@ int run_command(const std::vector<std::string_view>& args) {
   if (std::string err = run_options_error(a); !err.empty()) return usage_error(err);
   std::optional<Case> c = read_case_or_report(a);
   if (!c) return kExitUnreadable;
-  if (is_v3(c->dialect)) return run_v3(std::move(*c), a);
-  RunOutcome run = run_case(*c, a);
-  if (run.rejection) {
-    report_rejection(a, *run.rejection);
-    return kExitRejected;
-  }
-  Tensor out = std::move(*run.out);
-  const RunReport report = run_report(*c, a);
-  const int64_t rows = report.rows;
-  if (!a.output.empty()) {
-    c->out = std::move(out);
-    if (std::string err; !write_case_file(a.output, *c, &err)) {
-      std::fprintf(stderr, "rpa: %s\n", err.c_str());
-      return kExitUnreadable;
-    }
-  }
-  if (a.json) {
-    JsonWriter j;
-    j.begin_object().key("valid").value(true).key("impl").value(a.impl);
-    j.key("rows").value(rows);
-    if (a.impl == "reference") j.key("semantics").value(semantics_name(a.reference_semantics()));
-    if (report.plan) {
-      const KernelPlan& plan = *report.plan;
-      j.key("schedule").value(a.literal ? "literal" : "default");
-      j.key("blocks").begin_array();
-      j.value(plan.blocks.kv_pages_per_block).value(plan.blocks.queries_per_block).end_array();
-      j.key("heads_per_block").begin_array();
-      j.value(plan.heads.q_heads).value(plan.heads.combined_kv_heads).end_array();
-    }
-    if (!a.output.empty()) j.key("output").value(a.output);
-    std::printf("%s\n", j.end_object().str().c_str());
-  } else {
-    const std::string what =
-        a.impl == "kernel" ? a.impl : a.impl + " (" + semantics_label(a.reference_semantics()) + ")";
-    std::printf("%s: computed %lld rows with the %s%s%s\n", a.path.c_str(),
-                static_cast<long long>(rows), what.c_str(), a.output.empty() ? "" : ", wrote ",
-                a.output.c_str());
-  }
-  return kExitOk;
+  return dialect_commands(c->dialect).run(std::move(*c), a);
 }
 
 }  // namespace rpa

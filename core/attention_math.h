@@ -3,18 +3,23 @@
 // the mask value and scales K and V before the products; tpu-inference v3 replaces masked
 // logits, scales the logits by sm_scale * k_scale * q_scale and P.V by v_scale, can quantize
 // q to the KV dtype, can turn the causal mask off, and (hd64) adds a sink logit per q head.
+// Each dialect makes one from its parameters: core/jax_attention_math.h,
+// core/v3_attention_math.h.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 
-#include "core/dialect.h"
-#include "core/dtype.h"
-#include "core/float32_scalar.h"
-#include "core/jax_params.h"
-#include "core/v3_params.h"
-
 namespace rpa {
+
+// -0.7 * float32 max, as JAX's DEFAULT_MASK_VALUE (computed in double): the jax dialect's
+// and hd64's default mask value.
+inline constexpr double kDefaultMaskValue = -0.7 * 3.4028234663852886e38;
+
+// The largest mask value for which the tiled kernel's zero-padded KV slots (logit exactly
+// mask_value) weigh exactly 0 in float32 against any logit of magnitude below 1e29: strict
+// validation's bound, and the kernel's condition for leaving them out.
+inline constexpr double kMaxExactMaskValue = -1e30;
 
 struct AttentionMath {
   double logit_scale = 1.0;  // multiplies q.K
@@ -34,45 +39,5 @@ struct AttentionMath {
   // in every row's softmax denominator (-inf: no sink). Points into the call's arrays.
   const float* sink = nullptr;
 };
-
-// The jax dialect's parameters (section 2).
-inline AttentionMath attention_math(const Params& p) {
-  AttentionMath m;
-  m.logit_scale = float32_scalar(p.sm_scale);
-  m.sliding_window = p.sliding_window;
-  m.soft_cap = p.soft_cap;
-  m.mask_value = p.effective_mask_value();
-  m.k_scale = p.k_scale;
-  m.v_scale = p.v_scale;
-  return m;
-}
-
-// finfo(dtype).min of the float32 and bfloat16 out dtypes, and hd64's DEFAULT_MASK_VALUE.
-inline constexpr double kFloat32Min = -3.4028234663852886e38;
-inline constexpr double kBFloat16Min = -3.3895313892515355e38;
-
-// v3's default out_dtype: float32 for float32 queries, else bfloat16 (kernel.py).
-inline DType v3_default_out_dtype(DType q) { return q == DType::kFloat32 ? DType::kFloat32 : DType::kBFloat16; }
-
-// A v3 dialect's keywords for queries of dtype q (v3-contract.md sections 1 and 3c). The
-// scale of the logits is sm_scale * k_scale * q_scale multiplied in double, as the kernel
-// multiplies its Python floats, then the float32 it multiplies the scores by (float32_scalar:
-// a k_scale of 3e-322 is a scale of 0, so a -inf query gives NaN; fuzz_raw_inputs found the
-// definition scaling by the double and answering 0.5 where the kernel gave NaN).
-inline AttentionMath attention_math(Dialect d, const V3Params& p, DType q) {
-  AttentionMath m;
-  m.logit_scale = float32_scalar(p.sm_scale * p.k_scale.value_or(1.0) * p.q_scale.value_or(1.0));
-  m.sliding_window = p.sliding_window;
-  m.soft_cap = p.soft_cap;
-  const bool hd64 = d == Dialect::kTpuInferenceV3Hd64;
-  m.causal = hd64 || p.use_causal_mask;
-  const DType out = p.out_dtype.value_or(v3_default_out_dtype(q));
-  m.mask_value = p.mask_value.value_or(hd64 ? kDefaultMaskValue
-                                            : (out == DType::kFloat32 ? kFloat32Min : kBFloat16Min));
-  m.mask_replaces = true;
-  m.out_scale = p.v_scale;
-  m.q_quant_scale = p.q_scale;
-  return m;
-}
 
 }  // namespace rpa

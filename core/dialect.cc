@@ -15,7 +15,7 @@ std::string_view dialect_name(Dialect d) {
 }
 
 std::optional<Dialect> parse_dialect(std::string_view name) {
-  for (Dialect d : {Dialect::kJax, Dialect::kTpuInferenceV3, Dialect::kTpuInferenceV3Hd64}) {
+  for (Dialect d : kDialects) {
     if (dialect_name(d) == name) return d;
   }
   return std::nullopt;

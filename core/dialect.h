@@ -14,6 +14,10 @@ enum class Dialect : uint8_t {
   kTpuInferenceV3Hd64,  // tpu-inference 0.32.0 v3/kernel_hd64.py: head_dim 64, [K|V], sinks
 };
 
+// Every dialect, in this order (service/dialect_ops.h registers one entry for each).
+inline constexpr Dialect kDialects[] = {Dialect::kJax, Dialect::kTpuInferenceV3,
+                                        Dialect::kTpuInferenceV3Hd64};
+
 // "jax", "tpu_inference_v3", "tpu_inference_v3_hd64": the case file's `dialect` member and
 // the CLI's --dialect.
 std::string_view dialect_name(Dialect d);

@@ -4,15 +4,9 @@
 #include <cstdint>
 #include <optional>
 
+#include "core/attention_math.h"
+
 namespace rpa {
-
-// -0.7 * float32 max, as JAX's DEFAULT_MASK_VALUE (computed in double).
-inline constexpr double kDefaultMaskValue = -0.7 * 3.4028234663852886e38;
-
-// The largest mask value for which the tiled kernel's zero-padded KV slots (logit exactly
-// mask_value) weigh exactly 0 in float32 against any logit of magnitude below 1e29: strict
-// validation's bound, and the kernel's condition for leaving them out.
-inline constexpr double kMaxExactMaskValue = -1e30;
 
 struct Params {
   double sm_scale = 1.0;

@@ -30,7 +30,7 @@
 #include "casegen/jax_raw_call.h"
 #include "harness/target_inputs.h"
 #include "casegen/v3_raw_call.h"
-#include "casegen/case_codec.h"
+#include "casegen/jax_case_codec.h"
 #include "casegen/generate.h"
 #include "casegen/jax_build_case.h"
 #include "casegen/jax_materialize.h"

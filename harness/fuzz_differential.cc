@@ -28,7 +28,7 @@
 #include "oracle/compare.h"
 #include "oracle/tolerance.h"
 #include "oracle/v3_compare.h"
-#include "casegen/case_codec.h"
+#include "casegen/jax_case_codec.h"
 #include "casegen/jax_departed_rows.h"
 #include "casegen/jax_materialize.h"
 #include "casegen/jax_spec_model.h"

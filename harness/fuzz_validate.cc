@@ -18,8 +18,8 @@
 
 #include "harness/target_inputs.h"
 #include "harness/targets.h"
-#include "harness/validation_check.h"
-#include "casegen/case_codec.h"
+#include "harness/jax_validation_check.h"
+#include "casegen/jax_case_codec.h"
 #include "casegen/jax_materialize.h"
 #include "casegen/jax_spec_model.h"
 #include "casegen/production.h"

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/paged_kv_view.h"
-#include "harness/validation_check.h"
+#include "harness/jax_validation_check.h"
 #include "kernel/jax_kernel.h"
 #include "kernel/v3_kernel.h"
 #include "oracle/v3_compare.h"

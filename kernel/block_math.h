@@ -23,7 +23,7 @@
 #include "kernel/kv_rows.h"
 #include "kernel/panel_gemm.h"
 #include "kernel/simd.h"
-#include "validation/jax_kernel_plan.h"
+#include "validation/kernel_plan.h"
 
 namespace rpa::kernel_detail {
 

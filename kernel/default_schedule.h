@@ -5,7 +5,7 @@
 #include "core/attention_math.h"
 #include "core/paged_kv_view.h"
 #include "core/tensor.h"
-#include "validation/jax_kernel_plan.h"
+#include "validation/kernel_plan.h"
 
 namespace rpa {
 

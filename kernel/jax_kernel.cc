@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "core/flush_subnormals.h"
+#include "core/jax_attention_math.h"
 #include "core/paged_kv_view.h"
 #include "kernel/block_math.h"
 #include "kernel/default_schedule.h"

@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <utility>
 
-#include "core/attention_math.h"
+#include "core/v3_attention_math.h"
 #include "core/jax_params.h"
 #include "core/paged_kv_view.h"
 #include "core/v3_cache_layout.h"

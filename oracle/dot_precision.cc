@@ -1,8 +1,11 @@
 #include "oracle/dot_precision.h"
 
 #include <cmath>
+#include <optional>
+#include <string_view>
 
-#include "reference/jax_reference.h"
+#include "reference/semantics.h"
+
 
 namespace rpa {
 

@@ -20,7 +20,7 @@
 #include "properties/jax_kernel_check.h"
 #include "casegen/jax_materialize.h"
 #include "properties/jax_rc_case.h"
-#include "casegen/row_softmax.h"
+#include "casegen/jax_row_softmax.h"
 #include "reference/jax_reference.h"
 #include "validation/jax_validate.h"
 

@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "casegen/case_codec.h"
+#include "casegen/jax_case_codec.h"
 #include "casegen/jax_build_case.h"
 #include "casegen/jax_case_spec.h"
 #include "casegen/random_source.h"

@@ -38,7 +38,7 @@
 #include "core/v3_params.h"
 #include "oracle/v3_compare.h"
 #include "casegen/byte_source.h"
-#include "casegen/case_codec.h"
+#include "casegen/jax_case_codec.h"
 #include "casegen/generate.h"
 #include "casegen/jax_materialize.h"
 #include "casegen/jax_mutation.h"

@@ -16,15 +16,6 @@
 
 namespace rpa {
 
-// The least relative logit error a tolerance may assume per unit of B_t (oracle/tolerance.cc:
-// float32 accumulation, 2^-21), and so the B_t past which a soft cap bounds the error.
-// Any tolerance that uses spread must assume a relative logit error between it and the
-// result's most_logit_error: by default kMostLogitError (2^-21 + 2^-22, a TPU's six-pass
-// float32 dots, rounded up); fewer passes need more (oracle/dot_precision.h).
-inline constexpr double kLeastLogitError = 0x1p-21;
-inline constexpr double kMostLogitError = 0x1p-20;
-inline constexpr double kCappedLogitScale = 2.0 / kLeastLogitError;
-
 struct ReferenceResult {
   // [T, Hq, D] in q's dtype. Rows at or past cu_q_lens[num_seqs] belong to no sequence and
   // are left 0. A sequence with q_len 0 contributes no rows, whatever its kv_len.

@@ -14,6 +14,16 @@
 
 namespace rpa {
 
+// The least relative logit error a tolerance of any dialect may assume per unit of B_t
+// (oracle/tolerance.cc: float32 accumulation, 2^-21), and so the B_t past which a soft cap
+// bounds the error.
+// Any tolerance that uses spread must assume a relative logit error between it and the
+// result's most_logit_error: by default kMostLogitError (2^-21 + 2^-22, a TPU's six-pass
+// float32 dots, rounded up); fewer passes need more (oracle/dot_precision.h).
+inline constexpr double kLeastLogitError = 0x1p-21;
+inline constexpr double kMostLogitError = 0x1p-20;
+inline constexpr double kCappedLogitScale = 2.0 / kLeastLogitError;
+
 enum class Semantics : uint8_t { kKernel, kReference };
 
 // "kernel" / "reference", as `--semantics` takes them.

@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "core/attention_math.h"
+#include "core/v3_attention_math.h"
 #include "core/float32_scalar.h"
 #include "core/jax_params.h"
 #include "core/v3_cache_layout.h"

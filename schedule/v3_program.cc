@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/attention_math.h"
+#include "core/v3_attention_math.h"
 #include "core/dtype.h"
 #include "core/float32_scalar.h"
 #include "core/flush_subnormals.h"

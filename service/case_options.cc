@@ -94,4 +94,16 @@ std::string parse_case_options(const std::vector<std::string_view>& args,
   return "";
 }
 
+std::string run_options_error(const CaseOptions& a) {
+  if (a.impl != "reference" && a.impl != "kernel") {
+    return a.impl.empty() ? "run needs --impl reference or --impl kernel"
+                          : "--impl takes reference or kernel";
+  }
+  if (a.literal && a.impl != "kernel") return "--schedule literal needs --impl kernel";
+  if (a.semantics && a.impl != "reference") {
+    return "--semantics chooses the dense reference's rounding points: it needs --impl reference";
+  }
+  return "";
+}
+
 }  // namespace rpa

@@ -14,7 +14,7 @@
 #include "casefile/case_file.h"
 #include "oracle/dot_precision.h"
 #include "reference/semantics.h"
-#include "validation/jax_validate.h"
+#include "validation/mode.h"
 
 namespace rpa {
 
@@ -46,6 +46,10 @@ std::optional<std::string> parse_case_option(const std::vector<std::string_view>
 // ("unknown option --x", or parse_case_option's).
 std::string parse_case_options(const std::vector<std::string_view>& args,
                                const std::set<std::string_view>& allowed, CaseOptions& out);
+
+// Why run's options (every dialect's) do not fit together ("" when they do): --impl missing or unknown,
+// --schedule literal without the kernel, --semantics without the reference.
+std::string run_options_error(const CaseOptions& a);
 
 // The flags of the three computations: validate, run, check.
 inline const std::set<std::string_view> kValidateOptions = {"--mode", "--target", "--all"};

@@ -11,6 +11,11 @@
 
 namespace rpa {
 
+RuleReport rule_report(const Failure& f, Mode mode) {
+  const RuleInfo& info = rule_info(f.rule);
+  return {info.name, f.message, mode == Mode::kJax && info.jax_crash, "JAX"};
+}
+
 std::optional<Rejection> compute_rejection(const Case& c, const CaseOptions& args,
                                            bool needs_definition) {
   const Mode mode = args.validate.mode;
@@ -51,18 +56,6 @@ KernelOptions kernel_options(const CaseOptions& args) {
                        .target = args.validate.target,
                        .literal_schedule = args.literal,
                        .untuned_blocks = args.literal && args.validate.mode == Mode::kJax};
-}
-
-std::string run_options_error(const CaseOptions& a) {
-  if (a.impl != "reference" && a.impl != "kernel") {
-    return a.impl.empty() ? "run needs --impl reference or --impl kernel"
-                          : "--impl takes reference or kernel";
-  }
-  if (a.literal && a.impl != "kernel") return "--schedule literal needs --impl kernel";
-  if (a.semantics && a.impl != "reference") {
-    return "--semantics chooses the dense reference's rounding points: it needs --impl reference";
-  }
-  return "";
 }
 
 std::optional<Rejection> run_rejection(const Case& c, const CaseOptions& a) {

@@ -10,10 +10,15 @@
 #include "casefile/case.h"
 #include "core/tensor.h"
 #include "kernel/jax_kernel.h"
+#include "validation/jax_rule.h"
+#include "validation/jax_validate.h"
 #include "service/case_options.h"
 #include "service/rule_report.h"
 
 namespace rpa {
+
+// A failed rule of JAX's table as both doors report it (service/rule_report.h).
+RuleReport rule_report(const Failure& f, Mode mode);
 
 // Why a command that computes does not compute a case: one line, and the rule (in `mode`)
 // when validation rejected it.
@@ -37,10 +42,6 @@ std::optional<Rejection> literal_jax_rejection(const Case& c, const CaseOptions&
 
 // KernelOptions for the tiled kernel as the options ask for it.
 KernelOptions kernel_options(const CaseOptions& args);
-
-// Why run's options do not fit together ("" when they do): --impl missing or unknown,
-// --schedule literal without the kernel, --semantics without the reference.
-std::string run_options_error(const CaseOptions& a);
 
 struct RunOutcome {
   std::optional<Rejection> rejection;  // set when validation rejected the case

@@ -2,16 +2,6 @@
 
 namespace rpa {
 
-RuleReport rule_report(const Failure& f, Mode mode) {
-  const RuleInfo& info = rule_info(f.rule);
-  return {info.name, f.message, mode == Mode::kJax && info.jax_crash, "JAX"};
-}
-
-RuleReport rule_report(const V3Failure& f, Mode mode) {
-  const V3RuleInfo& info = v3_rule_info(f.rule);
-  return {info.name, f.message, mode == Mode::kJax && info.crash, "tpu-inference"};
-}
-
 std::string rule_line(const RuleReport& r) {
   std::string line = std::string(r.rule) + ": " + r.message;
   if (r.crash) {

@@ -7,9 +7,7 @@
 #include <string_view>
 
 #include "service/json_writer.h"
-#include "validation/jax_rule.h"
 #include "validation/mode.h"
-#include "validation/v3_rule.h"
 
 namespace rpa {
 
@@ -20,8 +18,8 @@ struct RuleReport {
   std::string_view who;   // whose code: "JAX" or "tpu-inference"
 };
 
-RuleReport rule_report(const Failure& f, Mode mode);
-RuleReport rule_report(const V3Failure& f, Mode mode);
+// Each dialect makes one from its own failure: rule_report(const Failure&, Mode) in
+// service/jax_run_case.h, rule_report(const V3Failure&, Mode) in service/v3_run_case.h.
 
 // "rule_id: message", with a note where the dialect's code crashes instead of raising its
 // ValueError.

@@ -12,6 +12,11 @@
 
 namespace rpa {
 
+RuleReport rule_report(const V3Failure& f, Mode mode) {
+  const V3RuleInfo& info = v3_rule_info(f.rule);
+  return {info.name, f.message, mode == Mode::kJax && info.crash, "tpu-inference"};
+}
+
 std::string_view v3_mode_name(Mode m) { return m == Mode::kJax ? "native" : "strict"; }
 
 std::optional<V3Rejection> v3_compute_rejection(const Case& c, Mode mode) {

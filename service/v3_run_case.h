@@ -18,6 +18,9 @@
 
 namespace rpa {
 
+// A failed rule of the v3 table as both doors report it (service/rule_report.h).
+RuleReport rule_report(const V3Failure& f, Mode mode);
+
 // "native" or "strict": Mode::kJax is a dialect's native mode.
 std::string_view v3_mode_name(Mode m);
 

@@ -13,7 +13,7 @@
 #include "cli/campaign_report.h"
 #include "cli/campaign_stats.h"
 #include "casegen/jax_raw_call.h"
-#include "casegen/case_codec.h"
+#include "casegen/jax_case_codec.h"
 #include "casegen/generate.h"
 #include "casegen/jax_build_case.h"
 #include "casegen/jax_materialize.h"

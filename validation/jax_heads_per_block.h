@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/dtype.h"
+#include "validation/kernel_plan.h"
 
 namespace rpa {
 
@@ -15,11 +16,6 @@ int dtype_packing(DType t);
 // JAX's can_be_xla_fully_tiled: x splits into whole (packing x 128) tiles whose count is
 // 1, 2, 4, 8 or a multiple of 8. packing must be >= 1.
 bool can_be_xla_fully_tiled(int64_t x, int packing);
-
-struct HeadsPerBlock {
-  int64_t q_heads;            // query heads per grid step
-  int64_t combined_kv_heads;  // K and V heads per grid step (twice the kv heads)
-};
 
 // get_min_heads_per_blk for num_combined_kv_heads >= 2 even, num_q_heads a multiple of
 // num_combined_kv_heads / 2, and packings >= 1. nullopt where JAX raises "Not

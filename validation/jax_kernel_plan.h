@@ -8,18 +8,10 @@
 #include "core/jax_params.h"
 #include "validation/jax_heads_per_block.h"
 #include "validation/jax_vmem_budget.h"
+#include "validation/kernel_plan.h"
 #include "validation/target_profile.h"
 
 namespace rpa {
-
-// The grid and buffers the kernel will use for a call.
-struct KernelPlan {
-  HeadsPerBlock heads;     // q heads and combined kv heads per heads block
-  BlockSizes blocks;       // pages per KV block, rows per query block
-  int64_t num_heads_blks;  // grid dimension 0
-  int64_t num_q_blks;      // grid dimension 1
-  int64_t vmem_bytes;      // what the TPU would scope for these blocks
-};
 
 // Precondition for both: strict validation accepted (in, params) for options.target; for
 // the literal schedule, jax validation is enough.

@@ -7,15 +7,10 @@
 #include "core/jax_inputs.h"
 #include "core/jax_params.h"
 #include "validation/jax_rule.h"
+#include "validation/mode.h"
 #include "validation/target_profile.h"
 
 namespace rpa {
-
-struct ValidateOptions {
-  Mode mode = Mode::kStrict;
-  // The TPU generation whose VMEM/SMEM capacities bound the strict budget rules.
-  TargetProfile target = default_target_profile();
-};
 
 // The first failing rule in table order, or nullopt when the call is valid in the mode.
 // Expected rejections are values, never exceptions; nothing here reads q or kv_pages data.

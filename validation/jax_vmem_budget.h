@@ -10,12 +10,6 @@
 
 namespace rpa {
 
-struct BlockSizes {
-  int64_t kv_pages_per_block;  // bkv: pages per KV block
-  int64_t queries_per_block;   // bq: query rows per query block
-  bool operator==(const BlockSizes&) const = default;
-};
-
 // What the VMEM footprint depends on besides the block sizes.
 struct VmemShape {
   int64_t page_size;        // S

@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include "validation/target_profile.h"
+
 namespace rpa {
 
 enum class Mode {
@@ -13,6 +15,13 @@ enum class Mode {
 };
 
 std::string_view mode_name(Mode m);
+
+// What every dialect's validation is asked: the mode, and the TPU generation whose VMEM/SMEM
+// capacities bound the strict budget rules (and whose literal program runs).
+struct ValidateOptions {
+  Mode mode = Mode::kStrict;
+  TargetProfile target = default_target_profile();
+};
 
 // One failed rule of a dialect's table (Id: its rule enum) with its message, e.g.
 // {soft_cap_zero, "soft_cap=-0.0 must not be 0.0."}.

@@ -1,4 +1,4 @@
-#include "casegen/case_codec.h"
+#include "casegen/jax_case_codec.h"
 
 #include "casegen/byte_source.h"
 

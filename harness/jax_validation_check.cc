@@ -1,4 +1,4 @@
-#include "harness/validation_check.h"
+#include "harness/jax_validation_check.h"
 
 #include <vector>
 

@@ -1,4 +1,4 @@
-#include "casegen/row_softmax.h"
+#include "casegen/jax_row_softmax.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,0 +1,30 @@
+// The commands' dialect registry: the one cli/ file that names every dialect. Adding a dialect
+// adds its entry here (docs/layout.md's checklist).
+#include "cli/dialect_commands.h"
+
+#include <array>
+#include <stdexcept>
+#include <string>
+
+#include "cli/jax_commands.h"
+#include "cli/v3_commands.h"
+
+namespace rpa {
+namespace {
+
+constexpr std::array<DialectCommands, 3> kRegistry = {{
+    {.dialect = Dialect::kJax, .run = run_jax},
+    {.dialect = Dialect::kTpuInferenceV3, .run = run_v3},
+    {.dialect = Dialect::kTpuInferenceV3Hd64, .run = run_v3},
+}};
+
+}  // namespace
+
+const DialectCommands& dialect_commands(Dialect d) {
+  for (const DialectCommands& e : kRegistry) {
+    if (e.dialect == d) return e;
+  }
+  throw std::logic_error("dialect " + std::string(dialect_name(d)) + " has no commands");
+}
+
+}  // namespace rpa
