@@ -4,12 +4,13 @@
 #include <cmath>
 
 #include "core/dtype.h"
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 
 namespace rpa::props {
 
 RowSoftmax row_softmax(const Inputs& in, const Params& p, int64_t row, int64_t head, int64_t col) {
-  const PagedKvView view(in);
+  const PagedKvView view = kv_view(in);
   RowSoftmax r;
   while (view.q_start(r.seq + 1) <= row) ++r.seq;
   const int64_t kv_len = view.kv_len(r.seq), d = view.head_dim();

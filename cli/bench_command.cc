@@ -19,11 +19,13 @@
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "core/python_repr.h"
 #include "kernel/jax_kernel.h"
 #include "kernel/v3_kernel.h"
 #include "oracle/compare.h"
+#include "oracle/jax_tolerance.h"
 #include "oracle/tolerance.h"
 #include "oracle/v3_compare.h"
 #include "reference/jax_reference.h"
@@ -144,7 +146,7 @@ Subject jax_subject(const bench::Workload& w) {
   sb.check = [&w, ref](int threads, Row& row) {
     const Tolerance tol = tolerance_for_case(w.inputs, w.params, **ref);
     const Tensor out = tiled_attention(w.inputs, w.params, KernelOptions{.threads = threads});
-    const Comparison c = compare_outputs(out, (*ref)->out, PagedKvView(w.inputs), tol);
+    const Comparison c = compare_outputs(out, (*ref)->out, kv_view(w.inputs), tol);
     row.agree = c.agree();
     row.max_abs_err = c.max_abs_err;
     row.atol = tol.atol;

@@ -36,6 +36,7 @@
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "casegen/jax_raw_call.h"
 #include "harness/raw_check.h"
@@ -43,6 +44,7 @@
 #include "kernel/v3_kernel.h"
 #include "oracle/compare.h"
 #include "oracle/dot_precision.h"
+#include "oracle/jax_tolerance.h"
 #include "oracle/tolerance.h"
 #include "oracle/v3_compare.h"
 #include "casegen/jax_case_codec.h"
@@ -150,7 +152,7 @@ void run_case(const props::CaseSpec& spec, const std::string& production_hex, in
   for (const ReferenceResult* r : {&kernel_ref, &reference_ref}) {
     const ReferenceResult& ref = *r;
     const Semantics semantics = ref.semantics;
-    const Comparison c = compare_outputs(out, ref.out, PagedKvView(m.inputs),
+    const Comparison c = compare_outputs(out, ref.out, kv_view(m.inputs),
                                          tolerance_for_case(m.inputs, m.params, ref, passes));
     const bool kernel = semantics == Semantics::kKernel;
     double& worst = (kernel ? st.worst_budget : st.worst_budget_reference)[pair];

@@ -2,48 +2,66 @@
 // section 16, "one math core"): the queries, the paged cache with its token records and the
 // K and V rows inside them, the page table and the sequences, derived quantities as methods,
 // the layout turned into strides once. The jax dialect's [pages, S, 2 Hkv, D] cache and
-// tpu-inference v3's packed caches (core/v3_cache_layout.h) differ only in the strides.
+// tpu-inference v3's packed caches (core/v3_cache_layout.h) differ only in the strides; each
+// dialect builds its view (core/jax_kv_view.h, core/v3_kv_view.h).
 // Only for inputs strict validation accepted (ranks, int32 index arrays, every used page
 // index in range).
 #pragma once
 
 #include <cstdint>
 
-#include "core/dialect.h"
 #include "core/dtype.h"
-#include "core/jax_inputs.h"
-#include "core/v3_cache_layout.h"
-#include "core/v3_inputs.h"
+#include "core/tensor.h"
 
 namespace rpa {
 
 class PagedKvView {
  public:
-  // The jax dialect (section 2): kv_pages [P, S, 2 Hkv, D], head 2h K and 2h + 1 V of kv head h.
-  explicit PagedKvView(const Inputs& in)
-      : q_data_(in.q.data()),
-        kv_data_(in.kv_pages.data()),
-        q_dtype_(in.q.dtype()),
-        kv_dtype_(in.kv_pages.dtype()),
-        kv_lens_(int32_data(in.kv_lens)),
-        page_indices_(int32_data(in.page_indices)),
-        cu_q_lens_(int32_data(in.cu_q_lens)),
-        num_seqs_(static_cast<int64_t>(int32_data(in.num_seqs)[0])),
-        pages_per_seq_(in.page_indices.dim(1)),
-        num_pages_(in.kv_pages.dim(0)),
-        page_size_(in.kv_pages.dim(1)),
-        num_kv_heads_(in.kv_pages.dim(2) / 2),
-        num_q_heads_(in.q.dim(1)),
-        head_dim_(in.q.dim(2)),
-        token_stride_(in.kv_pages.dim(2) * in.kv_pages.dim(3)),
-        head_stride_(2 * in.kv_pages.dim(3)),
-        v_delta_(in.kv_pages.dim(3)) {}
+  // What a dialect's arrays give the view: each dialect makes one from its inputs
+  // (core/jax_kv_view.h, core/v3_kv_view.h).
+  struct Layout {
+    const std::byte* q_data;      // [T, Hq, D] in q_dtype
+    const std::byte* kv_data;     // the cache, in kv_dtype
+    DType q_dtype;
+    DType kv_dtype;
+    const int32_t* kv_lens;       // i32[N]
+    const int32_t* page_indices;  // i32[N * pages_per_seq]
+    const int32_t* cu_q_lens;     // i32[N + 1]
+    int64_t num_seqs;
+    int64_t pages_per_seq;
+    int64_t num_pages;
+    int64_t page_size;
+    int64_t num_kv_heads;
+    int64_t num_q_heads;
+    int64_t head_dim;
+    int64_t token_stride;  // elements from one token's record to the next
+    int64_t head_stride;   // from kv head h's K row to kv head h + 1's
+    int64_t v_delta;       // from a head's K row to its V row
+  };
+  explicit PagedKvView(const Layout& l)
+      : q_data_(l.q_data),
+        kv_data_(l.kv_data),
+        q_dtype_(l.q_dtype),
+        kv_dtype_(l.kv_dtype),
+        kv_lens_(l.kv_lens),
+        page_indices_(l.page_indices),
+        cu_q_lens_(l.cu_q_lens),
+        num_seqs_(l.num_seqs),
+        pages_per_seq_(l.pages_per_seq),
+        num_pages_(l.num_pages),
+        page_size_(l.page_size),
+        num_kv_heads_(l.num_kv_heads),
+        num_q_heads_(l.num_q_heads),
+        head_dim_(l.head_dim),
+        token_stride_(l.token_stride),
+        head_stride_(l.head_stride),
+        v_delta_(l.v_delta) {}
 
-  // A tpu-inference v3 dialect: queries [T, Hq, D], the packed `cache` (the call's kv_cache,
-  // or the copy the fused update wrote into), flat page_indices of N * pages_per_seq entries,
-  // num_seqs = distribution[2].
-  PagedKvView(Dialect dialect, const V3Inputs& in, const Tensor& cache)
-      : PagedKvView(in, cache, V3CacheLayout(dialect, cache.dtype(), in.keys.dim(1), in.queries.dim(2))) {}
+  // An int32 index array's elements (the builders' precondition: strict validation accepted
+  // its dtype).
+  static const int32_t* int32_data(const Tensor& t) {
+    return reinterpret_cast<const int32_t*>(t.data());
+  }
 
   const std::byte* q_data() const { return q_data_; }    // [T, Hq, D] in q_dtype()
   const std::byte* kv_data() const { return kv_data_; }  // the cache, in kv_dtype()
@@ -85,28 +103,6 @@ class PagedKvView {
   int64_t q_offset(int64_t row, int64_t h) const { return (row * num_q_heads_ + h) * head_dim_; }
 
  private:
-  PagedKvView(const V3Inputs& in, const Tensor& cache, const V3CacheLayout& layout)
-      : q_data_(in.queries.data()),
-        kv_data_(cache.data()),
-        q_dtype_(in.queries.dtype()),
-        kv_dtype_(cache.dtype()),
-        kv_lens_(int32_data(in.kv_lens)),
-        page_indices_(int32_data(in.page_indices)),
-        cu_q_lens_(int32_data(in.cu_q_lens)),
-        num_seqs_(static_cast<int64_t>(int32_data(in.distribution)[2])),
-        pages_per_seq_(in.kv_lens.dim(0) > 0 ? in.page_indices.dim(0) / in.kv_lens.dim(0) : 0),
-        num_pages_(cache.dim(0)),
-        page_size_(cache.dim(1)),
-        num_kv_heads_(in.keys.dim(1)),
-        num_q_heads_(in.queries.dim(1)),
-        head_dim_(in.queries.dim(2)),
-        token_stride_(layout.token_stride()),
-        head_stride_(layout.k_offset(1) - layout.k_offset(0)),
-        v_delta_(layout.v_offset(0) - layout.k_offset(0)) {}
-
-  static const int32_t* int32_data(const Tensor& t) {
-    return reinterpret_cast<const int32_t*>(t.data());
-  }
   int64_t token_offset(int64_t s, int64_t t) const {
     return (page_of(s, t) * page_size_ + slot_of(t)) * token_stride_;
   }

@@ -20,12 +20,14 @@
 #include <string>
 #include <utility>
 
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "harness/target_inputs.h"
 #include "harness/targets.h"
 #include "kernel/jax_kernel.h"
 #include "kernel/v3_kernel.h"
 #include "oracle/compare.h"
+#include "oracle/jax_tolerance.h"
 #include "oracle/tolerance.h"
 #include "oracle/v3_compare.h"
 #include "casegen/jax_case_codec.h"
@@ -124,7 +126,7 @@ int rpa::fuzz::fuzz_differential(const uint8_t* data, size_t size) {
   }
   const ReferenceResult& ref = refs.first;
   const Tolerance tol = tolerance_for_case(m.inputs, m.params, ref);
-  const PagedKvView view(m.inputs);
+  const PagedKvView view = kv_view(m.inputs);
   const KernelOptions options{.threads = static_cast<int>(d.threads), .literal_schedule = literal};
   Tensor got = tiled_attention(m.inputs, m.params, options);
   if (literal && strict) {

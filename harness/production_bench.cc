@@ -7,10 +7,12 @@
 #include <stdexcept>
 #include <utility>
 
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "kernel/jax_kernel.h"
 #include "kernel/v3_kernel.h"
 #include "oracle/compare.h"
+#include "oracle/jax_tolerance.h"
 #include "oracle/tolerance.h"
 #include "oracle/v3_compare.h"
 #include "casegen/generate.h"
@@ -79,7 +81,7 @@ void time_jax(const props::ProductionSpec& s, int threads,
   const ReferenceResult ref = timed(t.stages, "reference", progress,
                                     [&] { return dense_reference(m.inputs, m.params, Semantics::kKernel); });
   const Tolerance tol = tolerance_for_case(m.inputs, m.params, ref);
-  const PagedKvView view(m.inputs);
+  const PagedKvView view = kv_view(m.inputs);
   const Tensor tiled = timed(t.stages, "tiled", progress, [&] {
     return tiled_attention(m.inputs, m.params, {.threads = threads});
   });

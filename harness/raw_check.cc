@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "harness/jax_validation_check.h"
 #include "kernel/jax_kernel.h"
@@ -30,7 +31,7 @@ namespace {
 constexpr int64_t kMaxWork = int64_t{1} << 16;
 
 int64_t work(const Inputs& in) {
-  const PagedKvView view(in);
+  const PagedKvView view = kv_view(in);
   int64_t total = 0;
   for (int64_t s = 0; s < view.num_seqs(); ++s) {
     const int64_t kv = view.kv_len(s);

@@ -15,6 +15,7 @@
 
 #include <Eigen/Core>
 
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "core/v3_cache_layout.h"
 #include "validation/jax_rule.h"
@@ -204,7 +205,7 @@ std::string V3Workload::label() const {
 
 V3Workload build_v3_workload(const Workload& w) {
   const Inputs& in = w.inputs;
-  const PagedKvView view(in);
+  const PagedKvView view = kv_view(in);
   const int64_t T = in.q.dim(0), S = view.page_size(),
                 Hkv = view.num_kv_heads(), D = view.head_dim(), P = in.kv_pages.dim(0);
   const Dialect dialect = Dialect::kTpuInferenceV3;
@@ -255,7 +256,7 @@ V3Workload build_v3_workload(const Workload& w) {
 }
 
 int64_t attended_pairs(const Inputs& in) {
-  const PagedKvView v(in);
+  const PagedKvView v = kv_view(in);
   int64_t pairs = 0;
   for (int64_t s = 0; s < v.num_seqs(); ++s) {
     // Row r attends keys t <= kv_len - q_len + r, i.e. kv_len - q_len + r + 1 of them.
@@ -266,13 +267,13 @@ int64_t attended_pairs(const Inputs& in) {
 }
 
 double useful_flops(const Inputs& in) {
-  const PagedKvView v(in);
+  const PagedKvView v = kv_view(in);
   return 4.0 * static_cast<double>(v.num_q_heads() * v.head_dim()) *
          static_cast<double>(attended_pairs(in));
 }
 
 double effective_kv_bytes(const Inputs& in) {
-  const PagedKvView v(in);
+  const PagedKvView v = kv_view(in);
   int64_t tokens = 0;
   for (int64_t s = 0; s < v.num_seqs(); ++s) tokens += v.kv_len(s);
   return static_cast<double>(tokens) * 2.0 * static_cast<double>(v.num_kv_heads() * v.head_dim()) *

@@ -6,6 +6,7 @@
 
 #include "core/flush_subnormals.h"
 #include "core/jax_attention_math.h"
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "kernel/block_math.h"
 #include "kernel/default_schedule.h"
@@ -22,7 +23,7 @@ using namespace kernel_detail;
 class LiteralWorker : public BlockMath {
  public:
   LiteralWorker(const Inputs& in, const Params& p, const KernelPlan& plan, Tensor& out)
-      : BlockMath(PagedKvView(in), attention_math(p), plan, /*literal=*/true,
+      : BlockMath(kv_view(in), attention_math(p), plan, /*literal=*/true,
                   plan.blocks.queries_per_block),
         in_(in),
         out_(out),
@@ -126,7 +127,7 @@ Tensor tiled_attention(const Inputs& in, const Params& p, const KernelOptions& o
     }
     return out;
   }
-  default_schedule(PagedKvView(in), attention_math(p), plan, options.threads, out);
+  default_schedule(kv_view(in), attention_math(p), plan, options.threads, out);
   return out;
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/v3_attention_math.h"
 #include "core/jax_params.h"
+#include "core/v3_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "core/v3_cache_layout.h"
 #include "kernel/default_schedule.h"
@@ -30,7 +31,7 @@ int64_t v3_kv_pages_per_block(Dialect d, const V3Inputs& in, const V3Params& p) 
 }
 
 void v3_fused_update(Dialect d, const V3Inputs& in, Tensor& cache) {
-  const PagedKvView view(d, in, cache);
+  const PagedKvView view = kv_view(d, in, cache);
   const V3CacheLayout layout(d, cache.dtype(), view.num_kv_heads(), view.head_dim());
   const int64_t e = dtype_size(cache.dtype());
   const int64_t record = layout.token_stride() * e;
@@ -75,7 +76,7 @@ Tensor v3_tiled_attention_in_place(Dialect d, const V3Inputs& in, Tensor& cache,
   KernelPlan plan{};
   plan.blocks.kv_pages_per_block = v3_kv_pages_per_block(d, in, p);
   plan.blocks.queries_per_block = 1;  // the default schedule tiles rows itself
-  const PagedKvView view(d, in, std::as_const(cache));
+  const PagedKvView view = kv_view(d, in, std::as_const(cache));
   default_schedule(view, math, plan, options.threads, out);
   return out;
 }

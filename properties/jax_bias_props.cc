@@ -16,9 +16,11 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "kernel/jax_kernel.h"
 #include "oracle/compare.h"
+#include "oracle/jax_tolerance.h"
 #include "oracle/tolerance.h"
 #include "casegen/jax_materialize.h"
 #include "properties/jax_rc_case.h"
@@ -73,7 +75,7 @@ Tensor to_bfloat16(const Tensor& f, bool truncate) {
 
 Comparison against_reference(const Materialized& m, const Tensor& got) {
   const ReferenceResult ref = dense_reference(m.inputs, m.params, Semantics::kKernel);
-  return compare_outputs(got, ref.out, PagedKvView(m.inputs), tolerance_for_case(m.inputs, m.params, ref));
+  return compare_outputs(got, ref.out, kv_view(m.inputs), tolerance_for_case(m.inputs, m.params, ref));
 }
 
 void log_bias(const char* what, const Comparison& c) {

@@ -9,9 +9,11 @@
 
 #include "core/jax_inputs.h"
 #include "core/jax_params.h"
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "core/tensor.h"
 #include "oracle/compare.h"
+#include "oracle/jax_tolerance.h"
 #include "oracle/tolerance.h"
 #include "reference/jax_reference.h"
 
@@ -22,7 +24,7 @@ namespace rpa::props {
 // (oracle/bias.h).
 inline void assert_agrees(const Inputs& in, const Params& p, const Tensor& got,
                           const ReferenceResult& ref) {
-  const PagedKvView view(in);
+  const PagedKvView view = kv_view(in);
   const Comparison c = compare_outputs(got, ref.out, view, tolerance_for_case(in, p, ref));
   RC_LOG() << "kernel vs reference (" << semantics_name(ref.semantics)
            << " semantics): " << describe_mismatch(c) << " (max abs error " << c.max_abs_err
@@ -40,7 +42,7 @@ inline void assert_agrees(const Inputs& in, const Params& p, const Tensor& got,
 inline void assert_kernels_agree(const Inputs& in, const Params& p, const Tensor& a,
                                  const Tensor& b, const ReferenceResult& ref) {
   const Comparison c =
-      compare_outputs(a, b, PagedKvView(in), tolerance_for_case(in, p, ref).scaled(2.0));
+      compare_outputs(a, b, kv_view(in), tolerance_for_case(in, p, ref).scaled(2.0));
   RC_LOG() << "kernel vs kernel: " << describe_mismatch(c) << "\n";
   RC_ASSERT(c.agree());
 }

@@ -13,9 +13,11 @@
 #include <cstring>
 
 #include "core/dtype.h"
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "kernel/jax_kernel.h"
 #include "oracle/compare.h"
+#include "oracle/jax_tolerance.h"
 #include "oracle/tolerance.h"
 #include "properties/jax_kernel_check.h"
 #include "casegen/jax_materialize.h"
@@ -83,7 +85,7 @@ RC_GTEST_PROP(Tolerance, IsHonest, ()) {
   rows.query_rows = true;
   const CaseSpec spec = *gen_valid_case(rows);
   const Materialized m = materialize(spec);
-  const PagedKvView view(m.inputs);
+  const PagedKvView view = kv_view(m.inputs);
   const int64_t row_elems = spec.num_q_heads() * spec.head_dim;
   const int64_t defined = view.total_q_tokens() * row_elems;
   const ReferenceResult ref = dense_reference(m.inputs, m.params);
@@ -122,7 +124,7 @@ RC_GTEST_PROP(Tolerance, LogitTermCoversLogitErrors, ()) {
   const Materialized m = materialize(spec);
   const Inputs& in = m.inputs;
   const Params& p = m.params;
-  const PagedKvView view(in);
+  const PagedKvView view = kv_view(in);
   const ReferenceResult ref = dense_reference(in, p, Semantics::kKernel);
   const int64_t d = view.head_dim(), hq = view.num_q_heads();
   const int64_t e = *rc::gen::inRange<int64_t>(0, view.total_q_tokens() * hq * d).as("element");
@@ -168,7 +170,7 @@ RC_GTEST_PROP(Tolerance, LogitTermCoversLogitErrors, ()) {
 // 1.75, so 0 was (rightly) within the tolerance.
 void assert_can_fail(const CaseSpec& spec) {
   const Materialized m = materialize(spec);
-  const PagedKvView view(m.inputs);
+  const PagedKvView view = kv_view(m.inputs);
   const ReferenceResult ref = dense_reference(m.inputs, m.params, Semantics::kKernel);
   const Tolerance tol = tolerance_for_case(m.inputs, m.params, ref);
   const Comparison self = compare_outputs(ref.out, ref.out, view, tol);
@@ -216,7 +218,7 @@ RC_GTEST_PROP(Tolerance, DetectsADroppedKey, ()) {
   Materialized m = materialize(spec);
   Inputs& in = m.inputs;
   const Params& p = m.params;
-  const PagedKvView view(in);
+  const PagedKvView view = kv_view(in);
   const ReferenceResult before = dense_reference(in, p, Semantics::kKernel);
   const Comparison self = compare_outputs(before.out, before.out, view, tolerance_for_case(in, p, before));
   RC_PRE(self.min_detectable_key_weight < 1.0);
@@ -295,7 +297,7 @@ RC_GTEST_PROP(Tolerance, DetectableKeyWeightIsNotVacuous, ()) {
   const Materialized m = materialize(spec);
   const ReferenceResult ref = dense_reference(m.inputs, m.params, Semantics::kKernel);
   const Tensor got = tiled_attention(m.inputs, m.params, {});
-  const Comparison c = compare_outputs(got, ref.out, PagedKvView(m.inputs),
+  const Comparison c = compare_outputs(got, ref.out, kv_view(m.inputs),
                                        tolerance_for_case(m.inputs, m.params, ref));
   RC_LOG() << "discrimination " << c.discrimination << ", key weight "
            << c.min_detectable_key_weight << " (every row " << c.key_weight_every_row << ")\n";

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "kernel/jax_kernel.h"
 #include "oracle/compare.h"
@@ -64,7 +65,7 @@ Inputs permute_pages(const Inputs& in, const std::vector<int64_t>& perm) {
 // Sequence k of the result is sequence order[k] of `in`, with its q rows, kv_len and page
 // row; padding slots and rows stay where they were.
 Inputs reorder_sequences(const Inputs& in, const std::vector<int64_t>& order) {
-  const PagedKvView v(in);
+  const PagedKvView v = kv_view(in);
   Inputs out = in;
   const int64_t row_elems = v.num_q_heads() * v.head_dim();
   const int64_t pps = v.pages_per_seq();
@@ -83,7 +84,7 @@ Inputs reorder_sequences(const Inputs& in, const std::vector<int64_t>& order) {
 
 // Rows of `reordered` (an output of reorder_sequences(in, order)) moved back to in's order.
 Tensor restore_rows(const Tensor& reordered, const Inputs& in, const std::vector<int64_t>& order) {
-  const PagedKvView v(in);
+  const PagedKvView v = kv_view(in);
   const int64_t row_elems = v.num_q_heads() * v.head_dim();
   Tensor out = reordered;
   int64_t row = 0;
@@ -96,7 +97,7 @@ Tensor restore_rows(const Tensor& reordered, const Inputs& in, const std::vector
 
 // One kv head per query head: head h reads a copy of kv head h / (Hq / Hkv).
 Inputs repeat_kv_heads(const Inputs& in) {
-  const PagedKvView v(in);
+  const PagedKvView v = kv_view(in);
   const int64_t Hq = v.num_q_heads(), D = v.head_dim(), ratio = v.q_heads_per_kv();
   const int64_t tokens = in.kv_pages.dim(0) * in.kv_pages.dim(1);
   const int64_t Hc = in.kv_pages.dim(2);
@@ -180,7 +181,7 @@ RC_GTEST_PROP(Metamorphic, GarbageIsNeverRead, ()) {
   const DepartedRows departed = departed_rows(a.inputs, a.params, literal);
   const Comparison c = compare_outputs(with_departed_rows_from(lit_b, ref.out, departed),
                                        with_departed_rows_from(lit_a, ref.out, departed),
-                                       PagedKvView(a.inputs), Tolerance{});
+                                       kv_view(a.inputs), Tolerance{});
   RC_LOG() << "literal, garbage vs other garbage, other rows: " << describe_mismatch(c) << "\n";
   RC_ASSERT(c.agree());
 }

@@ -21,10 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "kernel/jax_kernel.h"
 #include "kernel/v3_kernel.h"
 #include "oracle/compare.h"
+#include "oracle/jax_tolerance.h"
 #include "oracle/tolerance.h"
 #include "oracle/v3_compare.h"
 #include "casegen/generate.h"
@@ -110,7 +112,7 @@ TEST(ProductionProps, JaxCallsMatchTheSpecModelAndTheReference) {
     ASSERT_FALSE(validate(m.inputs, m.params, {.mode = Mode::kStrict}));
     const ReferenceResult ref = dense_reference(m.inputs, m.params, Semantics::kKernel);
     const Tolerance tol = tolerance_for_case(m.inputs, m.params, ref);
-    const PagedKvView view(m.inputs);
+    const PagedKvView view = kv_view(m.inputs);
     const Comparison tiled = compare_outputs(tiled_attention(m.inputs, m.params, {.threads = 2}),
                                              ref.out, view, tol);
     EXPECT_TRUE(tiled.agree()) << "tiled kernel: " << describe_mismatch(tiled);

@@ -9,6 +9,7 @@
 #include <Eigen/Dense>
 
 #include "core/float32_scalar.h"
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 
 namespace rpa {
@@ -75,7 +76,7 @@ namespace {
 std::vector<ReferenceResult> reference_pass(const Inputs& in, const Params& p,
                                             const std::vector<Semantics>& semantics,
                                             double most_logit_error) {
-  const PagedKvView view(in);
+  const PagedKvView view = kv_view(in);
   const DType q_dtype = in.q.dtype();
   // V_eff's dtype. In the reference semantics p and the output are rounded to it (JAX:
   // softmax(...).astype(v.dtype), and the einsum's result type); float32 rounds nothing the

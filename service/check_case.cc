@@ -5,9 +5,11 @@
 #include <stdexcept>
 #include <utility>
 
+#include "core/jax_kv_view.h"
 #include "core/python_repr.h"
 #include "kernel/jax_kernel.h"
 #include "kernel/v3_kernel.h"
+#include "oracle/jax_tolerance.h"
 #include "reference/jax_reference.h"
 #include "reference/v3_reference.h"
 #include "service/number_text.h"
@@ -206,7 +208,7 @@ CheckOutcome check_untimed(const Case& c, const CaseOptions& a) {
   }
   o.oracle = literal_oracle ? "the literal schedule"
                             : "the reference (" + semantics_label(a.reference_semantics()) + ")";
-  o.cmp = compare_outputs(out, want, PagedKvView(c.inputs), tol);
+  o.cmp = compare_outputs(out, want, kv_view(c.inputs), tol);
   // Against the reference semantics the bias is reported, not judged: that semantics rounds p
   // and p.V to V's dtype, which moves its outputs systematically away from what a kernel
   // computing in the kernel semantics gives (+0.9 ulp toward zero on tests/cli_semantics_test's

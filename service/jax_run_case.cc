@@ -5,6 +5,7 @@
 #include <string>
 #include <utility>
 
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "kernel/jax_kernel.h"
 #include "reference/jax_reference.h"
@@ -83,7 +84,7 @@ RunOutcome run_case(const Case& c, const CaseOptions& a) {
 
 RunReport run_report(const Case& c, const CaseOptions& a) {
   RunReport r;
-  r.rows = std::clamp<int64_t>(PagedKvView(c.inputs).total_q_tokens(), 0, c.inputs.q.dim(0));
+  r.rows = std::clamp<int64_t>(kv_view(c.inputs).total_q_tokens(), 0, c.inputs.q.dim(0));
   if (a.impl == "kernel") {
     const KernelOptions options = kernel_options(a);
     r.plan = plan_kernel(c.inputs, c.params, options.target, options.untuned_blocks);

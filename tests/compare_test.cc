@@ -29,8 +29,10 @@
 #include <string>
 #include <vector>
 
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "core/python_repr.h"
+#include "oracle/jax_tolerance.h"
 #include "oracle/tolerance.h"
 #include "reference/jax_reference.h"
 #include "reference/semantics.h"
@@ -214,7 +216,7 @@ Tensor filled(const Inputs& in) {
 class Compare : public ::testing::Test {
  protected:
   Inputs in = testing::build_inputs(spec());
-  PagedKvView view{in};
+  PagedKvView view = kv_view(in);
   Tensor want = filled(in);
   Tensor got = filled(in);
 };
@@ -289,7 +291,7 @@ TEST_F(Compare, EmptyBatchComparesNothing) {
   const Inputs empty = testing::build_inputs(s);
   Tensor g = filled(empty);
   g.set_float(0, kNaN);
-  const Comparison c = compare_outputs(g, filled(empty), PagedKvView(empty), Tolerance{});
+  const Comparison c = compare_outputs(g, filled(empty), kv_view(empty), Tolerance{});
   EXPECT_TRUE(c.agree());
   EXPECT_EQ(c.compared, 0);
 }
@@ -500,7 +502,7 @@ TEST_F(Compare, BudgetUsedIsTheWorstErrorOverItsAllowance) {
 
 TEST(CompareBFloat16, BFloat16Tensors) {
   const Inputs in = testing::build_inputs(spec(DType::kBFloat16));
-  const PagedKvView view(in);
+  const PagedKvView view = kv_view(in);
   const Tensor want = filled(in);
   Tensor got = filled(in);
   ASSERT_EQ(want.dtype(), DType::kBFloat16);
@@ -555,7 +557,7 @@ TEST(CompareFloat32VsBFloat16, MixedDtypesCompareByValue) {
   // got float32 against want bfloat16 of the same values: read as doubles, they agree.
   const Inputs in = testing::build_inputs(spec());
   Inputs bf = testing::build_inputs(spec(DType::kBFloat16));
-  const Comparison c = compare_outputs(filled(in), filled(bf), PagedKvView(in), Tolerance{});
+  const Comparison c = compare_outputs(filled(in), filled(bf), kv_view(in), Tolerance{});
   EXPECT_TRUE(c.agree());
   EXPECT_EQ(c.compared, kDefined);
 }
@@ -1069,7 +1071,7 @@ TEST(CompareKeyWeights, LeastAndLargestOverTheComparedElements) {
   //                 = 2^-11 + 2^-7 + 2^-25 + 2^-30 + 2^-34.
   // Row 1 (no sequence) holds a larger allowance that must not count.
   const Inputs in = one_row(kF32, kF32, 1, 3);
-  const PagedKvView view(in);
+  const PagedKvView view = kv_view(in);
   Tensor want(kF32, in.q.shape());
   want.set_float(0, 0.5);
   want.set_float(1, -1.0);

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "oracle/jax_tolerance.h"
 #include "oracle/tolerance.h"
 #include "reference/jax_reference.h"
 #include "tests/random_inputs.h"

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <utility>
 
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "kernel/jax_kernel.h"
 #include "casegen/random_source.h"
@@ -49,7 +50,7 @@ inline float kv_element(const Inputs& in, DType kt, int64_t i) {
 // sequential float32 dot over the head's columns; K is held transposed so that the dots of
 // many tokens advance together (each in its own order, column 0 first).
 Tensor run_float32(const Inputs& in, const Params& p, const RowSum& row_sum) {
-  const PagedKvView view(in);
+  const PagedKvView view = kv_view(in);
   const DType qt = in.q.dtype(), kt = in.kv_pages.dtype();
   const int64_t d = view.head_dim(), S = view.page_size();
   const float sm_scale = static_cast<float>(p.sm_scale);
@@ -429,7 +430,7 @@ DriftCase drift_case(const DriftSpec& spec) {
       }
     }
   }
-  const PagedKvView view(out.inputs);
+  const PagedKvView view = kv_view(out.inputs);
   const float scale = static_cast<float>(out.params.sm_scale);
   auto kv_store = [&](int64_t at, float x) {
     out.inputs.kv_pages.set_float(at, spec.kv_bf16_values ? round_to(DType::kBFloat16, x) : x);

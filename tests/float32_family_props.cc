@@ -16,8 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "oracle/compare.h"
+#include "oracle/jax_tolerance.h"
 #include "oracle/tolerance.h"
 #include "reference/jax_reference.h"
 #include "tests/float32_family.h"
@@ -82,7 +84,7 @@ RC_GTEST_PROP(Tolerance, AcceptsEveryFloat32SummationOrder, ()) {
   if (const auto failure = validate(in, p)) {
     RC_FAIL("the drawn case is not strict-valid: " + failure->message);
   }
-  const PagedKvView view(in);
+  const PagedKvView view = kv_view(in);
   std::vector<Tensor> outs;
   for (const Float32Member& m : float32_family()) outs.push_back(m.run(in, p));
   for (Semantics sem : {Semantics::kKernel, Semantics::kReference}) {

@@ -18,8 +18,10 @@
 
 #include <gtest/gtest.h>
 
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "oracle/compare.h"
+#include "oracle/jax_tolerance.h"
 #include "oracle/tolerance.h"
 #include "reference/jax_reference.h"
 #include "tests/float32_family.h"
@@ -50,7 +52,7 @@ double check_family(const DriftSpec& spec) {
   double kernel_worst = 0.0;
   std::vector<Tensor> outs;
   for (const Float32Member& m : float32_family()) outs.push_back(m.run(in, p));
-  const PagedKvView view(in);
+  const PagedKvView view = kv_view(in);
   for (Semantics sem : kBoth) {
     const ReferenceResult ref = dense_reference(in, p, sem);
     const Tolerance tol = tolerance_for_case(in, p, ref);
@@ -144,7 +146,7 @@ TEST(Float32Family, EveryMemberMatchesTheReferenceOnRandomCases) {
       if (seed == 2) p.soft_cap = 5.0;
       if (seed == 3) p.sliding_window = 9;
       ASSERT_FALSE(validate(in, p).has_value()) << validate(in, p)->message;
-      const PagedKvView view(in);
+      const PagedKvView view = kv_view(in);
       const ReferenceResult ref = dense_reference(in, p, Semantics::kKernel);
       for (const Float32Member& m : float32_family()) {
         SCOPED_TRACE(m.name + ", " + std::string(dtype_name(dt)) + ", seed " + std::to_string(seed));
@@ -173,7 +175,7 @@ TEST(Float32Family, TheToleranceRejectsZeroOnEveryShape) {
       const DriftSpec spec{.shape = shape, .kv_len = kv_len, .head_dim = 128};
       SCOPED_TRACE(describe(spec));
       const DriftCase dc = drift_case(spec);
-      const PagedKvView view(dc.inputs);
+      const PagedKvView view = kv_view(dc.inputs);
       for (Semantics sem : kBoth) {
         const ReferenceResult ref = dense_reference(dc.inputs, dc.params, sem);
         const Tensor zero(ref.out.dtype(), ref.out.shape());

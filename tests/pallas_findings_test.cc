@@ -14,9 +14,11 @@
 #include <gtest/gtest.h>
 
 #include "casefile/case_file.h"
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "kernel/jax_kernel.h"
 #include "oracle/compare.h"
+#include "oracle/jax_tolerance.h"
 #include "oracle/tolerance.h"
 #include "reference/jax_reference.h"
 #include "validation/jax_validate.h"
@@ -51,7 +53,7 @@ TEST_P(PallasFinding, LiteralScheduleIsThePallasKernelAndNotTheDefinition) {
   ASSERT_TRUE(c.expected.has_value()) << "no Pallas output stored";
   ASSERT_FALSE(validate(c.inputs, c.params, {.mode = Mode::kJax}).has_value());
   ASSERT_TRUE(validate(c.inputs, c.params, {.mode = Mode::kStrict}).has_value());
-  const PagedKvView view(c.inputs);
+  const PagedKvView view = kv_view(c.inputs);
 
   const KernelOptions literal_options{.literal_schedule = true, .untuned_blocks = true};
   const Tensor literal = tiled_attention(c.inputs, c.params, literal_options);

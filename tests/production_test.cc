@@ -11,10 +11,12 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "kernel/jax_kernel.h"
 #include "kernel/v3_kernel.h"
 #include "oracle/compare.h"
+#include "oracle/jax_tolerance.h"
 #include "oracle/tolerance.h"
 #include "oracle/v3_compare.h"
 #include "casegen/generate.h"
@@ -250,7 +252,7 @@ void check_jax(uint64_t seed) {
   ASSERT_FALSE(f) << f->message;
   const Tensor out = tiled_attention(m.inputs, m.params, {.threads = 2});
   const ReferenceResult ref = dense_reference(m.inputs, m.params, Semantics::kKernel);
-  const Comparison c = compare_outputs(out, ref.out, PagedKvView(m.inputs),
+  const Comparison c = compare_outputs(out, ref.out, kv_view(m.inputs),
                                        tolerance_for_case(m.inputs, m.params, ref));
   EXPECT_TRUE(c.agree()) << describe_mismatch(c);
 }

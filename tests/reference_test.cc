@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "reference/jax_reference.h"
 #include "tests/inputs_builder.h"
@@ -211,7 +212,7 @@ TEST(DenseReference, NothingPastKvLenIsRead) {
   Inputs b = a;
   // Different garbage in every page slot and page_indices entry the definition never
   // reads: slots at or past kv_len, pages past ceil(kv_len / S), padding sequence slots.
-  const PagedKvView view(a);
+  const PagedKvView view = kv_view(a);
   std::vector<bool> read(static_cast<size_t>(a.kv_pages.numel()), false);
   for (int64_t s = 0; s < view.num_seqs(); ++s) {
     if (view.q_len(s) == 0) continue;
@@ -404,7 +405,7 @@ void expect_matches_naive(const Inputs& in, const Params& p, Semantics semantics
   const ReferenceResult r = dense_reference(in, p, semantics);
   const auto naive = testing::naive_attention(in, p, semantics);
   const int prec = in.q.dtype() == DType::kBFloat16 ? 8 : 24;
-  const int64_t defined = PagedKvView(in).total_q_tokens() * in.q.dim(1) * in.q.dim(2);
+  const int64_t defined = kv_view(in).total_q_tokens() * in.q.dim(1) * in.q.dim(2);
   int64_t off_by_one_ulp = 0;
   for (int64_t i = 0; i < r.out.numel(); ++i) {
     const double got = r.out.float_at(i);

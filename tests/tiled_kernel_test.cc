@@ -19,9 +19,11 @@
 
 #include <gtest/gtest.h>
 
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "kernel/jax_kernel.h"
 #include "oracle/compare.h"
+#include "oracle/jax_tolerance.h"
 #include "oracle/tolerance.h"
 #include "reference/jax_reference.h"
 #include "tests/random_inputs.h"
@@ -55,7 +57,7 @@ std::string opt_str(const std::optional<double>& v) {
 
 // One line naming a case, for SCOPED_TRACE.
 std::string describe(const Inputs& in, const Params& p) {
-  const PagedKvView view(in);
+  const PagedKvView view = kv_view(in);
   std::ostringstream os;
   os << "q " << dtype_name(in.q.dtype()) << " kv " << dtype_name(in.kv_pages.dtype()) << ", Hq "
      << view.num_q_heads() << " Hkv " << view.num_kv_heads() << " D " << view.head_dim() << " S "
@@ -136,7 +138,7 @@ Tensor expect_kernel_agrees(const Inputs& in, const Params& p) {
   SCOPED_TRACE(describe(in, p));
   expect_valid(in, p);
   if (::testing::Test::HasFatalFailure()) return {};
-  const PagedKvView view(in);
+  const PagedKvView view = kv_view(in);
   const ReferenceResult ref = dense_reference(in, p);
   const Tolerance tol = tolerance_for_case(in, p, ref);
   const Tensor one = tiled_attention(in, p, KernelOptions{.threads = 1});
@@ -159,7 +161,7 @@ struct BlockLayout {
 };
 
 BlockLayout layout(const Inputs& in, int64_t bq) {
-  const PagedKvView view(in);
+  const PagedKvView view = kv_view(in);
   BlockLayout l;
   for (int64_t r0 = 0; r0 < max_tokens(in); r0 += bq) {
     int64_t n = 0;
@@ -412,7 +414,7 @@ TEST(TiledKernelMaskValue, SmallMaskValueIsAddedOnWholeKvBlocks) {
   const std::vector<SeqLens> seqs = {{1, 16}, {8, 8}, {5, 24}, {0, 8}, {16, 16}};
   for (const DTypes dt : {DTypes{F32, F32}, DTypes{BF16, BF16}}) {
     const Inputs in = testing::random_inputs(spec_of(seqs, dt));
-    const PagedKvView view(in);
+    const PagedKvView view = kv_view(in);
     for (const std::optional<int64_t> window :
          {std::optional<int64_t>{}, std::optional<int64_t>{1}, std::optional<int64_t>{5}}) {
       p.sliding_window = window;
@@ -508,7 +510,7 @@ TEST(TiledKernelMaskValue, NegativeInfinityGivesNaNOnMultiBlockPrefillInThePalla
   EXPECT_EQ(f->rule, RuleId::mask_value_nonfinite) << f->message;
   ASSERT_FALSE(validate(in, first_block_masked_params()).has_value());
 
-  const PagedKvView view(in);
+  const PagedKvView view = kv_view(in);
   // The reference's softmax sees each row whole and has no NaN.
   const ReferenceResult ref = dense_reference(in, p);
   EXPECT_EQ(count_nan_on_defined_rows(ref.out, view), 0);
@@ -536,7 +538,7 @@ TEST(TiledKernelMaskValue, DefaultMaskValueOnTheSameCaseAgrees) {
   const Params p = first_block_masked_params();
   const Tensor o = expect_kernel_agrees(in, p);
   ASSERT_FALSE(o.shape().empty());
-  EXPECT_EQ(count_nan_on_defined_rows(o, PagedKvView(in)), 0);
+  EXPECT_EQ(count_nan_on_defined_rows(o, kv_view(in)), 0);
 }
 
 // ---- Heads blocks and threads -------------------------------------------------------------
@@ -664,7 +666,7 @@ TEST(TiledKernelGarbage, RowsPastTheSequencesAreZero) {
 // and of pages_per_seq + 1 pages (whose page slots past the end the kernel clamps).
 TEST(TiledKernelGarbage, UnreadPagesAndIndicesDoNotMatter) {
   const Inputs a = testing::random_inputs(spec_of({{2, 5}, {0, 6}, {9, 9}, {1, 14}}));
-  const PagedKvView view(a);
+  const PagedKvView view = kv_view(a);
   Inputs b = a;
   std::vector<bool> read(static_cast<size_t>(a.kv_pages.numel()), false);
   for (int64_t s = 0; s < view.num_seqs(); ++s) {

@@ -2,13 +2,14 @@
 
 #include <stdexcept>
 
+#include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 
 namespace rpa {
 
 KernelPlan plan_kernel(const Inputs& in, const Params& p, const TargetProfile& target,
                        bool untuned_blocks) {
-  const PagedKvView view(in);
+  const PagedKvView view = kv_view(in);
   KernelPlan plan{};
   const auto heads = min_heads_per_block(view.num_q_heads(), 2 * view.num_kv_heads(),
                                          in.q.dtype(), in.kv_pages.dtype());
