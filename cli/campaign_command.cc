@@ -39,7 +39,7 @@
 #include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "casegen/jax_raw_call.h"
-#include "harness/raw_check.h"
+#include "harness/jax_raw_check.h"
 #include "kernel/jax_kernel.h"
 #include "kernel/v3_kernel.h"
 #include "oracle/compare.h"

@@ -11,12 +11,11 @@
 #include "cli/cli_args.h"
 #include "cli/commands.h"
 #include "cli/exit_codes.h"
-#include "cli/jax_commands.h"
 #include "cli/junit_report.h"
-#include "cli/v3_commands.h"
 #include "core/python_repr.h"
 #include "oracle/compare.h"
 #include "service/check_case.h"
+#include "service/dialect_ops.h"
 
 namespace rpa {
 namespace {
@@ -26,7 +25,7 @@ int check_one(const CliArgs& a) {
   const CheckOutcome o = check_file(a);
   switch (o.verdict) {
     case CheckVerdict::kNotApplicable:
-      if (o.dialect != Dialect::kJax) {  // one line: the options are right, the case not
+      if (!o.usage) {  // one line: the options are right, the case not
         std::fprintf(stderr, "rpa: %s\n", o.detail.c_str());
         return kExitUsage;
       }
@@ -39,14 +38,13 @@ int check_one(const CliArgs& a) {
       }
       return kExitUnreadable;
     case CheckVerdict::kRejected:
-      if (o.v3_rejection) {
-        report_v3_rejection(a, o.dialect, *o.v3_rejection);
-      } else {
-        report_rejection(a, *o.rejection);
+      if (const std::string json = o.findings->rejection_json(o, a); a.json && !json.empty()) {
+        std::printf("%s\n", json.c_str());
       }
+      std::fprintf(stderr, "%s\n", o.findings->rejection_line(o, a).c_str());
       return kExitRejected;
     case CheckVerdict::kMismatch:
-      if (!o.cmp && !o.v3_cmp) {  // the literal v3 schedule stopped: nothing to compare
+      if (!o.compared()) {  // the literal schedule stopped: nothing to compare
         if (a.json) {
           std::printf("%s\n", JsonWriter()
                                   .begin_object()
@@ -118,36 +116,29 @@ int check_many(const CliArgs& a) {
     switch (o.verdict) {
       case CheckVerdict::kAgree:
       case CheckVerdict::kBiased:
-        line = o.v3_cmp ? v3_comparison_summary(*o.v3_cmp) : comparison_summary(*o.cmp);
+        line = o.findings->summary();
         break;
       case CheckVerdict::kMismatch:
-        line = o.v3_cmp ? describe_v3_comparison(*o.v3_cmp)
-               : o.cmp  ? py_float_repr(o.cmp->max_budget_used) + " of tolerance at " +
-                             describe_mismatch(*o.cmp)
-                        : o.detail;  // the literal v3 schedule stopped: nothing compared
+        // Without a comparison the literal schedule stopped: nothing compared.
+        line = o.compared() ? o.findings->mismatch_line() : o.detail;
         break;
       default: line = o.detail;
     }
-    if (o.v3_cmp && !o.not_checked.empty()) line += "; " + o.not_checked + " not checked";
+    if (o.compared() && !o.not_checked.empty()) line += "; " + o.not_checked + " not checked";
     if (a.json) {
       j.begin_object().key("path").value(f.path).key("verdict").value(verdict_name(o.verdict));
-      if (o.dialect != Dialect::kJax) j.key("dialect").value(dialect_name(o.dialect));
-      if (o.cmp) {
-        write_comparison_json(j, *o.cmp);
-      } else if (o.v3_cmp) {
-        write_v3_comparison_json(j, *o.v3_cmp);
+      if (dialect_ops(o.dialect).reports_dialect) j.key("dialect").value(dialect_name(o.dialect));
+      if (o.compared()) {
+        o.findings->write_comparison_json(j);
         if (!o.not_checked.empty()) {
           j.key("not_checked").begin_array().value(o.not_checked).end_array();
         }
       } else {
         j.key("error").value(o.detail);
-        if (o.rejection && o.rejection->failure) {
-          j.key("mode").value(mode_name(o.rejection->mode));
-          write_rule_json(j, rule_report(*o.rejection->failure, o.rejection->mode));
-        }
-        if (o.v3_rejection) {
-          j.key("mode").value(v3_mode_name(o.v3_rejection->mode));
-          write_rule_json(j, rule_report(o.v3_rejection->failure, o.v3_rejection->mode));
+        if (const std::optional<RejectedRule> r =
+                o.findings ? o.findings->rejected_rule() : std::nullopt) {
+          j.key("mode").value(mode_label(o.dialect, r->mode));
+          write_rule_json(j, r->report);
         }
       }
       j.end_object();
@@ -167,7 +158,7 @@ int check_many(const CliArgs& a) {
     }
     jc.type = verdict_name(o.verdict);
     jc.message = line;
-    if (o.verdict == CheckVerdict::kBiased) jc.details = bias_line(*o.cmp);
+    if (o.verdict == CheckVerdict::kBiased) jc.details = o.findings->bias_line();
     junit.push_back(std::move(jc));
   }
   const std::string total =

@@ -34,8 +34,7 @@
 #include "cli/junit_report.h"
 #include "harness/targets.h"
 #include "service/check_case.h"
-#include "validation/jax_validate.h"
-#include "validation/v3_validate.h"
+#include "service/dialect_ops.h"
 
 namespace rpa {
 namespace {
@@ -129,16 +128,19 @@ void check_listing(Replay& r, const std::string& kind, const fs::path& dir,
   }
 }
 
+// The native mode's column label: "jax", or "DIALECT native" for a dialect that names itself.
+std::string native_label(Dialect d) {
+  const DialectOps& ops = dialect_ops(d);
+  return ops.reports_dialect ? std::string(dialect_name(d)) + " " + std::string(ops.native_mode)
+                             : std::string(ops.native_mode);
+}
+
 // The verdict of mode (kJax: the case's dialect's native mode) on the case, as a rule name.
 std::string validate_verdict(const Case& c, const CliArgs& a, Mode mode) {
-  if (is_v3(c.dialect)) {
-    const std::optional<V3Failure> f = v3_validate(c.dialect, c.v3_inputs, c.v3_params, mode);
-    return f ? std::string(v3_rule_info(f->rule).name) : "valid";
-  }
   ValidateOptions options = a.validate;
   options.mode = mode;
-  const std::optional<Failure> f = validate(c.inputs, c.params, options);
-  return f ? std::string(rule_info(f->rule).name) : "valid";
+  const std::vector<RuleReport> f = dialect_ops(c.dialect).failures(c, options, false);
+  return f.empty() ? "valid" : std::string(f.front().rule);
 }
 
 // dir/expectations.tsv's rows, or nullopt with its problem recorded as a failed line.
@@ -169,8 +171,7 @@ void replay_modes(Replay& r, const std::string& kind, const fs::path& dir) {
         const std::string strict = validate_verdict(*read.value, *r.args, Mode::kStrict);
         // The `jax` column is the case's dialect's native mode (jax for jax cases).
         const std::string native =
-            is_v3(read.value->dialect) ? std::string(dialect_name(read.value->dialect)) + " native"
-                                       : "jax";
+            native_label(read.value->dialect);
         got = native + " " + jax + ", strict " + strict;
         if (jax != row[1]) problem = native + ": got " + jax + ", expected " + row[1];
         if (strict != row[2]) {
@@ -214,8 +215,7 @@ void replay_regressions(Replay& r, const std::string& kind, const fs::path& dir)
     }
     const std::string got(verdict_name(o.verdict));
     std::string note = got;
-    if (o.cmp) note += ": " + comparison_summary(*o.cmp);
-    if (o.v3_cmp) note += ": " + v3_comparison_summary(*o.v3_cmp);
+    if (o.compared()) note += ": " + o.findings->summary();
     if (!o.detail.empty()) note += ": " + o.detail;
     r.record(kind, label, since(start),
              got == row[2] ? "" : "got " + note + ", expected " + row[2], note);

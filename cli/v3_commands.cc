@@ -7,6 +7,7 @@
 #include "casefile/case_file.h"
 #include "cli/exit_codes.h"
 #include "service/json_writer.h"
+#include "kernel/v3_kernel.h"
 #include "validation/v3_validate.h"
 
 namespace rpa {

@@ -9,21 +9,15 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <optional>
 #include <span>
 
-#include "casegen/jax_raw_call.h"
+#include "harness/input_families.h"
 #include "harness/raw_check.h"
-#include "harness/target_inputs.h"
 #include "harness/targets.h"
-#include "casegen/v3_raw_call.h"
 
 int rpa::fuzz::fuzz_raw_inputs(const uint8_t* data, size_t size) {
-  const std::span<const uint8_t> bytes(data, size);
-  const std::optional<std::span<const uint8_t>> v3 = rpa::fuzz::v3_payload(bytes);
-  const rpa::fuzz::RawCheck r =
-      v3 ? rpa::fuzz::check_v3_raw_call(rpa::fuzz::decode_v3_raw_call(*v3))
-         : rpa::fuzz::check_raw_call(rpa::fuzz::decode_raw_call(bytes));
+  const FamilyInput in = input_family(std::span<const uint8_t>(data, size));
+  const RawCheck r = in.family->raw(in.payload);
   if (r.problem) {
     std::fprintf(stderr, "fuzz_raw_inputs: %s\n", r.problem->c_str());
     std::abort();

@@ -1,13 +1,12 @@
-// What fuzz_raw_inputs checks on one raw call (jax_raw_call.h), as a value: the libFuzzer target
+// What fuzz_raw_inputs checks on one raw call of any dialect (harness/jax_raw_check.h,
+// harness/v3_raw_check.h), as a value: the libFuzzer target
 // aborts on a problem, `rpa campaign` records it as a finding. Sanitizer reports are the
 // fuzzing build's part; this is the part every build can see.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
-
-#include "casegen/jax_raw_call.h"
-#include "casegen/v3_raw_call.h"
 
 namespace rpa::fuzz {
 
@@ -17,16 +16,13 @@ struct RawCheck {
   std::optional<std::string> problem;  // one line, when a check failed
 };
 
-// validate() and validate_all() in both modes for every target profile agree on the first
-// failure; a strict-accepted call within the work bound runs through the dense reference and
-// the tiled kernel (both schedules), whose outputs have q's shape and dtype.
-RawCheck check_raw_call(const RawCall& c);
-
-// The v3 dialects: v3_validate() and v3_validate_all() agree on the first failure in both
-// modes; a strict-accepted call within the work bound runs through the v3 reference and
-// v3_tiled_attention: the updated cache bit for bit, and where the reference's output is
-// finite on every defined row and the data keep float32 far from overflow (raw_check.cc),
-// the output within the float32-accumulator tolerance (oracle/v3_compare.h).
-RawCheck check_v3_raw_call(const V3RawCall& c);
+// Work bound for running a strict-accepted call: sum over sequences of q_len * kv_len *
+// Hq * D (logits and outputs) plus kv_len * Hc * D (the keys and values gathered). Strict
+// mode accepts kv_len up to pages_per_seq * page_size, which 4096 elements of page table and
+// pages can make millions of tokens: valid, but minutes of reference time. Larger calls are
+// still validated, not run: a run over the bound would cost more than the thousands of
+// executions a second fuzz_raw_inputs makes under ASan (the properties and
+// fuzz_differential run the large valid shapes).
+inline constexpr int64_t kMaxWork = int64_t{1} << 16;
 
 }  // namespace rpa::fuzz

@@ -114,4 +114,9 @@ std::vector<uint8_t> encode_v3_differential(const V3DifferentialInput& d) {
   return with_v3_tag(props::encode_with(d, [](auto& io, auto& x) { visit_v3_differential(io, x); }));
 }
 
+std::string production_replay(const ProductionValidateInput& v) {
+  return "production call " + props::production_spec_hex(v.spec) + "\n" + props::describe(v.spec) +
+         "\n";
+}
+
 }  // namespace rpa::fuzz

@@ -5,8 +5,11 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/dialect.h"
@@ -158,8 +161,6 @@ struct ProductionValidateInput {
 // The dialect (jax, tpu_inference_v3, tpu_inference_v3_hd64), its recipe, its mutations.
 template <class Io>
 void visit_production_validate(Io& io, ProductionValidateInput& v) {
-  constexpr Dialect kDialects[] = {Dialect::kJax, Dialect::kTpuInferenceV3,
-                                   Dialect::kTpuInferenceV3Hd64};
   int64_t d = 0;
   for (int64_t k = 0; k < 3; ++k) d = kDialects[k] == v.spec.dialect ? k : d;
   io.num(d, 0, 2, {});
@@ -187,5 +188,25 @@ ProductionValidateInput decode_production_validate(std::span<const uint8_t> payl
 std::vector<uint8_t> encode_production_validate(const ProductionValidateInput& v);  // with the tag
 std::vector<uint8_t> encode_v3_validate(const V3ValidateInput& v);          // with the tag
 std::vector<uint8_t> encode_v3_differential(const V3DifferentialInput& d);  // with the tag
+
+// "production call HEX\nDESCRIPTION\n": how fuzz_validate names a production call it fails on.
+std::string production_replay(const ProductionValidateInput& v);
+
+// fuzz_validate's bound on a production call: the bytes the materialized call holds are
+// memory_bytes() within its slack, and that is within kProductionMemoryBytes; aborts with
+// `replay` otherwise.
+template <class In>
+void check_held_bytes(const props::ProductionSpec& s, const In& in, const std::string& replay) {
+  const int64_t held = props::held_bytes(in), formula = s.memory_bytes();
+  if (std::abs(held - formula) > props::memory_bytes_slack(s) ||
+      formula > props::kProductionMemoryBytes) {
+    std::fprintf(stderr,
+                 "fuzz_validate (production): the call holds %lld bytes, memory_bytes() says "
+                 "%lld, the bound is %lld\n%s",
+                 static_cast<long long>(held), static_cast<long long>(formula),
+                 static_cast<long long>(props::kProductionMemoryBytes), replay.c_str());
+    std::abort();
+  }
+}
 
 }  // namespace rpa::fuzz

@@ -1,5 +1,5 @@
 // How a TPU's MXU evaluates a matmul of float32 operands: in six, three or one bfloat16
-// passes (`--dot-passes`, oracle/tolerance.cc items K2 and K3). The kernel semantics assumes
+// passes (`--dot-passes`, oracle/jax_tolerance.cc items K2 and K3). The kernel semantics assumes
 // six by default (Mosaic's float32 contract precision; unverified: no TPU here).
 #pragma once
 

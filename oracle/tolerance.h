@@ -36,10 +36,10 @@ struct Tolerance {
   Tolerance scaled(double k) const;
 };
 
-// The reference semantics' dtype terms for one case (items 2 to 4 of tolerance.cc; each dialect's tolerance of a case adds its float32
-// terms: oracle/jax_tolerance.h, oracle/v3_compare.h): the
+// The reference semantics' dtype terms for one case (items 2 to 4 of tolerance.cc): the
 // rounding of p, of p.V and of the output to narrower dtypes, and flushed subnormals; no
-// float32 arithmetic (item F, float32_terms). q_dtype is the output's dtype; v_dtype is
+// float32 arithmetic (item F, float32_terms in oracle/jax_tolerance.h). Each dialect's
+// tolerance of a case builds on them (oracle/jax_tolerance.h, oracle/v3_compare.h). q_dtype is the output's dtype; v_dtype is
 // V_eff's (q's when v_scale is set, else the KV dtype); max_abs_v is max |V_eff| over the
 // tokens read; max_kv_len the longest sequence that produced rows.
 Tolerance tolerance_for(DType q_dtype, DType v_dtype, double max_abs_v, int64_t max_kv_len);

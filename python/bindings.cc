@@ -57,8 +57,10 @@
 #include "schedule/v3_program.h"
 #include "service/case_options.h"
 #include "service/check_case.h"
+#include "service/jax_check_case.h"
 #include "service/jax_run_case.h"
 #include "service/path_features.h"
+#include "service/v3_check_case.h"
 #include "service/v3_run_case.h"
 #include "validation/jax_rule.h"
 #include "validation/jax_validate.h"
@@ -503,15 +505,17 @@ nb::tuple check(const ArrayMap& arrays, const ParamMap& params, const std::vecto
   {
     nb::gil_scoped_release release;
     o = check_case(c, a);
-    if (o.cmp) {
+    if (o.compared()) {
       json = check_json(o, a);
       text = check_text(o, a);
     }
   }
   if (o.verdict == CheckVerdict::kNotApplicable) throw std::invalid_argument(o.detail);
+  const JaxCheckFindings* f = jax_findings(o);
   return nb::make_tuple(std::string(verdict_name(o.verdict)), o.detail,
-                        o.cmp ? nb::cast(json) : nb::none(), o.cmp ? nb::cast(text) : nb::none(),
-                        o.rejection ? rejection_dict(*o.rejection) : nb::none());
+                        o.compared() ? nb::cast(json) : nb::none(),
+                        o.compared() ? nb::cast(text) : nb::none(),
+                        f && f->rejection ? rejection_dict(*f->rejection) : nb::none());
 }
 
 nb::tuple read_case(const std::string& path, int64_t max_bytes) {

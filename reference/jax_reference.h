@@ -30,7 +30,7 @@ struct ReferenceResult {
   double max_logit_abs_sum = 0.0;
 
   // Kernel semantics only (empty otherwise): how much each output can move when its row's
-  // logits move, for the tolerance (oracle/tolerance.cc derives the bound from them). With
+  // logits move, for the tolerance (oracle/jax_tolerance.cc derives the bound from them). With
   // B_t = |sm_scale| sum_d |q_d K_eff_td| + |soft_cap| the scale of logit t of a row and
   // B_max the largest B_t with p_t > 0 in that row. Under a soft cap s = cap tanh(x / cap)
   // moves by at most 2 |cap| however far x moves, and by at most sech^2((|x| - dx) / cap) dx
@@ -46,7 +46,7 @@ struct ReferenceResult {
   std::vector<double> row_logit_max;
 
   // Both semantics: what the float32 accumulation term of the tolerance needs (item F of
-  // oracle/tolerance.cc derives the bound from them), with p_t the weights this semantics
+  // oracle/jax_tolerance.cc derives the bound from them), with p_t the weights this semantics
   // multiplies V_eff by (rounded to V_eff's dtype in the reference semantics) and o the
   // unrounded output. Per output element e = (row, head, column c), in q's layout (0 on rows
   // no sequence defines):

@@ -15,7 +15,7 @@
 namespace rpa {
 
 // The least relative logit error a tolerance of any dialect may assume per unit of B_t
-// (oracle/tolerance.cc: float32 accumulation, 2^-21), and so the B_t past which a soft cap
+// (oracle/jax_tolerance.cc: float32 accumulation, 2^-21), and so the B_t past which a soft cap
 // bounds the error.
 // Any tolerance that uses spread must assume a relative logit error between it and the
 // result's most_logit_error: by default kMostLogitError (2^-21 + 2^-22, a TPU's six-pass

@@ -2,6 +2,7 @@
 // file or tallies it over many, replay compares it with a regression's expected verdict.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -9,11 +10,10 @@
 
 #include "casefile/case.h"
 #include "oracle/compare.h"
-#include "oracle/v3_compare.h"
 #include "service/case_options.h"
-#include "service/jax_run_case.h"
 #include "service/json_writer.h"
-#include "service/v3_run_case.h"
+#include "service/rule_report.h"
+#include "validation/mode.h"
 
 namespace rpa {
 
@@ -29,63 +29,81 @@ enum class CheckVerdict {
 // "agree", "mismatch", "biased", "rejected", "unreadable", "not_applicable".
 std::string_view verdict_name(CheckVerdict v);
 
+struct CheckOutcome;
+
+// A rule that rejected a case, in the mode it was enforced in.
+struct RejectedRule {
+  RuleReport report;
+  Mode mode = Mode::kStrict;
+};
+
+// What a dialect's check found besides the verdict (its rejection or its comparison) and how
+// the reports show it. Each dialect implements it: service/jax_check_case.h (a Comparison of
+// out), service/v3_check_case.h (a V3Comparison: the cache bit for bit, out within tolerance).
+class CheckFindings {
+ public:
+  virtual ~CheckFindings() = default;
+  // A comparison was made (agree, mismatch, biased); false where the case was rejected or
+  // the literal schedule stopped where the kernel does not return.
+  virtual bool compared() const = 0;
+  // A computed comparison in one line (rpa check on many cases, replay), e.g. "0.43 of
+  // tolerance; bias ..." or "0.43 of tolerance (max error ...); cache equal".
+  virtual std::string summary() const = 0;
+  // Where a mismatch is, in one line (rpa check on many cases).
+  virtual std::string mismatch_line() const = 0;
+  // Why a biased verdict was given (bias_line), "" for a dialect whose check judges no bias.
+  virtual std::string bias_line() const = 0;
+  // The comparison's fields in an open JSON object.
+  virtual void write_comparison_json(JsonWriter& j) const = 0;
+  // For a computed verdict: what `rpa check CASE` prints (the verdict line naming a.path and,
+  // where the check could not reject an all-zero output, a warning line, each ending in a
+  // newline), and its --json object (one line, no newline).
+  virtual std::string text(const CheckOutcome& o, const CaseOptions& a) const = 0;
+  virtual std::string json(const CheckOutcome& o, const CaseOptions& a) const = 0;
+  // The rule that rejected the case, if a rule did (a jax call the literal schedule cannot
+  // compute is rejected by no rule).
+  virtual std::optional<RejectedRule> rejected_rule() const = 0;
+  // A rejected case as `rpa check CASE` reports it: the line on stderr, and with --json the
+  // object on stdout ("" where there is none).
+  virtual std::string rejection_line(const CheckOutcome& o, const CaseOptions& a) const = 0;
+  virtual std::string rejection_json(const CheckOutcome& o, const CaseOptions& a) const = 0;
+};
+
 struct CheckOutcome {
   CheckVerdict verdict = CheckVerdict::kAgree;
-  std::string detail;                 // rejected, unreadable, usage: the one line why
-  std::optional<Rejection> rejection;  // rejected
-  std::optional<Comparison> cmp;       // agree, mismatch, biased
+  std::string detail;  // rejected, unreadable, not applicable, a stopped schedule: the one line why
+  // Not applicable: the options misuse the command (print the usage) rather than not fit
+  // this case.
+  bool usage = true;
   bool has_out = false;                // the case's own `out` was checked (else the kernel's)
   std::string checked;                 // "out", "the tiled kernel", ...
   std::string oracle;                  // "the reference (kernel semantics)", ...
   double seconds = 0.0;  // check_case's own time: validation, the computations, the comparison
-  // A v3 case (DESIGN.md section 16): its dialect, and in place of rejection / cmp the v3
-  // gate's rejection and v3_compare's comparison (cache bit for bit, out within tolerance).
-  // has_out: the case's `out` was checked; has_kv_cache_out: its `kv_cache_out` was. A case
-  // with one of them checks that one alone (the other is the reference's own, compared with
-  // itself) and not_checked names the other ("kv_cache_out" or "out"); a case with neither
-  // checks the tiled kernel's.
   Dialect dialect = Dialect::kJax;
-  std::optional<V3Rejection> v3_rejection;
-  std::optional<V3Comparison> v3_cmp;
+  // A dialect with a cache output (DESIGN.md section 16): has_kv_cache_out: the case's
+  // `kv_cache_out` was checked. A case with one of out and kv_cache_out checks that one alone
+  // (the other is the reference's own, compared with itself) and not_checked names the other
+  // ("kv_cache_out" or "out"); a case with neither checks the tiled kernel's.
   bool has_kv_cache_out = false;
   std::string not_checked;
+  // The dialect's rejection or comparison (rejected, computed, a stopped schedule); null for
+  // unreadable and not applicable.
+  std::shared_ptr<const CheckFindings> findings;
+  bool compared() const { return findings && findings->compared(); }
 };
 
 // The check's power in words: "catches a dropped key of weight >= 0.00061 (in every row:
 // 0.0012)", or "catches no dropped key" where nothing is guaranteed (Comparison).
 std::string key_weight_phrase(const Comparison& c);
-// The same for a v3 check against the reference, with whether an all-zero output fails:
-// "catches a dropped key of weight >= 0.0031 (in every row: 0.2), rejects an all-zero output".
-std::string v3_power_phrase(const V3Comparison& c);
-
 // Why check's options do not fit together ("" when they do): --oracle literal with
 // --schedule or --semantics.
 std::string check_options_error(const CaseOptions& a);
 
-// A v3 case's own out and kv_cache_out against an oracle, with no validation gate (the caller
-// has validated: strict for the reference, the native mode for the literal schedule): the v3
-// reference in `semantics` (oracle/v3_compare.h's tolerance, the check's power stated), or
-// with `literal` the literal v3 schedule on `program`'s generation under the schedule
-// tolerance. kernel_stop ("KIND: what") where the literal schedule says the kernel does not
-// return; nothing is compared then. check_case's literal oracle and the Python binding's
-// v3_check both call it. Precondition: the case holds out and kv_cache_out.
-struct V3OutCheck {
-  V3Comparison cmp;
-  std::optional<std::string> kernel_stop;
-};
-V3OutCheck v3_check_out(const Case& c, Semantics semantics, bool literal,
-                        const V3ProgramOptions& program);
-
-// Checks a loaded case as `rpa check` does with these options (nothing printed).
+// Checks a loaded case as `rpa check` does with these options (nothing printed): its
+// dialect's check (DialectOps::check, service/dialect_ops.h), timed.
 CheckOutcome check_case(const Case& c, const CaseOptions& args);
 // Reads args.path, then check_case.
 CheckOutcome check_file(const CaseOptions& args);
-
-// The one-line summary of a v3 comparison (rpa check on many cases, replay, campaign), e.g.
-// "0.43 of tolerance (max error 0.0012, tolerance there 0.0028); cache equal".
-std::string v3_comparison_summary(const V3Comparison& c);
-// A v3 comparison's fields in an open JSON object.
-void write_v3_comparison_json(JsonWriter& j, const V3Comparison& c);
 
 // One line on the comparison: worst error as a fraction of the tolerance and the bias, e.g.
 // "0.43 of tolerance; bias -0.01 ulp (SE 0.02), toward zero -0.00 ulp (SE 0.01); 87.5% exact".
@@ -98,9 +116,7 @@ std::string bias_line(const Comparison& c);
 // A comparison's fields in an open JSON object (rpa check --json, one case or many).
 void write_comparison_json(JsonWriter& j, const Comparison& c);
 
-// For a computed verdict (agree, mismatch, biased; o.cmp or o.v3_cmp set): what `rpa check CASE` prints,
-// the verdict line naming a.path and, where the check could not reject an all-zero output,
-// a warning line (each ending in a newline); and its --json object (one line, no newline).
+// For a computed verdict (o.compared()): o.findings' text and json (CheckFindings).
 std::string check_text(const CheckOutcome& o, const CaseOptions& a);
 std::string check_json(const CheckOutcome& o, const CaseOptions& a);
 

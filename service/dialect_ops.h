@@ -13,6 +13,8 @@
 #include "casefile/case.h"
 #include "core/dialect.h"
 #include "schedule/path_features.h"
+#include "service/case_options.h"
+#include "service/check_case.h"
 #include "service/rule_report.h"
 #include "validation/mode.h"
 #include "validation/target_profile.h"
@@ -43,6 +45,9 @@ struct DialectOps {
   // The path features of the program a call its native mode accepts runs on target
   // (schedule/path_features.h): what the kernel campaign covers.
   PathFeatures (*walk_features)(const Case& c, const TargetProfile& target) = nullptr;
+  // rpa check on a case of the dialect (service/check_case.h; check_case times it): the
+  // verdict and the findings behind it.
+  CheckOutcome (*check)(const Case& c, const CaseOptions& a) = nullptr;
 };
 
 // The registered dialect's entry; every Dialect of core/dialect.h has one.

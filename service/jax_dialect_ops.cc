@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "schedule/jax_program.h"
+#include "service/jax_check_case.h"
 #include "service/jax_run_case.h"
 #include "validation/jax_kernel_plan.h"
 #include "validation/jax_validate.h"
@@ -82,6 +83,7 @@ const DialectOps kJaxDialectOps{
     .rules = jax_rules,
     .failures = jax_failures,
     .walk_features = jax_walk_features,
+    .check = jax_check,
 };
 
 }  // namespace rpa

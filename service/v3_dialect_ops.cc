@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "schedule/v3_program.h"
+#include "service/v3_check_case.h"
 #include "service/v3_run_case.h"
 #include "validation/v3_validate.h"
 
@@ -47,6 +48,7 @@ const DialectOps kV3DialectOps{
     .rules = v3_rules<Dialect::kTpuInferenceV3>,
     .failures = v3_failures,
     .walk_features = v3_walk_features,
+    .check = v3_check,
 };
 
 const DialectOps kV3Hd64DialectOps{
@@ -56,6 +58,7 @@ const DialectOps kV3Hd64DialectOps{
     .rules = v3_rules<Dialect::kTpuInferenceV3Hd64>,
     .failures = v3_failures,
     .walk_features = v3_walk_features,
+    .check = v3_check,
 };
 
 }  // namespace rpa

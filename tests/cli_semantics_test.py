@@ -32,7 +32,7 @@ def main():
             check(f"{label}: kernel semantics accepts the tiled kernel", k["kernel_agrees"], k["json"])
             check(f"{label}: kernel semantics rejects zero", k["zero_rejected"])
             check(f"{label}: kernel semantics rejects negated", k["negated_rejected"])
-            # The derived float32 term (oracle/tolerance.cc item F) grows with kv_len: a
+            # The derived float32 term (oracle/jax_tolerance.cc item F) grows with kv_len: a
             # float32 sum of 8192 terms in any order may be ~n/2 ulps off (3.3% measured here).
             limit = 0.01 if kv_len == 1024 else 0.05
             check(f"{label}: kernel discrimination under {limit:.0%}",

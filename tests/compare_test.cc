@@ -7,7 +7,7 @@
 //   rtol = [V narrow] 2^(1-prec_V) + [prec_q < prec_V] 2^(1-prec_q)
 // with prec = 24 / 8 / 4 / 3 and min_subnormal = 2^-149 / 2^-133 / 2^-9 / 2^-16 for
 // float32 / bfloat16 / float8_e4m3fn / float8_e5m2. The float32 arithmetic has no term in
-// atol any more (the measured 1e-5 M budget is gone): item F of tolerance.cc, per element
+// atol any more (the measured 1e-5 M budget is gone): item F of jax_tolerance.cc, per element
 // (float32_terms), worked by hand in the Float32Terms tests below, with u = 2^-24,
 // kExpError = 2^-21 and, per row, n the weights > 0, C = row_chain, R = row_blocks - 1,
 // P' = passes - 1 where the MXU splits float32 V (kernel semantics, passes 6 or 3; then

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/dialect_commands.h"
+#include "harness/input_families.h"
 #include "service/dialect_ops.h"
 #include "service/path_features.h"
 
@@ -35,6 +36,7 @@ TEST(DialectRegistry, EveryEntryHasEveryPiece) {
     EXPECT_NE(ops.rules, nullptr);
     EXPECT_NE(ops.failures, nullptr);
     EXPECT_NE(ops.walk_features, nullptr);
+    EXPECT_NE(ops.check, nullptr);
     EXPECT_EQ(dialect_commands(d).dialect, d);
     EXPECT_NE(dialect_commands(d).run, nullptr);
     EXPECT_EQ(mode_label(d, Mode::kStrict), "strict");
@@ -90,6 +92,41 @@ TEST(DialectRegistry, PathFeaturesOfARejectedCallNameItsRule) {
     const PathFeatures f = case_path_features(c, default_target_profile());
     EXPECT_EQ(f.size(), 1u);
     EXPECT_EQ(f.count("rejected." + std::string(bad.front().rule)), 1) << dialect_name(d);
+  }
+}
+
+// The fuzz inputs' families (harness/input_families.h): every piece set, the tags distinct
+// with one untagged family, and every dialect's production calls owned by exactly one family.
+TEST(DialectRegistry, InputFamiliesCoverEveryDialectOnce) {
+  std::set<std::string> tags;
+  int untagged = 0;
+  for (const fuzz::InputFamily* f : fuzz::input_families()) {
+    SCOPED_TRACE(std::string(f->name));
+    EXPECT_NE(f->owns, nullptr);
+    EXPECT_NE(f->validate, nullptr);
+    EXPECT_NE(f->differential, nullptr);
+    EXPECT_NE(f->raw, nullptr);
+    EXPECT_NE(f->production, nullptr);
+    EXPECT_TRUE(f->tag.empty() || f->tag.size() == 2u);
+    EXPECT_TRUE(tags.insert(std::string(f->tag.begin(), f->tag.end())).second) << "a tag twice";
+    untagged += f->tag.empty() ? 1 : 0;
+  }
+  EXPECT_EQ(untagged, 1);
+  for (const Dialect d : kDialects) {
+    int owners = 0;
+    for (const fuzz::InputFamily* f : fuzz::input_families()) owners += f->owns(d) ? 1 : 0;
+    EXPECT_EQ(owners, 1) << dialect_name(d);
+    EXPECT_TRUE(fuzz::family_of(d).owns(d)) << dialect_name(d);
+  }
+  // A tagged input goes to its family with the tag stripped; anything else is the untagged
+  // family's whole.
+  for (const fuzz::InputFamily* f : fuzz::input_families()) {
+    std::vector<uint8_t> bytes = f->tag;
+    bytes.push_back(7);
+    const fuzz::FamilyInput in = fuzz::input_family(bytes);
+    EXPECT_EQ(in.family, f);
+    ASSERT_EQ(in.payload.size(), 1u);
+    EXPECT_EQ(in.payload[0], 7);
   }
 }
 

@@ -1,6 +1,6 @@
 // How a TPU's MXU evaluates float32 dots (oracle/dot_precision.h): the bounds per product
 // worked out from the split in dot_precision.cc's comment, and what they do to the kernel
-// semantics' tolerance (oracle/tolerance.cc, items K2 and K3).
+// semantics' tolerance (oracle/jax_tolerance.cc, items K2 and K3).
 #include "oracle/dot_precision.h"
 
 #include <gtest/gtest.h>

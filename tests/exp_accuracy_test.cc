@@ -1,4 +1,4 @@
-// The float32 term of the tolerance (oracle/tolerance.cc item F) assumes every implementation's
+// The float32 term of the tolerance (oracle/jax_tolerance.cc item F) assumes every implementation's
 // exp is within kExpError (2^-21, eight float32 ulps) of the true value, relatively. Here for the
 // two this project computes with: Eigen's vectorized float exp (the tiled kernel's softmax
 // weights) and std::exp on floats (its rescale factors, and the tests' float32 family), over

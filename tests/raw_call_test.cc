@@ -14,7 +14,8 @@
 #include <utility>
 #include <vector>
 
-#include "harness/raw_check.h"
+#include "harness/jax_raw_check.h"
+#include "harness/v3_raw_check.h"
 #include "kernel/v3_kernel.h"
 #include "casegen/byte_source.h"
 #include "casegen/jax_build_case.h"

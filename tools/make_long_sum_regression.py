@@ -4,7 +4,7 @@ K and V with every value equal, one decode row over kv_len 1024. Softmax weights
 and the output is V's value exactly, but a float32 running sum of 1024 equal terms rounds
 the same way at every step within a binade: the tiled kernel (both schedules) and JAX's
 Pallas kernel (TPU interpret mode, bit for bit the literal schedule) are 1.24e-5 M off. That
-was past the old measured 1e-5 M float32 budget; the derived float32 term (oracle/tolerance.cc
+was past the old measured 1e-5 M float32 budget; the derived float32 term (oracle/jax_tolerance.cc
 item F) allows 6.1e-5 M, and both semantics now agree (0.18 of the tolerance).
 
 The head_dim 1 case keeps the file small (the Pallas kernel cannot trace it); the head_dim

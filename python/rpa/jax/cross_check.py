@@ -56,7 +56,7 @@ be bit for bit the one it gives with those block sizes set in the case; where Pa
 raises, rpa must flag a jax_crash rule (rpa flagging one where Pallas runs is a note); (3) where both run, rpa's literal schedule against
 Pallas on the defined rows: `rpa.check(case, pallas_out, oracle="literal", mode="jax")`
 (`rpa check --oracle literal --mode jax`), under rpa's schedule tolerance
-(oracle/tolerance.cc: much tighter than the reference tolerance where logits are small);
+(oracle/jax_tolerance.cc: much tighter than the reference tolerance where logits are small);
 the undefined rows are compared bit for bit, for information; (4) if strict mode accepts,
 `rpa.check(..., semantics="reference")` on JAX's reference (one jax.jit), `rpa.check`
 (the kernel semantics) on Pallas's output, and the default schedule (`rpa.kernel(case)`)
@@ -572,7 +572,7 @@ def check_pallas_case(kernel, case, label, tally):
         return finish("Pallas runs")
 
     # 3. The literal schedule against Pallas on the defined rows, under rpa's schedule
-    # tolerance (oracle/tolerance.cc, schedule_tolerance): `rpa check --oracle literal` on
+    # tolerance (oracle/jax_tolerance.cc, schedule_tolerance): `rpa check --oracle literal` on
     # Pallas's output, which also reports how much of the tolerance was used.
     rc_o, cmp_o, err = _check(case, out, oracle="literal", mode="jax")
     ran.append("rpa check --oracle literal")

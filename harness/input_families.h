@@ -1,0 +1,49 @@
+// The families of fuzz inputs (harness/targets.h), one per dialect family: the byte format an
+// input of the family has and what each fuzz target checks of one (issue 48: the targets go
+// through this interface instead of naming the dialects). An input opens with its family's
+// two-byte tag (harness/target_inputs.h); the jax family's inputs have none. A production call
+// (kProductionTag) names its dialect and goes to the family that owns it. Each family fills one
+// entry in its own file (harness/jax_family.cc, harness/v3_family.cc); input_families.cc, the
+// one harness/ file that names them all, lists them.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/dialect.h"
+#include "harness/raw_check.h"
+#include "harness/target_inputs.h"
+
+namespace rpa::fuzz {
+
+struct InputFamily {
+  std::string_view name;
+  // The two bytes that open the family's inputs; empty: the untagged family (at most one).
+  std::vector<uint8_t> tag;
+  // Whether a production call of dialect d is the family's.
+  bool (*owns)(Dialect d) = nullptr;
+  // What fuzz_validate, fuzz_differential and fuzz_raw_inputs check of one input (the bytes
+  // after the tag); the first two abort on a problem, raw returns it.
+  void (*validate)(std::span<const uint8_t> payload) = nullptr;
+  void (*differential)(std::span<const uint8_t> payload) = nullptr;
+  RawCheck (*raw)(std::span<const uint8_t> payload) = nullptr;
+  // fuzz_validate's check of a production call of a dialect the family owns; aborts.
+  void (*production)(const ProductionValidateInput& v) = nullptr;
+};
+
+// Every registered family, the untagged one last.
+std::span<const InputFamily* const> input_families();
+
+// The family an input belongs to (by its tag, else the untagged family) and its payload.
+struct FamilyInput {
+  const InputFamily* family;
+  std::span<const uint8_t> payload;
+};
+FamilyInput input_family(std::span<const uint8_t> bytes);
+
+// The family that owns the dialect's production calls.
+const InputFamily& family_of(Dialect d);
+
+}  // namespace rpa::fuzz
