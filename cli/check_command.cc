@@ -38,10 +38,10 @@ int check_one(const CliArgs& a) {
       }
       return kExitUnreadable;
     case CheckVerdict::kRejected:
-      if (const std::string json = o.findings->rejection_json(o, a); a.json && !json.empty()) {
+      if (const std::string json = o.findings.rejection_json; a.json && !json.empty()) {
         std::printf("%s\n", json.c_str());
       }
-      std::fprintf(stderr, "%s\n", o.findings->rejection_line(o, a).c_str());
+      std::fprintf(stderr, "%s\n", o.findings.rejection_line.c_str());
       return kExitRejected;
     case CheckVerdict::kMismatch:
       if (!o.compared()) {  // the literal schedule stopped: nothing to compare
@@ -116,11 +116,11 @@ int check_many(const CliArgs& a) {
     switch (o.verdict) {
       case CheckVerdict::kAgree:
       case CheckVerdict::kBiased:
-        line = o.findings->summary();
+        line = o.findings.summary;
         break;
       case CheckVerdict::kMismatch:
         // Without a comparison the literal schedule stopped: nothing compared.
-        line = o.compared() ? o.findings->mismatch_line() : o.detail;
+        line = o.compared() ? o.findings.mismatch_line : o.detail;
         break;
       default: line = o.detail;
     }
@@ -129,14 +129,13 @@ int check_many(const CliArgs& a) {
       j.begin_object().key("path").value(f.path).key("verdict").value(verdict_name(o.verdict));
       if (dialect_ops(o.dialect).reports_dialect) j.key("dialect").value(dialect_name(o.dialect));
       if (o.compared()) {
-        o.findings->write_comparison_json(j);
+        o.findings.write_comparison_json(j);
         if (!o.not_checked.empty()) {
           j.key("not_checked").begin_array().value(o.not_checked).end_array();
         }
       } else {
         j.key("error").value(o.detail);
-        if (const std::optional<RejectedRule> r =
-                o.findings ? o.findings->rejected_rule() : std::nullopt) {
+        if (const std::optional<RejectedRule>& r = o.findings.rejected_rule) {
           j.key("mode").value(mode_label(o.dialect, r->mode));
           write_rule_json(j, r->report);
         }
@@ -158,7 +157,7 @@ int check_many(const CliArgs& a) {
     }
     jc.type = verdict_name(o.verdict);
     jc.message = line;
-    if (o.verdict == CheckVerdict::kBiased) jc.details = o.findings->bias_line();
+    if (o.verdict == CheckVerdict::kBiased) jc.details = o.findings.bias_line;
     junit.push_back(std::move(jc));
   }
   const std::string total =

@@ -215,7 +215,7 @@ void replay_regressions(Replay& r, const std::string& kind, const fs::path& dir)
     }
     const std::string got(verdict_name(o.verdict));
     std::string note = got;
-    if (o.compared()) note += ": " + o.findings->summary();
+    if (o.compared()) note += ": " + o.findings.summary;
     if (!o.detail.empty()) note += ": " + o.detail;
     r.record(kind, label, since(start),
              got == row[2] ? "" : "got " + note + ", expected " + row[2], note);

@@ -57,7 +57,6 @@
 #include "schedule/v3_program.h"
 #include "service/case_options.h"
 #include "service/check_case.h"
-#include "service/jax_check_case.h"
 #include "service/jax_run_case.h"
 #include "service/path_features.h"
 #include "service/v3_check_case.h"
@@ -376,18 +375,26 @@ CaseOptions parse_flags(const std::vector<std::string>& flags,
   return a;
 }
 
-nb::object rejection_dict(const Rejection& r) {
+// A rejection's why, mode and rule (None, with its message, where no rule rejected it).
+nb::object rejection_dict(const std::string& why, Mode mode, const std::optional<RuleReport>& rule) {
   nb::dict d;
-  d["why"] = r.why;
-  d["mode"] = std::string(mode_name(r.mode));
-  if (r.failure) {
-    d["rule"] = std::string(rule_info(r.failure->rule).name);
-    d["message"] = r.failure->message;
-  } else {
-    d["rule"] = nb::none();
-    d["message"] = nb::none();
-  }
+  d["why"] = why;
+  d["mode"] = std::string(mode_name(mode));
+  d["rule"] = rule ? nb::cast(std::string(rule->rule)) : nb::none();
+  d["message"] = rule ? nb::cast(rule->message) : nb::none();
   return d;
+}
+
+nb::object rejection_dict(const Rejection& r) {
+  std::optional<RuleReport> rule;
+  if (r.failure) rule = rule_report(*r.failure, r.mode);
+  return rejection_dict(r.why, r.mode, rule);
+}
+
+nb::object rejection_dict(const CheckOutcome& o) {
+  const std::optional<RejectedRule>& r = o.findings.rejected_rule;
+  return rejection_dict(o.detail, o.findings.rejected_mode,
+                        r ? std::optional<RuleReport>(r->report) : std::nullopt);
 }
 
 nb::list failures_list(const std::vector<Failure>& failures, Mode mode) {
@@ -511,11 +518,10 @@ nb::tuple check(const ArrayMap& arrays, const ParamMap& params, const std::vecto
     }
   }
   if (o.verdict == CheckVerdict::kNotApplicable) throw std::invalid_argument(o.detail);
-  const JaxCheckFindings* f = jax_findings(o);
   return nb::make_tuple(std::string(verdict_name(o.verdict)), o.detail,
                         o.compared() ? nb::cast(json) : nb::none(),
                         o.compared() ? nb::cast(text) : nb::none(),
-                        f && f->rejection ? rejection_dict(*f->rejection) : nb::none());
+                        o.verdict == CheckVerdict::kRejected ? rejection_dict(o) : nb::none());
 }
 
 nb::tuple read_case(const std::string& path, int64_t max_bytes) {

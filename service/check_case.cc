@@ -122,11 +122,11 @@ void write_comparison_json(JsonWriter& j, const Comparison& c) {
 }
 
 std::string check_json(const CheckOutcome& o, const CaseOptions& a) {
-  return o.findings->json(o, a);
+  return o.findings.json(o, a);
 }
 
 std::string check_text(const CheckOutcome& o, const CaseOptions& a) {
-  return o.findings->text(o, a);
+  return o.findings.text(o, a);
 }
 
 std::string check_options_error(const CaseOptions& a) {
@@ -139,6 +139,22 @@ std::string check_options_error(const CaseOptions& a) {
            "compares with the literal schedule instead";
   }
   return "";
+}
+
+CheckFindings rejected_findings(Dialect d, Mode mode, std::optional<RuleReport> rule,
+                                std::string line) {
+  CheckFindings f;
+  f.rejected_mode = mode;
+  f.rejection_line = std::move(line);
+  if (rule) {
+    JsonWriter j;
+    j.begin_object().key("valid").value(false).key("mode").value(mode_label(d, mode));
+    if (dialect_ops(d).reports_dialect) j.key("dialect").value(dialect_name(d));
+    write_rule_json(j, *rule);
+    f.rejection_json = j.end_object().str();
+    f.rejected_rule = RejectedRule{std::move(*rule), mode};
+  }
+  return f;
 }
 
 }  // namespace rpa

@@ -2,11 +2,13 @@
 // file or tallies it over many, replay compares it with a regression's expected verdict.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "casefile/case.h"
 #include "oracle/compare.h"
@@ -37,37 +39,68 @@ struct RejectedRule {
   Mode mode = Mode::kStrict;
 };
 
-// What a dialect's check found besides the verdict (its rejection or its comparison) and how
-// the reports show it. Each dialect implements it: service/jax_check_case.h (a Comparison of
-// out), service/v3_check_case.h (a V3Comparison: the cache bit for bit, out within tolerance).
-class CheckFindings {
- public:
-  virtual ~CheckFindings() = default;
-  // A comparison was made (agree, mismatch, biased); false where the case was rejected or
-  // the literal schedule stopped where the kernel does not return.
-  virtual bool compared() const = 0;
-  // A computed comparison in one line (rpa check on many cases, replay), e.g. "0.43 of
-  // tolerance; bias ..." or "0.43 of tolerance (max error ...); cache equal".
-  virtual std::string summary() const = 0;
-  // Where a mismatch is, in one line (rpa check on many cases).
-  virtual std::string mismatch_line() const = 0;
-  // Why a biased verdict was given (bias_line), "" for a dialect whose check judges no bias.
-  virtual std::string bias_line() const = 0;
+// What a dialect's check found besides the verdict, as the reports show it. Each dialect's
+// check fills it (service/jax_check_case.cc: a Comparison of out; service/v3_check_case.cc: a
+// V3Comparison, the cache bit for bit and out within tolerance).
+struct CheckFindings {
+  // Rejected: the mode that rejected the case, the rule where a rule did (a jax call the
+  // literal schedule cannot compute is rejected by none), and how `rpa check CASE` reports it:
+  // the line on stderr and, with --json, the object on stdout ("" where there is none).
+  Mode rejected_mode = Mode::kStrict;
+  std::optional<RejectedRule> rejected_rule;
+  std::string rejection_line;
+  std::string rejection_json;
+  // Computed (agree, mismatch, biased): false where the case was rejected or the literal
+  // schedule stopped where the kernel does not return.
+  bool compared = false;
+  // The comparison in one line (rpa check on many cases, replay), e.g. "0.43 of tolerance;
+  // bias ..." or "0.43 of tolerance (max error ...); cache equal"; where a mismatch is; why a
+  // biased verdict was given ("" for a dialect whose check judges no bias).
+  std::string summary;
+  std::string mismatch_line;
+  std::string bias_line;
   // The comparison's fields in an open JSON object.
-  virtual void write_comparison_json(JsonWriter& j) const = 0;
-  // For a computed verdict: what `rpa check CASE` prints (the verdict line naming a.path and,
-  // where the check could not reject an all-zero output, a warning line, each ending in a
-  // newline), and its --json object (one line, no newline).
-  virtual std::string text(const CheckOutcome& o, const CaseOptions& a) const = 0;
-  virtual std::string json(const CheckOutcome& o, const CaseOptions& a) const = 0;
-  // The rule that rejected the case, if a rule did (a jax call the literal schedule cannot
-  // compute is rejected by no rule).
-  virtual std::optional<RejectedRule> rejected_rule() const = 0;
-  // A rejected case as `rpa check CASE` reports it: the line on stderr, and with --json the
-  // object on stdout ("" where there is none).
-  virtual std::string rejection_line(const CheckOutcome& o, const CaseOptions& a) const = 0;
-  virtual std::string rejection_json(const CheckOutcome& o, const CaseOptions& a) const = 0;
+  std::function<void(JsonWriter& j)> write_comparison_json;
+  // What `rpa check CASE` prints (the verdict line naming a.path and, where the check could
+  // not reject an all-zero output, a warning line, each ending in a newline), and its --json
+  // object (one line, no newline).
+  std::function<std::string(const CheckOutcome& o, const CaseOptions& a)> text;
+  std::function<std::string(const CheckOutcome& o, const CaseOptions& a)> json;
 };
+
+// What a dialect's check found before it is shown: its gate's rejection (of the dialect's type
+// R) or its comparison (of type C).
+template <class R, class C>
+struct CheckFound {
+  std::optional<R> rejection;
+  std::optional<C> comparison;
+};
+
+// The findings of a comparison `c` of a dialect's type C, shown by the dialect's functions: its
+// JSON fields, rpa check CASE's text and its --json object.
+template <class C>
+CheckFindings compared_findings(
+    C c, std::string summary, std::string mismatch_line, std::string bias_line,
+    void (*write_json)(JsonWriter&, const C&),
+    std::string (*text)(const C&, const CheckOutcome&, const CaseOptions&),
+    std::string (*json)(const C&, const CheckOutcome&, const CaseOptions&)) {
+  const auto shared = std::make_shared<const C>(std::move(c));
+  CheckFindings f;
+  f.compared = true;
+  f.summary = std::move(summary);
+  f.mismatch_line = std::move(mismatch_line);
+  f.bias_line = std::move(bias_line);
+  f.write_comparison_json = [shared, write_json](JsonWriter& j) { write_json(j, *shared); };
+  f.text = [shared, text](const CheckOutcome& o, const CaseOptions& a) { return text(*shared, o, a); };
+  f.json = [shared, json](const CheckOutcome& o, const CaseOptions& a) { return json(*shared, o, a); };
+  return f;
+}
+
+// The findings of a rejection of a case of dialect d in `mode` (by `rule`, where a rule did),
+// reported by `line` on stderr; with --json, where a rule did, {"valid": false, "mode", the
+// dialect where it names itself, "rule", "message"} on stdout.
+CheckFindings rejected_findings(Dialect d, Mode mode, std::optional<RuleReport> rule,
+                                std::string line);
 
 struct CheckOutcome {
   CheckVerdict verdict = CheckVerdict::kAgree;
@@ -86,10 +119,9 @@ struct CheckOutcome {
   // ("kv_cache_out" or "out"); a case with neither checks the tiled kernel's.
   bool has_kv_cache_out = false;
   std::string not_checked;
-  // The dialect's rejection or comparison (rejected, computed, a stopped schedule); null for
-  // unreadable and not applicable.
-  std::shared_ptr<const CheckFindings> findings;
-  bool compared() const { return findings && findings->compared(); }
+  // The dialect's rejection or comparison.
+  CheckFindings findings;
+  bool compared() const { return findings.compared; }
 };
 
 // The check's power in words: "catches a dropped key of weight >= 0.00061 (in every row:
@@ -116,7 +148,7 @@ std::string bias_line(const Comparison& c);
 // A comparison's fields in an open JSON object (rpa check --json, one case or many).
 void write_comparison_json(JsonWriter& j, const Comparison& c);
 
-// For a computed verdict (o.compared()): o.findings' text and json (CheckFindings).
+// For a computed verdict (o.compared()): o.findings' text and json.
 std::string check_text(const CheckOutcome& o, const CaseOptions& a);
 std::string check_json(const CheckOutcome& o, const CaseOptions& a);
 

@@ -11,11 +11,12 @@
 #include "service/number_text.h"
 
 namespace rpa {
+namespace {
 
-CheckOutcome jax_check(const Case& c, const CaseOptions& a) {
+using Found = CheckFound<Rejection, Comparison>;
+
+CheckOutcome check_found(const Case& c, const CaseOptions& a, Found& found) {
   CheckOutcome o;
-  const auto found = std::make_shared<JaxCheckFindings>();
-  o.findings = found;
   o.has_out = c.out.has_value();
   const auto usage = [&o](std::string why) {
     o.verdict = CheckVerdict::kNotApplicable;
@@ -29,11 +30,11 @@ CheckOutcome jax_check(const Case& c, const CaseOptions& a) {
   if (literal_oracle && !c.out) {
     return usage("--oracle literal needs a case with `out` (an output to check)");
   }
-  found->rejection = literal_oracle && a.validate.mode == Mode::kJax ? literal_jax_rejection(c, a)
+  found.rejection = literal_oracle && a.validate.mode == Mode::kJax ? literal_jax_rejection(c, a)
                                                                 : compute_rejection(c, a);
-  if (found->rejection) {
+  if (found.rejection) {
     o.verdict = CheckVerdict::kRejected;
-    o.detail = found->rejection->why;
+    o.detail = found.rejection->why;
     return o;
   }
   // The output under test: the case's own `out`, else the tiled kernel's.
@@ -66,56 +67,25 @@ CheckOutcome jax_check(const Case& c, const CaseOptions& a) {
   }
   o.oracle = literal_oracle ? "the literal schedule"
                             : "the reference (" + semantics_label(a.reference_semantics()) + ")";
-  found->comparison = compare_outputs(out, want, kv_view(c.inputs), tol);
+  found.comparison = compare_outputs(out, want, kv_view(c.inputs), tol);
   // Against the reference semantics the bias is reported, not judged: that semantics rounds p
   // and p.V to V's dtype, which moves its outputs systematically away from what a kernel
   // computing in the kernel semantics gives (+0.9 ulp toward zero on tests/cli_semantics_test's
   // bfloat16 / float8_e4m3fn case at kv_len 1024).
   if (!literal_oracle && a.reference_semantics() == Semantics::kReference) {
-    found->comparison->bias.judged = false;
+    found.comparison->bias.judged = false;
   }
-  o.verdict = !found->comparison->agree()                        ? CheckVerdict::kMismatch
-              : found->comparison->bias.biased() && !a.allow_bias ? CheckVerdict::kBiased
+  o.verdict = !found.comparison->agree()                        ? CheckVerdict::kMismatch
+              : found.comparison->bias.biased() && !a.allow_bias ? CheckVerdict::kBiased
                                                       : CheckVerdict::kAgree;
   return o;
 }
 
-const JaxCheckFindings* jax_findings(const CheckOutcome& o) {
-  return dynamic_cast<const JaxCheckFindings*>(o.findings.get());
-}
+}  // namespace
 
-std::string JaxCheckFindings::summary() const { return comparison_summary(*comparison); }
+namespace {
 
-std::string JaxCheckFindings::mismatch_line() const {
-  return py_float_repr(comparison->max_budget_used) + " of tolerance at " +
-         describe_mismatch(*comparison);
-}
-
-std::string JaxCheckFindings::bias_line() const { return rpa::bias_line(*comparison); }
-
-void JaxCheckFindings::write_comparison_json(JsonWriter& j) const {
-  rpa::write_comparison_json(j, *comparison);
-}
-
-std::optional<RejectedRule> JaxCheckFindings::rejected_rule() const {
-  if (!rejection || !rejection->failure) return std::nullopt;
-  return RejectedRule{rule_report(*rejection->failure, rejection->mode), rejection->mode};
-}
-
-std::string JaxCheckFindings::rejection_line(const CheckOutcome& /*o*/, const CaseOptions& a) const {
-  return a.path + ": " + rejection->why;
-}
-
-std::string JaxCheckFindings::rejection_json(const CheckOutcome& /*o*/, const CaseOptions& /*a*/) const {
-  if (!rejection->failure) return "";
-  JsonWriter j;
-  j.begin_object().key("valid").value(false).key("mode").value(mode_name(rejection->mode));
-  write_rule_json(j, rule_report(*rejection->failure, rejection->mode));
-  return j.end_object().str();
-}
-
-std::string JaxCheckFindings::json(const CheckOutcome& o, const CaseOptions& a) const {
-  const Comparison& cmp = *comparison;
+std::string check_json_text(const Comparison& cmp, const CheckOutcome& o, const CaseOptions& a) {
   JsonWriter j;
   j.begin_object().key("valid").value(true).key("mode").value(mode_name(a.validate.mode));
   j.key("verdict").value(verdict_name(o.verdict));
@@ -124,20 +94,19 @@ std::string JaxCheckFindings::json(const CheckOutcome& o, const CaseOptions& a) 
   if (a.oracle != "literal") j.key("semantics").value(semantics_name(a.reference_semantics()));
   if (!o.has_out) j.key("schedule").value(a.literal ? "literal" : "default");
   if (a.oracle != "literal") j.key("dot_passes").value(dot_pass_count(a.dot_passes));
-  rpa::write_comparison_json(j, cmp);
+  write_comparison_json(j, cmp);
   j.key("seconds").value(o.seconds);
   return j.end_object().str();
 }
 
-std::string JaxCheckFindings::text(const CheckOutcome& o, const CaseOptions& a) const {
-  const Comparison& cmp = *comparison;
+std::string check_text_lines(const Comparison& cmp, const CheckOutcome& o, const CaseOptions& a) {
   std::string t = a.path + ": ";
   if (o.verdict == CheckVerdict::kMismatch) {
     t += "MISMATCH between " + o.checked + " and " + o.oracle + " at " + describe_mismatch(cmp) +
          "; discrimination " + py_float_repr(cmp.discrimination) + "\n";
   } else if (o.verdict == CheckVerdict::kBiased) {
     t += "BIASED: " + o.checked + " is within the tolerance of " + o.oracle + " (" +
-         py_float_repr(cmp.max_budget_used) + " of it) but its " + rpa::bias_line(cmp) + "\n";
+         py_float_repr(cmp.max_budget_used) + " of it) but its " + bias_line(cmp) + "\n";
   } else {
     t += o.checked + " agrees with " + o.oracle + " (" + describe_mismatch(cmp) +
          "; max abs err " + py_float_repr(cmp.max_abs_err) + ", atol " +
@@ -157,6 +126,25 @@ std::string JaxCheckFindings::text(const CheckOutcome& o, const CaseOptions& a) 
          py_float_repr(cmp.max_abs_want) + ")\n";
   }
   return t;
+}
+
+}  // namespace
+
+CheckOutcome jax_check(const Case& c, const CaseOptions& a) {
+  Found found;
+  CheckOutcome o = check_found(c, a, found);
+  if (const std::optional<Rejection>& r = found.rejection) {
+    std::optional<RuleReport> rule;
+    if (r->failure) rule = rule_report(*r->failure, r->mode);
+    o.findings = rejected_findings(c.dialect, r->mode, std::move(rule), a.path + ": " + r->why);
+  }
+  if (const std::optional<Comparison>& cmp = found.comparison) {
+    o.findings = compared_findings<Comparison>(
+        *cmp, comparison_summary(*cmp),
+        py_float_repr(cmp->max_budget_used) + " of tolerance at " + describe_mismatch(*cmp),
+        bias_line(*cmp), write_comparison_json, check_text_lines, check_json_text);
+  }
+  return o;
 }
 
 }  // namespace rpa

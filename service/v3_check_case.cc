@@ -11,7 +11,6 @@
 #include "validation/v3_validate.h"
 
 namespace rpa {
-
 V3OutCheck v3_check_out(const Case& c, Semantics semantics, bool literal,
                         const V3ProgramOptions& program) {
   V3OutCheck r;
@@ -29,15 +28,17 @@ V3OutCheck v3_check_out(const Case& c, Semantics semantics, bool literal,
   return r;
 }
 
+namespace {
+
 // A v3 case: its `out` and `kv_cache_out` (else the tiled kernel's, or with --schedule
 // literal the literal v3 schedule's) against the v3 reference; with --oracle literal, its `out`
 // and `kv_cache_out` against the literal v3 schedule under the schedule tolerance, on any input
 // the mode accepts (native: any call tpu-inference's validators accept).
-CheckOutcome v3_check(const Case& c, const CaseOptions& a) {
+using Found = CheckFound<V3Rejection, V3Comparison>;
+
+CheckOutcome check_found(const Case& c, const CaseOptions& a, Found& found) {
   CheckOutcome o;
   o.usage = false;  // the options are right; the case does not fit them
-  const auto found = std::make_shared<V3CheckFindings>();
-  o.findings = found;
   o.dialect = c.dialect;
   o.has_out = c.out.has_value();
   o.has_kv_cache_out = c.kv_cache_out.has_value();
@@ -57,14 +58,14 @@ CheckOutcome v3_check(const Case& c, const CaseOptions& a) {
   }
   if (literal_oracle) {
     if (auto f = v3_validate(c.dialect, c.v3_inputs, c.v3_params, a.validate.mode)) {
-      found->rejection = V3Rejection{.failure = std::move(*f), .mode = a.validate.mode};
+      found.rejection = V3Rejection{.failure = std::move(*f), .mode = a.validate.mode};
     }
   } else {
-    found->rejection = v3_compute_rejection(c, a.validate.mode);
+    found.rejection = v3_compute_rejection(c, a.validate.mode);
   }
-  if (found->rejection) {
+  if (found.rejection) {
     o.verdict = CheckVerdict::kRejected;
-    o.detail = v3_rejection_line(a, c.dialect, *found->rejection);
+    o.detail = v3_rejection_line(a, c.dialect, *found.rejection);
     o.detail.erase(0, a.path.size() + 2);  // the line without "PATH: "
     return o;
   }
@@ -102,8 +103,8 @@ CheckOutcome v3_check(const Case& c, const CaseOptions& a) {
     }
     o.checked = "out and kv_cache_out";
     o.oracle = "the literal v3 schedule (TPU v" + std::to_string(v3_program_options(a).tpu_version) + ")";
-    found->comparison = r.cmp;
-    if (found->comparison->agree()) o.verdict = CheckVerdict::kAgree;
+    found.comparison = r.cmp;
+    if (found.comparison->agree()) o.verdict = CheckVerdict::kAgree;
     return o;
   }
   // The literal schedule as what is checked.
@@ -135,35 +136,12 @@ CheckOutcome v3_check(const Case& c, const CaseOptions& a) {
   if (!kernel && !o.has_out) o.not_checked = "out";
   if (!kernel && !o.has_kv_cache_out) o.not_checked = "kv_cache_out";
   o.oracle = "the v3 reference (" + semantics_label(semantics) + ")";
-  found->comparison = v3_compare(c.dialect, in, c.v3_params, ref, out, cache);
-  o.verdict = found->comparison->agree() ? CheckVerdict::kAgree : CheckVerdict::kMismatch;
+  found.comparison = v3_compare(c.dialect, in, c.v3_params, ref, out, cache);
+  o.verdict = found.comparison->agree() ? CheckVerdict::kAgree : CheckVerdict::kMismatch;
   return o;
 }
 
-std::string V3CheckFindings::summary() const { return v3_comparison_summary(*comparison); }
-
-std::string V3CheckFindings::mismatch_line() const { return describe_v3_comparison(*comparison); }
-
-void V3CheckFindings::write_comparison_json(JsonWriter& j) const {
-  write_v3_comparison_json(j, *comparison);
-}
-
-std::optional<RejectedRule> V3CheckFindings::rejected_rule() const {
-  if (!rejection) return std::nullopt;
-  return RejectedRule{rule_report(rejection->failure, rejection->mode), rejection->mode};
-}
-
-std::string V3CheckFindings::rejection_line(const CheckOutcome& o, const CaseOptions& a) const {
-  return v3_rejection_line(a, o.dialect, *rejection);
-}
-
-std::string V3CheckFindings::rejection_json(const CheckOutcome& o, const CaseOptions& /*a*/) const {
-  JsonWriter j;
-  j.begin_object().key("valid").value(false).key("mode").value(v3_mode_name(rejection->mode));
-  j.key("dialect").value(dialect_name(o.dialect));
-  write_rule_json(j, rule_report(rejection->failure, rejection->mode));
-  return j.end_object().str();
-}
+}  // namespace
 
 std::string v3_power_phrase(const V3Comparison& c) {
   const double w = c.min_detectable_key_weight, all = c.key_weight_every_row;
@@ -223,7 +201,9 @@ void write_v3_comparison_json(JsonWriter& j, const V3Comparison& c) {
   }
 }
 
-std::string V3CheckFindings::json(const CheckOutcome& o, const CaseOptions& a) const {
+namespace {
+
+std::string check_json_text(const V3Comparison& cmp, const CheckOutcome& o, const CaseOptions& a) {
   JsonWriter j;
   j.begin_object().key("valid").value(true);
   j.key("mode").value(v3_mode_name(a.validate.mode));
@@ -246,13 +226,12 @@ std::string V3CheckFindings::json(const CheckOutcome& o, const CaseOptions& a) c
     j.key("oracle").value("reference");
     j.key("semantics").value(semantics_name(a.reference_semantics()));
   }
-  write_v3_comparison_json(j, *comparison);
+  write_v3_comparison_json(j, cmp);
   j.key("seconds").value(o.seconds);
   return j.end_object().str();
 }
 
-std::string V3CheckFindings::text(const CheckOutcome& o, const CaseOptions& a) const {
-  const V3Comparison& cmp = *comparison;
+std::string check_text_lines(const V3Comparison& cmp, const CheckOutcome& o, const CaseOptions& a) {
   std::string t = a.path + ": ";
   if (o.verdict == CheckVerdict::kMismatch) {
     t += "MISMATCH between " + o.checked + " and " + o.oracle + ": " +
@@ -267,6 +246,25 @@ std::string V3CheckFindings::text(const CheckOutcome& o, const CaseOptions& a) c
     t += "; " + o.not_checked + " not checked: the case has none";
   }
   return t + "\n";
+}
+
+}  // namespace
+
+CheckOutcome v3_check(const Case& c, const CaseOptions& a) {
+  Found found;
+  CheckOutcome o = check_found(c, a, found);
+  if (const std::optional<V3Rejection>& r = found.rejection) {
+    o.findings = rejected_findings(c.dialect, r->mode, rule_report(r->failure, r->mode),
+                                   v3_rejection_line(a, c.dialect, *r));
+  }
+  if (found.comparison) {
+    const V3Comparison& cmp = *found.comparison;
+    o.findings = compared_findings<V3Comparison>(cmp, v3_comparison_summary(cmp),
+                                                 describe_v3_comparison(cmp), "",
+                                                 write_v3_comparison_json, check_text_lines,
+                                                 check_json_text);
+  }
+  return o;
 }
 
 }  // namespace rpa

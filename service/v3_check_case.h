@@ -18,23 +18,6 @@
 
 namespace rpa {
 
-// The v3 gate's rejection, or the comparison (the cache bit for bit, out within tolerance).
-struct V3CheckFindings final : CheckFindings {
-  std::optional<V3Rejection> rejection;
-  std::optional<V3Comparison> comparison;
-
-  bool compared() const override { return comparison.has_value(); }
-  std::string summary() const override;
-  std::string mismatch_line() const override;
-  std::string bias_line() const override { return ""; }  // a v3 check judges no bias
-  void write_comparison_json(JsonWriter& j) const override;
-  std::string text(const CheckOutcome& o, const CaseOptions& a) const override;
-  std::string json(const CheckOutcome& o, const CaseOptions& a) const override;
-  std::optional<RejectedRule> rejected_rule() const override;
-  std::string rejection_line(const CheckOutcome& o, const CaseOptions& a) const override;
-  std::string rejection_json(const CheckOutcome& o, const CaseOptions& a) const override;
-};
-
 // The v3 dialects' check (DialectOps::check), untimed.
 CheckOutcome v3_check(const Case& c, const CaseOptions& a);
 
