@@ -75,9 +75,9 @@ CheckOutcome check_found(const Case& c, const CaseOptions& a, Found& found) {
   if (!literal_oracle && a.reference_semantics() == Semantics::kReference) {
     found.comparison->bias.judged = false;
   }
-  o.verdict = !found.comparison->agree()                        ? CheckVerdict::kMismatch
+  o.verdict = !found.comparison->agree()                         ? CheckVerdict::kMismatch
               : found.comparison->bias.biased() && !a.allow_bias ? CheckVerdict::kBiased
-                                                      : CheckVerdict::kAgree;
+                                                                 : CheckVerdict::kAgree;
   return o;
 }
 
