@@ -39,26 +39,23 @@ PathFeatures v3_walk_features(const Case& c, const TargetProfile& target) {
   return v3_path_features(c.dialect, c.v3_inputs, c.v3_params, tpu_generation(target));
 }
 
+// Both v3 dialects run the same v3 functions; only the rule table's native column differs.
+template <Dialect D>
+constexpr DialectOps v3_entry() {
+  return {
+      .dialect = D,
+      .native_mode = "native",
+      .reports_dialect = true,
+      .rules = v3_rules<D>,
+      .failures = v3_failures,
+      .walk_features = v3_walk_features,
+      .check = v3_check,
+  };
+}
+
 }  // namespace
 
-const DialectOps kV3DialectOps{
-    .dialect = Dialect::kTpuInferenceV3,
-    .native_mode = "native",
-    .reports_dialect = true,
-    .rules = v3_rules<Dialect::kTpuInferenceV3>,
-    .failures = v3_failures,
-    .walk_features = v3_walk_features,
-    .check = v3_check,
-};
-
-const DialectOps kV3Hd64DialectOps{
-    .dialect = Dialect::kTpuInferenceV3Hd64,
-    .native_mode = "native",
-    .reports_dialect = true,
-    .rules = v3_rules<Dialect::kTpuInferenceV3Hd64>,
-    .failures = v3_failures,
-    .walk_features = v3_walk_features,
-    .check = v3_check,
-};
+const DialectOps kV3DialectOps = v3_entry<Dialect::kTpuInferenceV3>();
+const DialectOps kV3Hd64DialectOps = v3_entry<Dialect::kTpuInferenceV3Hd64>();
 
 }  // namespace rpa
