@@ -4,23 +4,13 @@
 #include <array>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <ctime>
 #include <fstream>
 #include <memory>
-#include <numeric>
-#include <random>
 #include <stdexcept>
 #include <thread>
 
 #include <Eigen/Core>
-
-#include "core/jax_kv_view.h"
-#include "core/paged_kv_view.h"
-#include "core/v3_cache_layout.h"
-#include "validation/jax_rule.h"
-#include "validation/jax_validate.h"
-#include "validation/v3_validate.h"
 
 namespace rpa::bench {
 namespace {
@@ -45,39 +35,8 @@ constexpr std::array<SeqShape, 16> kJaxMix = {{{5, 18},
                                                {1, 87},
                                                {1, 1328}}};
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// A fast, seeded source of noise: building the largest workload (128 MiB of KV) with
-// std::normal_distribution took seconds.
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  // Approximately N(0, 1): the sum of four uniform 16-bit fractions (Irwin-Hall, variance
-  // 4/12), centred and scaled to unit variance; |x| < 3.47.
-  float normalish() {
-    const uint64_t r = next();
-    const auto sum = static_cast<float>((r & 0xffff) + ((r >> 16) & 0xffff) + ((r >> 32) & 0xffff) +
-                                        (r >> 48));
-    return (sum * (1.0f / 65536.0f) - 2.0f) * 1.7320508f;
-  }
-};
-
-// Writes x as element i of a float32 or bfloat16 buffer.
-void put(DType t, std::byte* data, int64_t i, float x) {
-  if (t == DType::kFloat32) {
-    reinterpret_cast<float*>(data)[i] = x;
-  } else {
-    store_float(t, data, i, x);
-  }
 }
 
 // The vector units Eigen's kernels were compiled for (Eigen's own
@@ -127,157 +86,12 @@ std::vector<WorkloadSpec> all_workload_specs() {
   return out;
 }
 
-std::string Workload::label() const {
-  return spec.name + "/" + std::string(dtype_name(spec.dtype));
-}
-
-Workload build_workload(const WorkloadSpec& spec) {
-  const int64_t S = spec.page_size, Hq = spec.num_q_heads, Hkv = spec.num_kv_heads,
-                D = spec.head_dim;
-  const auto N = static_cast<int64_t>(spec.seqs.size());
-  int64_t total_q = 0, max_kv = 0, used_pages = 0;
-  for (const SeqShape& s : spec.seqs) {
-    total_q += s.q_len;
-    max_kv = std::max<int64_t>(max_kv, s.kv_len);
-    used_pages += ceil_div(s.kv_len, S);
+void put(DType t, std::byte* data, int64_t i, float x) {
+  if (t == DType::kFloat32) {
+    reinterpret_cast<float*>(data)[i] = x;
+  } else {
+    store_float(t, data, i, x);
   }
-  const int64_t pps = std::max<int64_t>(1, ceil_div(max_kv, S));
-  const int64_t extra_pages = 4;  // unused pages in the pool, full of NaN
-  const int64_t P = used_pages + extra_pages;
-
-  Workload w;
-  w.spec = spec;
-  Inputs& in = w.inputs;
-  in.q = Tensor(spec.dtype, {std::max<int64_t>(total_q, 1), Hq, D});
-  in.kv_pages = Tensor(spec.dtype, {P, S, 2 * Hkv, D});
-  in.kv_lens = Tensor(DType::kInt32, {N});
-  in.page_indices = Tensor(DType::kInt32, {N, pps});
-  in.cu_q_lens = Tensor(DType::kInt32, {N + 1});
-  in.num_seqs = Tensor(DType::kInt32, {1});
-  in.num_seqs.set_int(0, N);
-
-  // Physical pages in shuffled order: sequence i's j-th page is perm[next++].
-  std::mt19937_64 rng(spec.seed);
-  std::vector<int64_t> perm(static_cast<size_t>(P));
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), rng);
-  size_t next = 0;
-  int64_t cu = 0;
-  for (int64_t i = 0; i < N; ++i) {
-    const SeqShape& s = spec.seqs[static_cast<size_t>(i)];
-    in.kv_lens.set_int(i, s.kv_len);
-    cu += s.q_len;
-    in.cu_q_lens.set_int(i + 1, cu);
-    const int64_t used = ceil_div(s.kv_len, S);
-    for (int64_t j = 0; j < pps; ++j) {
-      // Entries past the sequence's pages are never read: garbage.
-      in.page_indices.set_int(i * pps + j, j < used ? perm[next++] : -1000 - j);
-    }
-  }
-
-  // Data: unit-variance noise where the definition reads, NaN everywhere else.
-  SplitMix64 noise{spec.seed};
-  const DType t = spec.dtype;
-  const int64_t q_numel = in.q.numel(), q_used = total_q * Hq * D;
-  for (int64_t i = 0; i < q_numel; ++i) put(t, in.q.data(), i, i < q_used ? noise.normalish() : NAN);
-  const int64_t kv_numel = in.kv_pages.numel();
-  for (int64_t i = 0; i < kv_numel; ++i) put(t, in.kv_pages.data(), i, NAN);
-  const int64_t token_elems = 2 * Hkv * D;
-  for (int64_t i = 0; i < N; ++i) {
-    for (int64_t tok = 0; tok < spec.seqs[static_cast<size_t>(i)].kv_len; ++tok) {
-      const int64_t page = in.page_indices.int_at(i * pps + tok / S);
-      const int64_t base = (page * S + tok % S) * token_elems;
-      for (int64_t e = 0; e < token_elems; ++e) put(t, in.kv_pages.data(), base + e, noise.normalish());
-    }
-  }
-
-  w.params.sm_scale = 1.0 / std::sqrt(static_cast<double>(D));
-  if (const std::optional<Failure> f = validate(in, w.params)) {
-    throw std::logic_error("bench workload " + w.label() + " rejected by strict validation: " +
-                           std::string(rule_info(f->rule).name) + ": " + f->message);
-  }
-  return w;
-}
-
-std::string V3Workload::label() const {
-  return "v3-" + spec.name + "/" + std::string(dtype_name(spec.dtype));
-}
-
-V3Workload build_v3_workload(const Workload& w) {
-  const Inputs& in = w.inputs;
-  const PagedKvView view = kv_view(in);
-  const int64_t T = in.q.dim(0), S = view.page_size(),
-                Hkv = view.num_kv_heads(), D = view.head_dim(), P = in.kv_pages.dim(0);
-  const Dialect dialect = Dialect::kTpuInferenceV3;
-  const DType kv = in.kv_pages.dtype();
-  const V3CacheLayout layout(dialect, kv, Hkv, D);
-  const int64_t e = dtype_size(kv);
-  V3Workload v;
-  v.spec = w.spec;
-  V3Inputs& o = v.inputs;
-  o.queries = in.q;
-  o.keys = Tensor(kv, {T, Hkv, D});
-  o.values = Tensor(kv, {T, Hkv, D});
-  o.kv_cache = Tensor(kv, layout.cache_shape(P, S));
-  for (int64_t i = 0; i < o.kv_cache.numel(); ++i) put(kv, o.kv_cache.data(), i, NAN);
-  for (int64_t page = 0; page < P; ++page) {
-    for (int64_t slot = 0; slot < S; ++slot) {
-      const std::byte* src = in.kv_pages.data() + (page * S + slot) * 2 * Hkv * D * e;
-      std::byte* dst = o.kv_cache.data() + layout.token_offset(page, slot, S) * e;
-      for (int64_t h = 0; h < Hkv; ++h) {
-        std::memcpy(dst + layout.k_offset(h) * e, src + 2 * h * D * e, static_cast<size_t>(D * e));
-        std::memcpy(dst + layout.v_offset(h) * e, src + (2 * h + 1) * D * e, static_cast<size_t>(D * e));
-      }
-    }
-  }
-  for (int64_t s = 0; s < view.num_seqs(); ++s) {
-    for (int64_t j = 0; j < view.q_len(s); ++j) {
-      const int64_t t = view.kv_len(s) - view.q_len(s) + j, row = view.q_start(s) + j;
-      for (int64_t h = 0; h < Hkv; ++h) {
-        std::memcpy(o.keys.data() + (row * Hkv + h) * D * e, in.kv_pages.data() + view.k_offset(s, t, h) * e,
-                    static_cast<size_t>(D * e));
-        std::memcpy(o.values.data() + (row * Hkv + h) * D * e, in.kv_pages.data() + view.v_offset(s, t, h) * e,
-                    static_cast<size_t>(D * e));
-      }
-    }
-  }
-  o.kv_lens = in.kv_lens;
-  o.page_indices = Tensor(DType::kInt32, {in.page_indices.numel()}, std::vector<std::byte>(
-      in.page_indices.bytes().begin(), in.page_indices.bytes().end()));
-  o.cu_q_lens = in.cu_q_lens;
-  const auto k = static_cast<int32_t>(view.num_seqs());
-  o.distribution = Tensor::from_int32({3}, std::vector<int32_t>{0, 0, k});
-  v.params.sm_scale = w.params.sm_scale;
-  if (const std::optional<V3Failure> f = v3_validate(dialect, o, v.params, Mode::kStrict)) {
-    throw std::logic_error("bench workload " + v.label() + " rejected by v3 strict validation: " +
-                           std::string(v3_rule_info(f->rule).name) + ": " + f->message);
-  }
-  return v;
-}
-
-int64_t attended_pairs(const Inputs& in) {
-  const PagedKvView v = kv_view(in);
-  int64_t pairs = 0;
-  for (int64_t s = 0; s < v.num_seqs(); ++s) {
-    // Row r attends keys t <= kv_len - q_len + r, i.e. kv_len - q_len + r + 1 of them.
-    const int64_t q = v.q_len(s), k = v.kv_len(s);
-    for (int64_t r = 0; r < q; ++r) pairs += std::clamp<int64_t>(k - q + r + 1, 0, k);
-  }
-  return pairs;
-}
-
-double useful_flops(const Inputs& in) {
-  const PagedKvView v = kv_view(in);
-  return 4.0 * static_cast<double>(v.num_q_heads() * v.head_dim()) *
-         static_cast<double>(attended_pairs(in));
-}
-
-double effective_kv_bytes(const Inputs& in) {
-  const PagedKvView v = kv_view(in);
-  int64_t tokens = 0;
-  for (int64_t s = 0; s < v.num_seqs(); ++s) tokens += v.kv_len(s);
-  return static_cast<double>(tokens) * 2.0 * static_cast<double>(v.num_kv_heads() * v.head_dim()) *
-         dtype_size(in.kv_pages.dtype());
 }
 
 TriadResult measure_triad(int64_t n, int threads, int repetitions) {

@@ -1,21 +1,18 @@
-// The performance workloads (DESIGN.md section 11), their useful-work metrics, and probes
-// of this machine's limits (memory bandwidth, float32 GEMM throughput) that the kernel's
-// numbers are read against. Shared by the Google Benchmark binary (bench/rpa_bench.cc) and
-// `rpa bench` (cli/bench_command.cc).
+// The performance workloads (DESIGN.md section 11) by name and shape, and probes of this
+// machine's limits (memory bandwidth, float32 GEMM throughput) that the kernel's numbers are
+// read against. Shared by the Google Benchmark binary (bench/rpa_bench.cc) and `rpa bench`
+// (cli/bench_command.cc); a workload built in a dialect, with its useful-work metrics, is the
+// dialect's: harness/jax_workload.h, harness/v3_workload.h.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
-#include "core/dialect.h"
 #include "core/dtype.h"
-#include "core/jax_inputs.h"
-#include "core/jax_params.h"
-#include "core/v3_inputs.h"
-#include "core/v3_params.h"
 
 namespace rpa::bench {
 
@@ -45,47 +42,9 @@ WorkloadSpec workload_spec(std::string_view name, DType dtype);
 // Every workload in float32 and bfloat16, in report order.
 std::vector<WorkloadSpec> all_workload_specs();
 
-// A built workload: inputs laid out like JAX's test (sequences packed into q, physical
-// pages handed out in shuffled order, a few unused pages) with normal random data; every
-// page slot, q row and page_indices entry the definition never reads holds NaN or garbage.
-// sm_scale is 1/sqrt(head_dim) as in JAX's test; block sizes are left to the kernel's
-// defaults.
-struct Workload {
-  WorkloadSpec spec;
-  Inputs inputs;
-  Params params;
-  std::string label() const;  // "decode/float32"
-};
-
-// Builds the workload and checks it with strict validation; throws std::logic_error
-// naming the rule if validation rejects it (a bug in the builder, never expected).
-Workload build_workload(const WorkloadSpec& spec);
-
-// The same call in tpu-inference v3's dialect (DESIGN.md section 16), so that the two
-// dialects are timed on the same shapes and data: queries = q; kv_cache = kv_pages in v3's
-// packed layout, page for page (NaN where kv_pages has NaN); keys / values = each sequence's
-// last q_len tokens, which the fused update writes back where they already are;
-// page_indices flattened; distribution [0, 0, N] (every sequence in the mixed pass, as the
-// package's own tests run it); sm_scale as the jax workload's. The output equals the jax
-// dialect's. Checked with v3 strict validation (std::logic_error naming the rule).
-struct V3Workload {
-  WorkloadSpec spec;
-  V3Inputs inputs;
-  V3Params params;
-  std::string label() const;  // "v3-decode/bfloat16"
-};
-V3Workload build_v3_workload(const Workload& w);
-
-// (query, key) pairs the definition attends to: key t of a sequence is attended by its
-// row r unless causally masked (t > kv_len - q_len + r). Sliding windows are not counted
-// (the workloads have none).
-int64_t attended_pairs(const Inputs& in);
-// Useful float32 work: 4 * Hq * D flops per attended pair (q.k and p.v, a multiply and an
-// add each, for every query head).
-double useful_flops(const Inputs& in);
-// Bytes of K and V the definition needs: sum over sequences of kv_len * 2 * Hkv * D *
-// kv_bytes (each needed token read once; padding slots and unused pages not counted).
-double effective_kv_bytes(const Inputs& in);
+// Writes x as element i of a float32 or bfloat16 buffer: how the workload builders
+// (harness/jax_workload.cc, harness/v3_workload.cc) fill their tensors.
+void put(DType t, std::byte* data, int64_t i, float x);
 
 // STREAM-like triad a[i] = b[i] + s * c[i] over three float arrays of n elements each,
 // split over `threads` threads (each thread first-touches and sweeps its own slice); the

@@ -30,7 +30,7 @@
 #include <utility>
 #include <vector>
 
-#include "harness/workloads.h"
+#include "harness/jax_workload.h"
 #include "casefile/case_file.h"
 #include "casefile/npy.h"
 #include "core/dialect.h"
