@@ -8,11 +8,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string_view>
 #include <vector>
 
 #include "core/dialect.h"
+#include "harness/production_bench.h"
 #include "harness/raw_check.h"
 #include "harness/target_inputs.h"
 
@@ -31,6 +33,16 @@ struct InputFamily {
   RawCheck (*raw)(std::span<const uint8_t> payload) = nullptr;
   // fuzz_validate's check of a production call of a dialect the family owns; aborts.
   void (*production)(const ProductionValidateInput& v) = nullptr;
+
+  // --- rpa bench's production calls (harness/production_bench.h; issue 48) ---
+  // Times a production call of a dialect the family owns (harness/jax_production_bench.h,
+  // harness/v3_production_bench.h): materialize, validate, the reference and each kernel, one
+  // stage each appended to t.stages, every kernel's output checked; the tiled kernel on
+  // `threads` (0: every core), `progress` (if set) called before each stage with its name.
+  // Throws std::logic_error if validation rejects the call.
+  void (*time_production)(const props::ProductionSpec& s, int threads,
+                          const std::function<void(std::string_view)>& progress,
+                          bench::ProductionTiming& t) = nullptr;
 };
 
 // Every registered family, the untagged one last.

@@ -20,6 +20,7 @@
 #include "casegen/production.h"
 #include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
+#include "harness/jax_production_bench.h"
 #include "harness/jax_raw_check.h"
 #include "harness/jax_validation_check.h"
 #include "harness/target_inputs.h"
@@ -166,6 +167,7 @@ const InputFamily kJaxFamily{
     .differential = jax_differential,
     .raw = jax_raw,
     .production = jax_production,
+    .time_production = bench::time_jax_production,
 };
 
 }  // namespace rpa::fuzz

@@ -2,9 +2,11 @@
 // production profile"): fixed calls of the production profile (casegen/production.h), each
 // built, validated, and run through the dense reference, the tiled kernel and the literal
 // schedule (JAX's Pallas program; tpu-inference v3's on TPU v5, v6 and v7), every stage timed
-// once and every output checked against the reference at the properties' tolerance. What it
-// measures is whether a serving-size call costs seconds or minutes on this machine, which
-// sets the profile's bounds (kProductionMemoryBytes, kProductionMacs).
+// once and every output checked against the reference at the properties' tolerance (each
+// dialect family's stages: harness/jax_production_bench.h, harness/v3_production_bench.h,
+// reached through harness/input_families.h). What it measures is whether a serving-size call
+// costs seconds or minutes on this machine, which sets the profile's bounds
+// (kProductionMemoryBytes, kProductionMacs).
 //
 // Shared by `rpa bench --preset production` (cli/bench_production.cc) and the Google
 // Benchmark binary (bench/rpa_bench.cc).

@@ -16,6 +16,7 @@
 #include "casegen/v3_mutation.h"
 #include "casegen/v3_spec_model.h"
 #include "harness/target_inputs.h"
+#include "harness/v3_production_bench.h"
 #include "harness/v3_raw_check.h"
 #include "kernel/v3_kernel.h"
 #include "oracle/v3_compare.h"
@@ -101,6 +102,7 @@ const InputFamily kV3Family{
     .differential = v3_differential,
     .raw = v3_raw,
     .production = v3_production,
+    .time_production = bench::time_v3_production,
 };
 
 }  // namespace rpa::fuzz

@@ -107,6 +107,7 @@ TEST(DialectRegistry, InputFamiliesCoverEveryDialectOnce) {
     EXPECT_NE(f->differential, nullptr);
     EXPECT_NE(f->raw, nullptr);
     EXPECT_NE(f->production, nullptr);
+    EXPECT_NE(f->time_production, nullptr);
     EXPECT_TRUE(f->tag.empty() || f->tag.size() == 2u);
     EXPECT_TRUE(tags.insert(std::string(f->tag.begin(), f->tag.end())).second) << "a tag twice";
     untagged += f->tag.empty() ? 1 : 0;
