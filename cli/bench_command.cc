@@ -1,13 +1,10 @@
 // rpa bench: the tiled kernel on the named workloads (DESIGN.md section 11), against the
-// dense reference and against this machine's limits measured in the same run.
+// dense reference and against this machine's limits measured in the same run. Each workload
+// is timed by its dialect's entry (DialectCommands::bench_workload, cli/bench_measure.h).
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
-#include <functional>
-#include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -15,21 +12,14 @@
 #include <vector>
 
 #include "harness/workloads.h"
+#include "cli/bench_measure.h"
 #include "cli/bench_production.h"
 #include "cli/cli_args.h"
 #include "cli/commands.h"
+#include "cli/dialect_commands.h"
 #include "cli/exit_codes.h"
-#include "core/jax_kv_view.h"
-#include "core/paged_kv_view.h"
-#include "core/python_repr.h"
-#include "kernel/jax_kernel.h"
-#include "kernel/v3_kernel.h"
-#include "oracle/compare.h"
-#include "oracle/jax_tolerance.h"
-#include "oracle/tolerance.h"
-#include "oracle/v3_compare.h"
-#include "reference/jax_reference.h"
-#include "reference/v3_reference.h"
+#include "core/dialect.h"
+#include "core/dtype.h"
 #include "service/json_writer.h"
 #include "service/number_text.h"
 
@@ -58,14 +48,6 @@ Roofline roofline(double flops, double kv_bytes, const Limits& m) {
 
 int hardware_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
 
-struct Preset {
-  std::string name;
-  std::vector<std::string> workloads;
-  int kernel_runs;     // timed kernel calls; the median is reported
-  int reference_runs;  // timed reference calls at most ...
-  double reference_budget_s;  // ... and no more once their total time passes this
-};
-
 std::optional<Preset> find_preset(std::string_view name) {
   if (name == "quick") return Preset{"quick", {"decode", "prefill", "mixed"}, 5, 3, 3.0};
   // The two dialects on the same shapes and data, one after the other in one run, so that
@@ -79,222 +61,20 @@ std::optional<Preset> find_preset(std::string_view name) {
   return std::nullopt;
 }
 
-double seconds(std::chrono::steady_clock::duration d) {
-  return std::chrono::duration<double>(d).count();
-}
-
-// CPU seconds this process has used, every thread together.
-double process_cpu_seconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-struct Row {
-  std::string workload, dtype;
-  std::string dialect = "jax";
-  int threads = 0;
-  double flops = 0, kv_bytes = 0;
-  int64_t grid_heads = 0, grid_q = 0, bkv = 0, bq = 0;
-  double kernel_ms = 0;
-  double kernel_cpu_ms = 0;  // process CPU time per call (all threads), median
-  int kernel_runs = 0;
-  double reference_ms = 0;
-  int reference_runs = 0;
-  double reference_first_s = 0;
-  // The check of the warm-up call's output against the reference.
-  bool agree = false;
-  double max_abs_err = 0, atol = 0, rtol = 0;
-};
-
-// What measure() times, whatever the dialect: the reference (each call keeps its answer for
-// check), the kernel on a thread count, and the warm-up output's check against the answer.
-struct Subject {
-  std::string label;  // "decode/float32", "v3-decode/bfloat16"
-  Row facts;          // workload, dtype, dialect, flops, kv_bytes, grid and blocks
-  std::function<void()> reference;
-  std::function<void(int threads)> kernel;
-  // Runs the kernel once on `threads` and checks it: fills row.agree, max_abs_err, atol, rtol;
-  // returns the mismatch's description ("" when it agrees).
-  std::function<std::string(int threads, Row& row)> check;
-};
-
-Subject jax_subject(const bench::Workload& w) {
-  Subject sb;
-  sb.label = w.label();
-  sb.facts.workload = w.spec.name;
-  sb.facts.dtype = dtype_name(w.spec.dtype);
-  sb.facts.flops = bench::useful_flops(w.inputs);
-  sb.facts.kv_bytes = bench::effective_kv_bytes(w.inputs);
-  const KernelPlan plan = plan_kernel(w.inputs, w.params, default_target_profile());
-  sb.facts.grid_heads = plan.num_heads_blks;
-  sb.facts.grid_q = plan.num_q_blks;
-  sb.facts.bkv = plan.blocks.kv_pages_per_block;
-  sb.facts.bq = plan.blocks.queries_per_block;
-  auto ref = std::make_shared<std::optional<ReferenceResult>>();
-  sb.reference = [&w, ref] {
-    ReferenceResult r = dense_reference(w.inputs, w.params);
-    if (!*ref) *ref = std::move(r);
-  };
-  sb.kernel = [&w](int threads) { (void)tiled_attention(w.inputs, w.params, KernelOptions{.threads = threads}); };
-  sb.check = [&w, ref](int threads, Row& row) {
-    const Tolerance tol = tolerance_for_case(w.inputs, w.params, **ref);
-    const Tensor out = tiled_attention(w.inputs, w.params, KernelOptions{.threads = threads});
-    const Comparison c = compare_outputs(out, (*ref)->out, kv_view(w.inputs), tol);
-    row.agree = c.agree();
-    row.max_abs_err = c.max_abs_err;
-    row.atol = tol.atol;
-    row.rtol = tol.rtol;
-    return c.agree() ? std::string()
-                     : describe_mismatch(c) + " (atol " + py_float_repr(tol.atol) + ", rtol " +
-                           py_float_repr(tol.rtol) + ")";
-  };
-  return sb;
-}
-
-// tpu-inference v3's kernel.py on the same shapes (bench::build_v3_workload): the fused update
-// and attention over the packed cache, checked against the v3 reference (oracle/v3_compare.h:
-// the cache bit for bit, the output within its tolerance). atol is the largest allowance the
-// comparison used, rtol 0 (its tolerance is per element).
-Subject v3_subject(const bench::Workload& jax, const bench::V3Workload& w) {
-  Subject sb;
-  sb.label = w.label();
-  sb.facts.workload = "v3-" + w.spec.name;
-  sb.facts.dialect = std::string(dialect_name(Dialect::kTpuInferenceV3));
-  sb.facts.dtype = dtype_name(w.spec.dtype);
-  sb.facts.flops = bench::useful_flops(jax.inputs);
-  sb.facts.kv_bytes = bench::effective_kv_bytes(jax.inputs);
-  sb.facts.grid_heads = 1;
-  sb.facts.grid_q = 1;
-  sb.facts.bkv = v3_kv_pages_per_block(Dialect::kTpuInferenceV3, w.inputs, w.params);
-  sb.facts.bq = 0;
-  constexpr Dialect d = Dialect::kTpuInferenceV3;
-  auto ref = std::make_shared<std::optional<V3ReferenceResult>>();
-  sb.reference = [&w, ref] {
-    V3ReferenceResult r = v3_reference(d, w.inputs, w.params);
-    if (!*ref) *ref = std::move(r);
-  };
-  // Timed as the TPU runs it, the cache updated in place (its kv_cache is donated): no copy
-  // of the cache per call. The update rewrites the records the keys and values already hold.
-  auto cache = std::make_shared<Tensor>(w.inputs.kv_cache);
-  sb.kernel = [&w, cache](int threads) {
-    (void)v3_tiled_attention_in_place(d, w.inputs, *cache, w.params, KernelOptions{.threads = threads});
-  };
-  sb.check = [&w, ref](int threads, Row& row) {
-    const V3KernelResult r = v3_tiled_attention(d, w.inputs, w.params, KernelOptions{.threads = threads});
-    const V3Comparison c = v3_compare(d, w.inputs, w.params, **ref, r.out, r.kv_cache);
-    row.agree = c.agree();
-    row.max_abs_err = c.max_abs_err;
-    row.atol = c.max_allowed;
-    row.rtol = 0.0;
-    return c.agree() ? std::string() : describe_v3_comparison(c);
-  };
-  return sb;
-}
-
-// One workload: the reference (timed, and the answer every thread count's output is
-// checked against), then the kernel on each thread count of the sweep.
-std::vector<Row> measure(const Subject& sb, const Preset& preset, const std::vector<int>& sweep,
-                         int index, int total) {
-  using Clock = std::chrono::steady_clock;
-  const std::string tag = "[" + std::to_string(index) + "/" + std::to_string(total) + "] " + sb.label;
-  std::vector<double> ref_s;
-  while (static_cast<int>(ref_s.size()) < preset.reference_runs) {
-    double spent = 0;
-    for (double s : ref_s) spent += s;
-    if (!ref_s.empty() && spent + ref_s.front() > preset.reference_budget_s) break;
-    std::fprintf(stderr, "rpa bench: %s: reference run %zu\n", tag.c_str(), ref_s.size() + 1);
-    const auto t0 = Clock::now();
-    sb.reference();
-    ref_s.push_back(seconds(Clock::now() - t0));
+// The dialect that times a preset's workload: of those rpa bench times, the one whose
+// bench_prefix is the longest that `name` starts with ("v3-decode": tpu_inference_v3,
+// "decode": jax).
+const DialectCommands& bench_dialect(std::string_view name) {
+  const DialectCommands* found = nullptr;
+  for (const Dialect d : kDialects) {
+    const DialectCommands& c = dialect_commands(d);
+    if (c.bench_workload == nullptr || !name.starts_with(c.bench_prefix)) continue;
+    if (found == nullptr || c.bench_prefix.size() > found->bench_prefix.size()) found = &c;
   }
-
-  std::vector<Row> rows;
-  for (const int threads : sweep) {
-    Row row = sb.facts;
-    row.threads = threads;
-    row.reference_runs = static_cast<int>(ref_s.size());
-    row.reference_first_s = ref_s.front();
-    row.reference_ms = median(ref_s) * 1e3;
-
-    // Warm-up call, whose output is also the one checked against the reference.
-    std::fprintf(stderr, "rpa bench: %s: kernel warm-up on %d threads\n", tag.c_str(), threads);
-    const std::string mismatch = sb.check(threads, row);
-    if (!row.agree) {
-      std::fprintf(stderr,
-                   "rpa bench: ERROR: %s on %d threads: THE KERNEL DISAGREES WITH THE REFERENCE: "
-                   "%s\n",
-                   sb.label.c_str(), threads, mismatch.c_str());
-    }
-    std::fprintf(stderr, "rpa bench: %s: kernel, %d timed runs on %d threads\n", tag.c_str(),
-                 preset.kernel_runs, threads);
-    std::vector<double> kernel_s, kernel_cpu_s;
-    for (int i = 0; i < preset.kernel_runs; ++i) {
-      const double c0 = process_cpu_seconds();
-      const auto t0 = Clock::now();
-      sb.kernel(threads);
-      kernel_s.push_back(seconds(Clock::now() - t0));
-      kernel_cpu_s.push_back(process_cpu_seconds() - c0);
-    }
-    row.kernel_runs = preset.kernel_runs;
-    row.kernel_ms = median(kernel_s) * 1e3;
-    row.kernel_cpu_ms = median(kernel_cpu_s) * 1e3;
-    std::fprintf(stderr, "rpa bench: %s: kernel %.3f ms on %d threads, reference %.1f ms, %s\n",
-                 tag.c_str(), row.kernel_ms, threads, row.reference_ms,
-                 row.agree ? "agree" : "MISMATCH");
-    rows.push_back(std::move(row));
+  if (found == nullptr) {
+    throw std::logic_error("bench: no dialect times workload '" + std::string(name) + "'");
   }
-  return rows;
-}
-
-// The two dialects on one workload, timed in alternation: round i times one call of each (the
-// order flipping every round), and its ratio is the jax call's time over the v3 call's, which
-// is v3's %limit over jax's (the same flops and KV bytes, so the same roofline bound). Drift
-// in the machine's speed (other processes, frequency) then reaches both calls of a round
-// alike, where the medians of two separate runs can be 40% apart on this 2-core machine.
-struct PairRow {
-  std::string workload, dtype;
-  int threads = 0, rounds = 0;
-  double p25 = 0, median = 0, p75 = 0;  // of the rounds' ratios
-};
-
-double quantile(std::vector<double> v, double q) {
-  std::sort(v.begin(), v.end());
-  const double at = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<size_t>(at);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (at - static_cast<double>(lo)) * (v[hi] - v[lo]);
-}
-
-PairRow measure_pair(const Subject& jax, const Subject& v3, int threads, int rounds) {
-  using Clock = std::chrono::steady_clock;
-  const auto timed = [threads](const Subject& sb) {
-    const auto t0 = Clock::now();
-    sb.kernel(threads);
-    return seconds(Clock::now() - t0);
-  };
-  std::fprintf(stderr, "rpa bench: %s vs %s: %d alternating rounds on %d threads\n",
-               jax.label.c_str(), v3.label.c_str(), rounds, threads);
-  std::vector<double> ratios;
-  for (int i = 0; i < rounds; ++i) {
-    double tj = 0, tv = 0;
-    if (i % 2 == 0) {
-      tj = timed(jax);
-      tv = timed(v3);
-    } else {
-      tv = timed(v3);
-      tj = timed(jax);
-    }
-    ratios.push_back(tj / tv);
-  }
-  return {jax.facts.workload, jax.facts.dtype, threads, rounds,
-          quantile(ratios, 0.25), quantile(ratios, 0.5), quantile(ratios, 0.75)};
+  return *found;
 }
 
 const Limits& limits_for(const std::vector<Limits>& limits, int threads) {
@@ -530,32 +310,23 @@ int bench_command(const std::vector<std::string_view>& args) {
     limits.push_back(m);
   }
 
-  std::vector<Row> rows;
-  std::vector<PairRow> pairs;
+  BenchResults results;
   const int total = static_cast<int>(preset->workloads.size()) * 2;
   int index = 0;
   for (const std::string& name : preset->workloads) {
     // "v3-NAME": NAME's shapes and data in tpu-inference v3's dialect.
-    const bool v3 = name.starts_with("v3-");
+    const DialectCommands& commands = bench_dialect(name);
     for (DType t : {DType::kFloat32, DType::kBFloat16}) {
-      const bench::WorkloadSpec spec = bench::workload_spec(v3 ? name.substr(3) : name, t);
+      const bench::WorkloadSpec spec =
+          bench::workload_spec(name.substr(commands.bench_prefix.size()), t);
       ++index;
       std::fprintf(stderr, "rpa bench: [%d/%d] %s/%s: building\n", index, total, name.c_str(),
                    std::string(dtype_name(t)).c_str());
-      const bench::Workload w = bench::build_workload(spec);  // throws if strict rejects
-      if (v3) {
-        const bench::V3Workload v = bench::build_v3_workload(w);  // throws if strict rejects
-        const Subject v3_sb = v3_subject(w, v);
-        for (Row& r : measure(v3_sb, *preset, *sweep, index, total)) rows.push_back(std::move(r));
-        const Subject jax_sb = jax_subject(w);
-        for (const int threads : *sweep) {
-          pairs.push_back(measure_pair(jax_sb, v3_sb, threads, 2 * preset->kernel_runs + 1));
-        }
-      } else {
-        for (Row& r : measure(jax_subject(w), *preset, *sweep, index, total)) rows.push_back(std::move(r));
-      }
+      commands.bench_workload(spec, BenchStep{*preset, *sweep, index, total}, results);
     }
   }
+  const std::vector<Row>& rows = results.rows;
+  const std::vector<PairRow>& pairs = results.pairs;
 
   const std::string load = load_before + " at start, " + bench::load_average() + " at end";
   if (json) {

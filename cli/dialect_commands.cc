@@ -6,15 +6,23 @@
 #include <stdexcept>
 #include <string>
 
+#include "cli/jax_bench.h"
 #include "cli/jax_commands.h"
+#include "cli/v3_bench.h"
 #include "cli/v3_commands.h"
 
 namespace rpa {
 namespace {
 
 constexpr std::array<DialectCommands, 3> kRegistry = {{
-    {.dialect = Dialect::kJax, .run = run_jax},
-    {.dialect = Dialect::kTpuInferenceV3, .run = run_v3},
+    {.dialect = Dialect::kJax,
+     .run = run_jax,
+     .bench_prefix = "",
+     .bench_workload = bench_jax_workload},
+    {.dialect = Dialect::kTpuInferenceV3,
+     .run = run_v3,
+     .bench_prefix = "v3-",
+     .bench_workload = bench_v3_workload},
     {.dialect = Dialect::kTpuInferenceV3Hd64, .run = run_v3},
 }};
 
