@@ -67,22 +67,17 @@ REGISTRIES = {
 }
 MAX_REGISTRIES = 6
 NAMING_DIALECT = {
-    "bench/rpa_bench.cc",
     "casefile/case.h",
     "casegen/generate.h",
     "casegen/production.cc",
     "casegen/production.h",
-    "cli/bench_command.cc",
     "cli/campaign_command.cc",
     "cli/campaign_report.cc",
     "cli/campaign_state.cc",
     "cli/campaign_summary.cc",
     "cli/gen_command.cc",
     "fuzz/write_seeds.cc",
-    "harness/production_bench.cc",
     "harness/target_inputs.h",
-    "harness/workloads.cc",
-    "harness/workloads.h",
     "properties/production_props.cc",
     "python/bindings.cc",
 }
