@@ -6,16 +6,30 @@
 #include <stdexcept>
 #include <string>
 
+#include "cli/jax_campaign.h"
 #include "cli/jax_commands.h"
+#include "cli/v3_campaign.h"
 #include "cli/v3_commands.h"
 
 namespace rpa {
 namespace {
 
 constexpr std::array<DialectCommands, 3> kRegistry = {{
-    {.dialect = Dialect::kJax, .run = run_jax},
-    {.dialect = Dialect::kTpuInferenceV3, .run = run_v3},
-    {.dialect = Dialect::kTpuInferenceV3Hd64, .run = run_v3},
+    {.dialect = Dialect::kJax,
+     .run = run_jax,
+     .campaign_case = jax_campaign_case,
+     .campaign_production = jax_campaign_production,
+     .write_finding_file = jax_write_finding_file},
+    {.dialect = Dialect::kTpuInferenceV3,
+     .run = run_v3,
+     .campaign_case = v3_campaign_case,
+     .campaign_production = v3_campaign_production,
+     .write_finding_file = v3_write_finding_file},
+    {.dialect = Dialect::kTpuInferenceV3Hd64,
+     .run = run_v3,
+     .campaign_case = v3_campaign_case,
+     .campaign_production = v3_campaign_production,
+     .write_finding_file = v3_write_finding_file},
 }};
 
 }  // namespace
