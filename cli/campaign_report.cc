@@ -3,22 +3,17 @@
 #include <algorithm>
 #include <cstdio>
 #include <exception>
-#include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "harness/workloads.h"
-#include "casefile/case_file.h"
+#include "cli/dialect_commands.h"
 #include "cli/xml_escape.h"
+#include "core/dialect.h"
 #include "core/python_repr.h"
-#include "casegen/jax_case_codec.h"
-#include "casegen/jax_materialize.h"
-#include "casegen/v3_build_case.h"
-#include "casegen/v3_materialize.h"
+#include "service/dialect_ops.h"
 #include "service/number_text.h"
-#include "service/v3_run_case.h"
-#include "validation/jax_rule.h"
-#include "validation/v3_rule.h"
 
 namespace rpa {
 namespace {
@@ -121,33 +116,13 @@ std::vector<ReportedFinding> write_finding_files(const Stats& st, const std::fil
     // Whatever goes wrong writing one finding's file (an exception finding's spec may be the
     // case that threw), the page still lists it, with the command that needs no file.
     try {
-      if (!f.raw.empty()) {
-        const std::optional<std::vector<uint8_t>> bytes = props::from_hex(f.raw);
-        std::ofstream file(dir / (stem + ".bin"), std::ios::binary);
-        if (bytes && file.write(reinterpret_cast<const char*>(bytes->data()),
-                                static_cast<std::streamsize>(bytes->size()))) {
-          r.case_file = stem + ".bin";
-        }
-      } else if (f.spec.starts_with("v3:")) {
-        if (const std::optional<props::V3CaseSpec> spec = props::v3_spec_from_hex(f.spec)) {
-          const props::V3Materialized m = props::materialize_v3(*spec);
-          std::string error;
-          Case c;
-          c.dialect = spec->dialect;
-          c.v3_inputs = m.inputs;
-          c.v3_params = m.params;
-          if (write_case_file((dir / (stem + ".npz")).string(), c, &error)) {
-            r.case_file = stem + ".npz";
-          }
-        }
-      } else if (const std::optional<props::CaseSpec> spec = props::spec_from_hex(f.spec)) {
-        const props::Materialized m = props::materialize(*spec);
-        std::string error;
-        Case c;
-        c.inputs = m.inputs;
-        c.params = m.params;
-        if (write_case_file((dir / (stem + ".npz")).string(), c, &error)) {
-          r.case_file = stem + ".npz";
+      // The first dialect whose finding it is writes it (JAX's: a raw call's bytes or a jax
+      // spec's case; the v3 dialects': a v3 spec's case).
+      for (const Dialect d : kDialects) {
+        if (const std::optional<std::string> file =
+                dialect_commands(d).write_finding_file(f, dir, stem)) {
+          r.case_file = *file;
+          break;
         }
       }
     } catch (const std::exception&) {
@@ -239,10 +214,10 @@ std::string campaign_report_html(const Stats& st, const CampaignRun& run,
     return td(count(n), n == 0 ? "n unreached" : "n");
   };
   h += row({td("valid"), cell("valid", 0, true), cell("valid", 1, true)});
-  for (const RuleInfo& r : rule_table()) {
+  for (const DialectRule& r : dialect_ops(Dialect::kJax).rules()) {
     const std::string name(r.name);
     h += row({td("<code>" + xml_escape(name) + "</code>"), cell(name, 0, r.in_strict),
-              cell(name, 1, r.in_jax)});
+              cell(name, 1, r.in_native)});
   }
   h += "</table>\n<p id=\"unreached\">" + std::to_string(unreached) +
        " (rule, mode) pairs never reached.</p>\n";
@@ -255,7 +230,7 @@ std::string campaign_report_html(const Stats& st, const CampaignRun& run,
   const Dialect v3_dialects[] = {Dialect::kTpuInferenceV3, Dialect::kTpuInferenceV3Hd64};
   for (const Dialect d : v3_dialects) {
     for (const Mode m : kV3Modes) {
-      h += "<th>" + xml_escape(std::string(dialect_name(d))) + " " + std::string(v3_mode_name(m)) +
+      h += "<th>" + xml_escape(std::string(dialect_name(d))) + " " + std::string(mode_label(d, m)) +
            "</th>";
     }
   }
@@ -281,8 +256,16 @@ std::string campaign_report_html(const Stats& st, const CampaignRun& run,
     return r + "</tr>\n";
   };
   h += v3_row("valid", [](Dialect, Mode) { return true; });
-  for (const V3RuleInfo& r : v3_rule_table()) {
-    h += v3_row(std::string(r.name), [&r](Dialect d, Mode m) { return r.in(d, m); });
+  // The v3 rule table, in its order (each v3 dialect's DialectOps::rules: the same rules, each
+  // with the modes that dialect enforces it in).
+  for (const DialectRule& r : dialect_ops(v3_dialects[0]).rules()) {
+    const std::string name(r.name);
+    h += v3_row(name, [&name](Dialect d, Mode m) {
+      for (const DialectRule& rule : dialect_ops(d).rules()) {
+        if (rule.name == name) return m == Mode::kJax ? rule.in_native : rule.in_strict;
+      }
+      return false;
+    });
   }
   h += "</table>\n<p id=\"unreached-v3\">" + std::to_string(v3_unreached) +
        " (rule, dialect, mode) triples never reached.</p>\n";

@@ -49,4 +49,10 @@ struct CampaignRun {
   Shard shard;
 };
 
+// The seed case i of a run of `seed` is drawn from (each dialect's cases and the production
+// profile's): what case i is depends on the run's seed and i alone.
+inline uint64_t case_seed(uint64_t seed, int64_t i) {
+  return seed * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(i) * 0xbf58476d1ce4e5b9ULL;
+}
+
 }  // namespace rpa

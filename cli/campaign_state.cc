@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "casegen/random_source.h"
-#include "service/v3_run_case.h"
 
 namespace rpa {
 namespace {
@@ -335,7 +334,7 @@ bool read_record(Record& r, CampaignState& state, std::set<std::string>& seen,
     const std::string rule = r.str();
     fresh_key(r, st.verdicts[k], rule) = r.count();
   } else if (name == "v3_verdicts") {
-    const int k = mode_index(r, kV3Modes, v3_mode_name);
+    const int k = mode_index(r, kV3Modes, v3_verdict_mode_name);
     const std::string dialect = r.str();
     const std::string rule = r.str();
     fresh_key(r, st.v3_verdicts[k][dialect], rule) = r.count();
@@ -402,8 +401,9 @@ std::string campaign_state_text(const Stats& st, const CampaignRun& run) {
   for (int k = 0; k < 2; ++k) {
     for (const auto& [dialect, rules] : st.v3_verdicts[k]) {
       for (const auto& [rule, n] : rules) {
-        line("v3_verdicts", std::string(v3_mode_name(kV3Modes[k])) + " " + state_string(dialect) +
-                                " " + state_string(rule) + " " + std::to_string(n));
+        line("v3_verdicts", std::string(v3_verdict_mode_name(kV3Modes[k])) + " " +
+                                state_string(dialect) + " " + state_string(rule) + " " +
+                                std::to_string(n));
       }
     }
   }

@@ -3,9 +3,14 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/dialect.h"
+#include "service/dialect_ops.h"
 #include "service/number_text.h"
 
 namespace rpa {
+
+// Both v3 dialects name their modes alike.
+std::string_view v3_verdict_mode_name(Mode m) { return mode_label(Dialect::kTpuInferenceV3, m); }
 
 int budget_bin(double used) {
   if (used == 0.0) return 0;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "casegen/production_reach.h"
@@ -90,6 +91,9 @@ inline constexpr size_t kMaxFindings = 20;
 inline constexpr Mode kModes[] = {Mode::kStrict, Mode::kJax};
 // The v3 modes in the order of Stats::v3_verdicts: native (Mode::kJax), strict.
 inline constexpr Mode kV3Modes[] = {Mode::kJax, Mode::kStrict};
+// A v3 mode's name in the summary and the state file's v3_verdicts: the v3 dialects'
+// mode_label (service/dialect_ops.h), "native" or "strict".
+std::string_view v3_verdict_mode_name(Mode m);
 
 void record(Stats& st, Finding f);
 

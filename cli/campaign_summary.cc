@@ -13,7 +13,6 @@
 #include "cli/exit_codes.h"
 #include "core/python_repr.h"
 #include "service/json_writer.h"
-#include "service/v3_run_case.h"
 
 namespace rpa {
 namespace {
@@ -54,7 +53,7 @@ std::string v3_summary_text(const Stats& st) {
          std::to_string(mutated == st.v3_mutated.end() ? 0 : mutated->second) +
          " with named mutations, checked against the v3 spec model)\n";
     for (int k = 0; k < 2; ++k) {
-      s += "    " + std::string(v3_mode_name(kV3Modes[k])) + " verdicts:";
+      s += "    " + std::string(v3_verdict_mode_name(kV3Modes[k])) + " verdicts:";
       const auto it = st.v3_verdicts[k].find(dialect);
       if (it != st.v3_verdicts[k].end()) {
         for (const auto& [rule, c] : it->second) s += " " + rule + " " + std::to_string(c);
@@ -185,7 +184,7 @@ std::string summary_json(const Stats& st, const CampaignRun& run) {
   }
   j.end_object();
   for (int k = 0; k < 2; ++k) {
-    j.key(std::string(v3_mode_name(kV3Modes[k])) + "_verdicts").begin_object();
+    j.key(std::string(v3_verdict_mode_name(kV3Modes[k])) + "_verdicts").begin_object();
     for (const auto& [d, rules] : st.v3_verdicts[k]) {
       j.key(d).begin_object();
       for (const auto& [rule, n] : rules) j.key(rule).value(n);

@@ -7,8 +7,10 @@
 #include <string>
 
 #include "cli/jax_bench.h"
+#include "cli/jax_campaign.h"
 #include "cli/jax_commands.h"
 #include "cli/v3_bench.h"
+#include "cli/v3_campaign.h"
 #include "cli/v3_commands.h"
 
 namespace rpa {
@@ -18,12 +20,22 @@ constexpr std::array<DialectCommands, 3> kRegistry = {{
     {.dialect = Dialect::kJax,
      .run = run_jax,
      .bench_prefix = "",
-     .bench_workload = bench_jax_workload},
+     .bench_workload = bench_jax_workload,
+     .campaign_case = jax_campaign_case,
+     .campaign_production = jax_campaign_production,
+     .write_finding_file = jax_write_finding_file},
     {.dialect = Dialect::kTpuInferenceV3,
      .run = run_v3,
      .bench_prefix = "v3-",
-     .bench_workload = bench_v3_workload},
-    {.dialect = Dialect::kTpuInferenceV3Hd64, .run = run_v3},
+     .bench_workload = bench_v3_workload,
+     .campaign_case = v3_campaign_case,
+     .campaign_production = v3_campaign_production,
+     .write_finding_file = v3_write_finding_file},
+    {.dialect = Dialect::kTpuInferenceV3Hd64,
+     .run = run_v3,
+     .campaign_case = v3_campaign_case,
+     .campaign_production = v3_campaign_production,
+     .write_finding_file = v3_write_finding_file},
 }};
 
 }  // namespace

@@ -5,10 +5,16 @@
 #pragma once
 
 #include <string_view>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
 
 #include "casefile/case.h"
+#include "cli/campaign_stats.h"
 #include "cli/cli_args.h"
 #include "core/dialect.h"
+#include "oracle/dot_precision.h"
 
 namespace rpa {
 
@@ -17,6 +23,9 @@ struct WorkloadSpec;  // harness/workloads.h
 }  // namespace bench
 struct BenchStep;     // cli/bench_measure.h
 struct BenchResults;  // cli/bench_measure.h
+namespace props {
+struct ProductionSpec;  // casegen/production.h
+}  // namespace props
 
 struct DialectCommands {
   Dialect dialect = Dialect::kJax;
@@ -33,6 +42,28 @@ struct DialectCommands {
   std::string_view bench_prefix = {};
   void (*bench_workload)(const bench::WorkloadSpec& spec, const BenchStep& step,
                          BenchResults& out) = nullptr;
+  // rpa campaign (cli/campaign_command.cc; cli/jax_campaign.cc, cli/v3_campaign.cc): the
+  // dialect's share of the run's cases, each checked and tallied into st (a finding recorded
+  // with its replay hex), and the files of its findings next to the report.
+  // The run's case i, of dialect d (the campaign's mix says which; the v3 entry serves both
+  // v3 dialects): drawn from the run's seed (sizes cycling 0..max_size), with named
+  // mutations or none, and checked (each mode's verdict against the spec model, then a case strict
+  // accepts through the tiled kernel against the reference). replay and note are set, as
+  // soon as known, to the case's replay hex and a note on what it carries (its mutations),
+  // for the caller's finding should the case throw.
+  void (*campaign_case)(Dialect d, uint64_t seed, int64_t i, int max_size, DotPasses passes,
+                        Stats& st, std::string& replay, std::string& note) = nullptr;
+  // --profile production: case i is the production call spec (of the dialect; hex its replay
+  // hex), through the same checks.
+  void (*campaign_production)(const props::ProductionSpec& spec, const std::string& hex,
+                              int64_t i, DotPasses passes, Stats& st) = nullptr;
+  // --report: writes the finding's case next to the report, dir / stem + ".npz" (from its
+  // spec) or ".bin" (a raw call's bytes), when the finding is one of the dialect's, and
+  // returns the file's name, "" when it could not be written; nullopt when the finding is
+  // not the dialect's. May throw (a finding's spec may be the case that threw).
+  std::optional<std::string> (*write_finding_file)(const Finding& f,
+                                                   const std::filesystem::path& dir,
+                                                   const std::string& stem) = nullptr;
 };
 
 // The dialect's entry; every Dialect of core/dialect.h has one.

@@ -39,6 +39,10 @@ TEST(DialectRegistry, EveryEntryHasEveryPiece) {
     EXPECT_NE(ops.check, nullptr);
     EXPECT_EQ(dialect_commands(d).dialect, d);
     EXPECT_NE(dialect_commands(d).run, nullptr);
+    // rpa campaign's pieces.
+    EXPECT_NE(dialect_commands(d).campaign_case, nullptr);
+    EXPECT_NE(dialect_commands(d).campaign_production, nullptr);
+    EXPECT_NE(dialect_commands(d).write_finding_file, nullptr);
     EXPECT_EQ(mode_label(d, Mode::kStrict), "strict");
     EXPECT_EQ(mode_label(d, Mode::kJax), ops.native_mode);
   }
