@@ -18,6 +18,7 @@
 #include "casegen/jax_materialize.h"
 #include "casegen/jax_spec_model.h"
 #include "casegen/production.h"
+#include "casegen/jax_production.h"
 #include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "harness/jax_raw_check.h"

@@ -18,6 +18,8 @@
 #include "casegen/generate.h"
 #include "casegen/jax_materialize.h"
 #include "casegen/production.h"
+#include "casegen/v3_production.h"
+#include "casegen/jax_production.h"
 #include "casegen/v3_materialize.h"
 #include "reference/jax_reference.h"
 #include "reference/v3_reference.h"

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "casegen/production.h"
+#include "casegen/v3_production.h"
 #include "casegen/v3_build_case.h"
 #include "casegen/v3_materialize.h"
 #include "casegen/v3_mutation.h"

@@ -15,6 +15,8 @@
 #include "casegen/jax_materialize.h"
 #include "casegen/jax_spec_model.h"
 #include "casegen/production.h"
+#include "casegen/v3_production.h"
+#include "casegen/jax_production.h"
 #include "casegen/v3_materialize.h"
 #include "casegen/v3_mutation.h"
 #include "casegen/v3_spec_model.h"

@@ -61,6 +61,7 @@ DIALECT_PREFIXES = ("jax_", "v3_")
 # (service/dialect_ops.h, cli/dialect_commands.h, harness/input_families.h), the one place each
 # interface names them.
 REGISTRIES = {
+    "casegen/dialect_generators.cc",
     "cli/dialect_commands.cc",
     "harness/input_families.cc",
     "service/dialect_registry.cc",
