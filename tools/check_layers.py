@@ -70,9 +70,6 @@ MAX_REGISTRIES = 6
 NAMING_DIALECT = {
     "bench/rpa_bench.cc",
     "casefile/case.h",
-    "casegen/generate.h",
-    "casegen/production.cc",
-    "casegen/production.h",
     "cli/bench_command.cc",
     "cli/campaign_command.cc",
     "cli/campaign_report.cc",
@@ -84,7 +81,6 @@ NAMING_DIALECT = {
     "harness/target_inputs.h",
     "harness/workloads.cc",
     "harness/workloads.h",
-    "properties/production_props.cc",
     "python/bindings.cc",
 }
 UNCHECKED = {"tests", "tools", "build", "corpus", "scripts", ".git", ".ci"}
