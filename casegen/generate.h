@@ -39,6 +39,10 @@ struct DecodeBounds {
   bool flat_data = true;
 };
 
+// The largest head_dim a request may fix, of every dialect's generators (rpa gen --head-dim;
+// jax: kMaxHeadDim, v3: kV3MaxHeadDim).
+inline constexpr int64_t kGenMaxHeadDim = 256;
+
 // The v3 dialects' long tier (v3_long_tier_options): kv_len 32768 to 65536 in a call or two;
 // no size scales it. Bounds narrow it only from 32768 up.
 inline constexpr std::string_view kLongTierProfile = "long32k";

@@ -15,6 +15,8 @@
 
 namespace rpa::props {
 
+static_assert(kMaxHeadDim == kGenMaxHeadDim);
+
 struct GenOptions {
   std::optional<BuildOptions> options;  // set on success
   std::string error;                    // one line, set on failure

@@ -17,6 +17,8 @@
 
 namespace rpa::props {
 
+static_assert(kV3MaxHeadDim == kGenMaxHeadDim);
+
 // The v3 dialects' options for a request (d a v3 dialect): the same profile names, "edge"
 // meaning small batches at their boundaries (v3 cases are always valid); head_dim 1 to 256
 // (long: 128), and for hd64 64 alone.

@@ -7,15 +7,29 @@
 #include <string>
 
 #include "cli/jax_commands.h"
+#include "cli/jax_gen.h"
 #include "cli/v3_commands.h"
+#include "cli/v3_gen.h"
 
 namespace rpa {
 namespace {
 
 constexpr std::array<DialectCommands, 3> kRegistry = {{
-    {.dialect = Dialect::kJax, .run = run_jax},
-    {.dialect = Dialect::kTpuInferenceV3, .run = run_v3},
-    {.dialect = Dialect::kTpuInferenceV3Hd64, .run = run_v3},
+    {.dialect = Dialect::kJax,
+     .run = run_jax,
+     // rpa gen
+     .gen_spec_prefix = "",
+     .gen = gen_jax},
+    {.dialect = Dialect::kTpuInferenceV3,
+     .run = run_v3,
+     // rpa gen
+     .gen_spec_prefix = props::kV3SpecPrefix,
+     .gen = gen_v3_dialect},
+    {.dialect = Dialect::kTpuInferenceV3Hd64,
+     .run = run_v3,
+     // rpa gen
+     .gen_spec_prefix = props::kV3SpecPrefix,
+     .gen = gen_v3_dialect},
 }};
 
 }  // namespace

@@ -75,7 +75,6 @@ NAMING_DIALECT = {
     "cli/campaign_report.cc",
     "cli/campaign_state.cc",
     "cli/campaign_summary.cc",
-    "cli/gen_command.cc",
     "fuzz/write_seeds.cc",
     "harness/production_bench.cc",
     "harness/target_inputs.h",
