@@ -1,5 +1,6 @@
 // The batch mix a server produces, in every dialect: decode rows (q_len 1), prefill rows
-// (q_len up to kv_len), or both.
+// (q_len up to kv_len), or both; and a sequence's two lengths (SeqSpec), which the jax case
+// spec and the production recipe hold.
 #pragma once
 
 #include <cstdint>
@@ -13,5 +14,11 @@ inline constexpr Profile kProfiles[] = {Profile::kMixed, Profile::kDecode, Profi
 
 // "mixed", "decode", "prefill".
 std::string_view profile_name(Profile p);
+
+struct SeqSpec {
+  int64_t q_len = 0;   // 0 <= q_len <= kv_len
+  int64_t kv_len = 0;  // <= pages_per_seq * page_size
+  bool operator==(const SeqSpec&) const = default;
+};
 
 }  // namespace rpa::props

@@ -8,7 +8,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 namespace rpa::props {
@@ -99,5 +102,11 @@ std::vector<uint8_t> encode_with(const T& value, Visit visit) {
   visit(sink, copy);
   return sink.bytes();
 }
+
+// Every dialect's spec hex and the production recipe's (`rpa gen --spec`):
+// Bytes in lower-case hex, two digits a byte.
+std::string to_hex(std::span<const uint8_t> bytes);
+// The bytes of an even-length hex text (either case), nullopt if it is not one.
+std::optional<std::vector<uint8_t>> from_hex(std::string_view hex);
 
 }  // namespace rpa::props

@@ -23,10 +23,6 @@ CaseSpec decode_case(std::span<const uint8_t> bytes,
                      const BuildOptions& options = widest_options(),
                      ByteOrder order = ByteOrder::kLittle);
 
-// Bytes in lower-case hex, two digits a byte.
-std::string to_hex(std::span<const uint8_t> bytes);
-// The bytes of an even-length hex text (either case), nullopt if it is not one.
-std::optional<std::vector<uint8_t>> from_hex(std::string_view hex);
 // encode_case in lower-case hex, as `rpa gen --spec` takes it.
 std::string spec_hex(const CaseSpec& spec);
 // The spec a hex text names: nullopt unless it is exactly the canonical encoding of a

@@ -22,12 +22,6 @@ enum class DataKind : uint8_t {
   kAllEqual,  // one value everywhere: every softmax row is flat
 };
 
-struct SeqSpec {
-  int64_t q_len = 0;   // 0 <= q_len <= kv_len
-  int64_t kv_len = 0;  // <= pages_per_seq * page_size
-  bool operator==(const SeqSpec&) const = default;
-};
-
 struct CaseSpec {
   Profile profile = Profile::kMixed;
   DType q_dtype = DType::kFloat32;

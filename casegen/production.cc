@@ -2,16 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <sstream>
 
-#include "core/v3_cache_layout.h"
 #include "casegen/byte_source.h"
-#include "casegen/jax_case_codec.h"
+#include "casegen/dialect_generator.h"
 #include "casegen/random_source.h"
-#include "schedule/v3_block_sizes.h"
-#include "validation/jax_vmem_budget.h"
-#include "validation/target_profile.h"
 
 namespace rpa::props {
 namespace {
@@ -51,18 +46,18 @@ int64_t next_power_of_2(int64_t v) {
 
 }  // namespace
 
+Profile profile_of(const std::vector<SeqSpec>& seqs) {
+  bool decode = false, prefill = false;
+  for (const SeqSpec& q : seqs) (q.q_len == 1 ? decode : prefill) = true;
+  return decode && prefill ? Profile::kMixed : prefill ? Profile::kPrefill : Profile::kDecode;
+}
+
 bool production_edge_is_int16(ProductionEdge e) {
   return e == ProductionEdge::kInt16PositionsBelow || e == ProductionEdge::kInt16PositionsPast ||
          e == ProductionEdge::kInt16WindowAt || e == ProductionEdge::kInt16WindowBelow;
 }
 
 namespace {
-
-Profile profile_of(const std::vector<SeqSpec>& seqs) {
-  bool decode = false, prefill = false;
-  for (const SeqSpec& q : seqs) (q.q_len == 1 ? decode : prefill) = true;
-  return decode && prefill ? Profile::kMixed : prefill ? Profile::kPrefill : Profile::kDecode;
-}
 
 std::string range_text(int64_t v, std::initializer_list<int64_t> edges, const char* what) {
   int64_t lo = 0;
@@ -132,11 +127,7 @@ int64_t production_token_bytes(const ProductionSpec& s) {
 }
 
 int64_t production_cache_token_bytes(const ProductionSpec& s) {
-  const ProductionModel& m = s.shape();
-  if (!is_v3(s.dialect)) return 2 * m.kv_heads * m.head_dim * dtype_size(s.kv_dtype);
-  // The packed cache: heads padded to the packing, lanes to 128 (hd64: K and V share them).
-  return V3CacheLayout(s.dialect, s.kv_dtype, m.kv_heads, m.head_dim).token_stride() *
-         dtype_size(s.kv_dtype);
+  return dialect_generator(s.dialect).production_cache_token_bytes(s);
 }
 
 int64_t production_table_bytes(const ProductionSpec& s) {
@@ -148,11 +139,6 @@ bool production_int16_positions(const ProductionSpec& s) {
          s.pages_per_seq() * s.page_size <= 32767;
 }
 
-bool production_smem_fits(int64_t max_num_seqs, int64_t pages_per_seq) {
-  return smem_need_bytes(max_num_seqs, pages_per_seq) <=
-         default_target_profile().smem_capacity_bytes;
-}
-
 int64_t ProductionSpec::total_q_len() const {
   int64_t t = 0;
   for (const SeqSpec& q : seqs) t += q.q_len;
@@ -161,36 +147,6 @@ int64_t ProductionSpec::total_q_len() const {
 
 int64_t ProductionSpec::padded_tokens() const {
   return std::min(next_power_of_2(std::max<int64_t>(total_q_len(), 16)), token_budget);
-}
-
-bool production_window_skips_cache_write(const ProductionSpec& s) {
-  if (s.dialect != Dialect::kTpuInferenceV3 || !s.sliding_window || s.seqs.empty()) return false;
-  const ProductionModel& m = s.shape();
-  const V3BlockShape shape{.kv_dtype = s.kv_dtype,
-                           .kv_heads = m.kv_heads,
-                           .q_heads = m.q_heads,
-                           .head_dim = m.head_dim,
-                           .max_num_tokens = s.padded_tokens(),
-                           .page_size = s.page_size,
-                           .pages_per_seq = s.pages_per_seq()};
-  const int64_t w = *s.sliding_window;
-  for (int64_t i = 0; i < static_cast<int64_t>(s.seqs.size()); ++i) {
-    const SeqSpec& q = s.seqs[static_cast<size_t>(i)];
-    const bool decode = i < s.num_decode, prefill = !decode && i < s.num_decode + s.num_prefill;
-    const V3Pass pass = decode ? V3Pass::kDecode : prefill ? V3Pass::kPrefill : V3Pass::kMixed;
-    const int64_t rows = decode ? 1 : q.q_len, gap = q.kv_len - q.q_len;
-    for (int version : {5, 6, 7}) {
-      const std::optional<V3BlockSizes> b = v3_default_block_sizes(shape, pass, version);
-      if (!b || (*b)[0] <= 0 || (*b)[1] <= 0) continue;
-      // The last query block reads from its first row's window, floored to bkv_sz; the new
-      // tokens are written from the blocks it reads (v3_mutation.cc, declare_window_rules).
-      const int64_t bq = decode || prefill ? std::min((*b)[0], rows) : (*b)[0];
-      const int64_t last = (q.q_len - 1) / bq * bq;
-      const int64_t from = std::max<int64_t>(gap + last - w, 0) / (*b)[1] * (*b)[1];
-      if (gap / (*b)[1] * (*b)[1] < from) return true;
-    }
-  }
-  return false;
 }
 
 int64_t ProductionSpec::max_kv_len() const {
@@ -213,125 +169,7 @@ int64_t ProductionSpec::memory_bytes() const {
          std::max<int64_t>(pages, 1) * page_size * production_cache_token_bytes(*this);
 }
 
-int64_t held_bytes(const Inputs& in) {
-  int64_t n = in.q.nbytes();  // the output
-  for (const Tensor* t : {&in.q, &in.kv_pages, &in.kv_lens, &in.page_indices, &in.cu_q_lens,
-                          &in.num_seqs}) {
-    n += t->nbytes();
-  }
-  return n;
-}
-
-int64_t held_bytes(const V3Inputs& in) {
-  int64_t n = in.queries.nbytes();  // the output
-  for (const Tensor* t : {&in.queries, &in.keys, &in.values, &in.kv_cache, &in.kv_lens,
-                          &in.page_indices, &in.cu_q_lens, &in.distribution}) {
-    n += t->nbytes();
-  }
-  if (in.attention_sink) n += in.attention_sink->nbytes();
-  return n;
-}
-
 int64_t memory_bytes_slack(const ProductionSpec& s) { return 4 * s.shape().q_heads + 64; }
-
-namespace {
-
-// The pool's pages in use, in order or shuffled by the recipe's seed.
-std::vector<int64_t> page_order(const ProductionSpec& s, int64_t used) {
-  std::vector<int64_t> order(static_cast<size_t>(used));
-  std::iota(order.begin(), order.end(), 0);
-  if (s.page_shuffle_seed != 0) {
-    uint64_t state = static_cast<uint64_t>(s.page_shuffle_seed);
-    for (int64_t i = used - 1; i > 0; --i) {
-      std::swap(order[static_cast<size_t>(i)],
-                order[static_cast<size_t>(splitmix64(state) % static_cast<uint64_t>(i + 1))]);
-    }
-  }
-  return order;
-}
-
-}  // namespace
-
-CaseSpec production_case(const ProductionSpec& s) {
-  const ProductionModel& m = s.shape();
-  CaseSpec c;
-  c.profile = profile_of(s.seqs);
-  c.q_dtype = s.q_dtype;
-  c.kv_dtype = s.kv_dtype;
-  c.num_kv_heads = m.kv_heads;
-  c.q_per_kv = m.q_heads / m.kv_heads;
-  c.head_dim = m.head_dim;
-  c.page_size = s.page_size;
-  c.seqs = s.seqs;
-  c.max_num_seqs = s.max_num_seqs;
-  c.pages_per_seq = s.pages_per_seq();
-  int64_t used = 0;
-  for (const SeqSpec& q : s.seqs) used += std::max<int64_t>(pages_for(q.kv_len, s.page_size), 1);
-  used = std::max<int64_t>(used, 1);
-  c.num_pages = used + s.spare_pages;
-  c.max_num_batched_tokens = s.padded_tokens();
-  // vLLM's block table: a sequence's pages, zeros past them and in the padding slots.
-  const std::vector<int64_t> order = page_order(s, used);
-  c.page_indices.assign(static_cast<size_t>(c.max_num_seqs * c.pages_per_seq), 0);
-  int64_t next = 0;
-  for (size_t i = 0; i < s.seqs.size(); ++i) {
-    const int64_t pages = std::max<int64_t>(pages_for(s.seqs[i].kv_len, s.page_size), 1);
-    for (int64_t j = 0; j < pages; ++j) {
-      c.page_indices[i * static_cast<size_t>(c.pages_per_seq) + static_cast<size_t>(j)] =
-          order[static_cast<size_t>(next++)];
-    }
-  }
-  // The runner's padding: kv_lens 0, cu_q_lens repeating the total.
-  c.pad_kv_lens.assign(static_cast<size_t>(c.max_num_seqs - c.num_seqs()), 0);
-  c.pad_cu_q_lens.assign(c.pad_kv_lens.size(), s.total_q_len());
-  c.data = DataKind::kNormal;
-  c.data_seed = s.data_seed;
-  c.nan_garbage = s.nan_padding;
-  c.params.sm_scale = 1.0 / std::sqrt(static_cast<double>(m.head_dim));
-  c.params.sliding_window = s.sliding_window;
-  c.params.soft_cap = s.soft_cap;
-  if (s.kv_dtype != s.q_dtype) c.params.k_scale = c.params.v_scale = s.kv_scale;
-  return c;
-}
-
-V3CaseSpec production_v3_case(const ProductionSpec& s) {
-  const ProductionModel& m = s.shape();
-  V3CaseSpec c;
-  c.dialect = s.dialect;
-  c.profile = profile_of(s.seqs);
-  c.q_dtype = s.q_dtype;
-  c.kv_dtype = s.kv_dtype;
-  c.num_kv_heads = m.kv_heads;
-  c.q_per_kv = m.q_heads / m.kv_heads;
-  c.head_dim = m.head_dim;
-  c.page_size = s.page_size;
-  int64_t most = 0;
-  for (const SeqSpec& q : s.seqs) {
-    c.seqs.push_back({.q_len = q.q_len, .kv_len = q.kv_len});
-    most = std::max(most, (q.kv_len + s.page_size - 1) / s.page_size);
-  }
-  c.num_decode = s.num_decode;
-  c.num_prefill = s.num_prefill;
-  c.extra_seq_slots = s.max_num_seqs - c.num_seqs();
-  c.extra_page_slots = s.pages_per_seq() - most;
-  c.extra_pages = s.spare_pages;
-  c.extra_tokens = s.padded_tokens() - s.total_q_len();
-  c.page_shuffle_seed = s.page_shuffle_seed;
-  c.garbage = s.nan_padding;
-  c.data_seed = s.data_seed;
-  c.sink = s.sinks ? V3Sink::kWithInfs : V3Sink::kNone;
-  V3Params& p = c.params;
-  p.sm_scale = 1.0 / std::sqrt(static_cast<double>(m.head_dim));
-  p.sliding_window = s.sliding_window;
-  p.soft_cap = s.soft_cap;
-  if (s.kv_dtype != s.q_dtype) p.k_scale = p.v_scale = s.kv_scale;
-  p.chunk_prefill_size = s.chunk_prefill_size;
-  if (s.dialect == Dialect::kTpuInferenceV3Hd64) {
-    p.num_kv_pages_per_block = std::min(s.kv_pages_per_block, s.pages_per_seq());
-    p.num_queries_per_block = s.queries_per_block;
-  }
-  return c;
-}
 
 std::string production_spec_hex(const ProductionSpec& s) {
   return std::string(kProductionSpecPrefix) + to_hex(encode_with(s, visitor()));

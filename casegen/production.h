@@ -13,10 +13,13 @@
 // Lengths are drawn against what is left of both, so a batch keeps its serving shape (many
 // short decodes, a prefill chunk filling the budget, one long context) at a size a CPU runs.
 //
-// The recipe is its own codec (visit_production, any Io of jax_build_case.h), so a production
-// call replays as `rpa gen --spec prod:HEX` without touching the other generators' bytes.
+// The recipe is its own codec (visit_production, any Io of casegen/choices.h), so a production
+// call replays as `rpa gen --spec prod:HEX` without touching the other generators' bytes. Each
+// dialect family expands a recipe into its own case spec (casegen/jax_production.h,
+// casegen/v3_production.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -26,11 +29,8 @@
 
 #include "core/dialect.h"
 #include "core/dtype.h"
-#include "core/jax_inputs.h"
-#include "core/v3_inputs.h"
-#include "casegen/jax_build_case.h"
-#include "casegen/jax_case_spec.h"
-#include "casegen/v3_case_spec.h"
+#include "casegen/batch_mix.h"
+#include "casegen/choices.h"
 
 namespace rpa::props {
 
@@ -112,7 +112,8 @@ struct ProductionSpec {
   bool operator==(const ProductionSpec&) const = default;
 };
 
-// The recipe's choices, in order (jax_build_case.h's Io). Every spec it builds keeps both bounds.
+// The recipe's choices, in order (an Io of casegen/choices.h). Every spec it builds keeps both
+// bounds.
 template <class Io>
 void visit_production(Io& io, ProductionSpec& s, Dialect d);
 
@@ -123,18 +124,15 @@ ProductionSpec build_production(Source& source, Dialect d) {
   return s;
 }
 
-// The bytes a materialized call holds: its input arrays and the output a kernel writes (q's
-// shape and dtype). ProductionSpec::memory_bytes() is this count's formula, to within
-// memory_bytes_slack(): the tables' scalars (num_seqs, distribution) and the sinks, which
-// the formula leaves out. fuzz_validate checks the two on every production input (its zeros
-// allocate nothing, so the allocation limit no longer checks the bound for it).
-int64_t held_bytes(const Inputs& in);
-int64_t held_bytes(const V3Inputs& in);
+// ProductionSpec::memory_bytes() is the formula of the bytes a materialized call holds
+// (held_bytes, of each family's inputs: casegen/jax_production.h, casegen/v3_production.h), to
+// within memory_bytes_slack(): the tables' scalars (num_seqs, distribution) and the sinks,
+// which the formula leaves out.
 int64_t memory_bytes_slack(const ProductionSpec& s);
 
-// The call a recipe names, in its dialect family's case spec.
-CaseSpec production_case(const ProductionSpec& s);      // s.dialect == kJax
-V3CaseSpec production_v3_case(const ProductionSpec& s);  // s.dialect is a v3 dialect
+// The batch mix of a recipe's sequences (decode rows have q_len 1), as each family's case
+// spec and the reach table name it.
+Profile profile_of(const std::vector<SeqSpec>& seqs);
 
 // The codec: `rpa gen --spec prod:HEX`, the dialect in the first byte, then the recipe's
 // choices. nullopt unless `text` is exactly the canonical form of a recipe.
@@ -183,11 +181,12 @@ bool production_int16_positions(const ProductionSpec& s);
 // window_skips_cache_write): its last query block reads KV blocks from its first row's window
 // on, floored to bkv_sz, and writes the new tokens only from those. The recipe then draws no
 // window: a production call is strict-valid (fuzz_validate found a window edge of 15 with a
-// 149-row chunk, the first time it drew production calls).
+// 149-row chunk, the first time it drew production calls). Kernel.py's: defined in
+// casegen/v3_production.cc.
 bool production_window_skips_cache_write(const ProductionSpec& s);
 
 // Whether jax's prefetched index arrays for these slots and pages fit the default target's
-// SMEM (strict smem_budget_exceeded).
+// SMEM (strict smem_budget_exceeded; jax's, defined in casegen/jax_production.cc).
 bool production_smem_fits(int64_t max_num_seqs, int64_t pages_per_seq);
 
 template <class Io>

@@ -9,9 +9,11 @@
 #include "cli/jax_bench.h"
 #include "cli/jax_campaign.h"
 #include "cli/jax_commands.h"
+#include "cli/jax_gen.h"
 #include "cli/v3_bench.h"
 #include "cli/v3_campaign.h"
 #include "cli/v3_commands.h"
+#include "cli/v3_gen.h"
 
 namespace rpa {
 namespace {
@@ -23,19 +25,25 @@ constexpr std::array<DialectCommands, 3> kRegistry = {{
      .bench_workload = bench_jax_workload,
      .campaign_case = jax_campaign_case,
      .campaign_production = jax_campaign_production,
-     .write_finding_file = jax_write_finding_file},
+     .write_finding_file = jax_write_finding_file,
+     .gen_spec_prefix = "",
+     .gen = gen_jax},
     {.dialect = Dialect::kTpuInferenceV3,
      .run = run_v3,
      .bench_prefix = "v3-",
      .bench_workload = bench_v3_workload,
      .campaign_case = v3_campaign_case,
      .campaign_production = v3_campaign_production,
-     .write_finding_file = v3_write_finding_file},
+     .write_finding_file = v3_write_finding_file,
+     .gen_spec_prefix = props::kV3SpecPrefix,
+     .gen = gen_v3_dialect},
     {.dialect = Dialect::kTpuInferenceV3Hd64,
      .run = run_v3,
      .campaign_case = v3_campaign_case,
      .campaign_production = v3_campaign_production,
-     .write_finding_file = v3_write_finding_file},
+     .write_finding_file = v3_write_finding_file,
+     .gen_spec_prefix = props::kV3SpecPrefix,
+     .gen = gen_v3_dialect},
 }};
 
 }  // namespace

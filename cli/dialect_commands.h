@@ -4,15 +4,16 @@
 // them (tests/dialect_registry_test.cc fails on a dialect without one).
 #pragma once
 
-#include <string_view>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "casefile/case.h"
 #include "cli/campaign_stats.h"
 #include "cli/cli_args.h"
+#include "cli/gen_args.h"
 #include "core/dialect.h"
 #include "oracle/dot_precision.h"
 
@@ -64,6 +65,14 @@ struct DialectCommands {
   std::optional<std::string> (*write_finding_file)(const Finding& f,
                                                    const std::filesystem::path& dir,
                                                    const std::string& stem) = nullptr;
+  // rpa gen (cli/gen_command.cc; issue 48).
+  // The tag that opens the dialect's --spec hex ("v3:"); empty for the untagged form (jax),
+  // which a --spec in no registered tag is.
+  std::string_view gen_spec_prefix;
+  // rpa gen on a case of the dialect (not the production profile; arguments checked): from
+  // --seed, or from a --spec in its form. `requested` is --dialect, if given (a tagged spec
+  // names its own dialect, which must agree). Prints the case, writes -o; returns the exit code.
+  int (*gen)(std::optional<Dialect> requested, const GenArgs& a) = nullptr;
 };
 
 // The dialect's entry; every Dialect of core/dialect.h has one.

@@ -1,6 +1,9 @@
 // rpa gen: one generated case as a case file, from a seed or from the hex a failing
 // property prints, with the verdicts the spec model expects (jax dialect) or the v3
-// validators' verdicts (v3 dialects, whose generated cases are all valid).
+// validators' verdicts (v3 dialects, whose generated cases are all valid): each dialect's part
+// through cli/dialect_commands.h (gen; cli/jax_gen.cc, cli/v3_gen.cc); the production profile,
+// of every dialect, here (its call through casegen/dialect_generator.h, its verdicts through
+// service/dialect_ops.h).
 #include <charconv>
 #include <cstdio>
 #include <optional>
@@ -9,29 +12,19 @@
 #include "casefile/case_file.h"
 #include "cli/cli_args.h"
 #include "cli/commands.h"
+#include "cli/dialect_commands.h"
 #include "cli/exit_codes.h"
+#include "cli/gen_args.h"
 #include "core/dialect.h"
-#include "casegen/jax_case_codec.h"
+#include "casegen/dialect_generator.h"
 #include "casegen/generate.h"
-#include "casegen/jax_materialize.h"
-#include "casegen/jax_spec_model.h"
 #include "casegen/production.h"
 #include "casegen/random_source.h"
-#include "casegen/v3_build_case.h"
-#include "casegen/v3_materialize.h"
+#include "service/dialect_ops.h"
 #include "service/path_features.h"
-#include "validation/jax_validate.h"
-#include "validation/v3_validate.h"
 
 namespace rpa {
-namespace {
 
-std::string v3_verdict_text(const std::optional<V3Failure>& f) {
-  return f ? std::string(v3_rule_info(f->rule).name) + ": " + f->message : "valid";
-}
-
-// --features: the path features of the call's program on the target (service/path_features.h),
-// one "  feature NAME COUNT" line each, after the case.
 void print_features(const Case& c, const std::optional<TargetProfile>& features) {
   if (!features) return;
   const PathFeatures f = case_path_features(c, *features);
@@ -42,43 +35,12 @@ void print_features(const Case& c, const std::optional<TargetProfile>& features)
   }
 }
 
-// The v3 half of gen: the spec from the seed or the hex, its case file, the report.
-int gen_v3(Dialect dialect, std::optional<uint64_t> seed, std::optional<int> size,
-           const std::string& spec_text, const props::GenRequest& request,
-           const std::string& output, const std::optional<TargetProfile>& features) {
-  props::V3CaseSpec spec;
-  if (seed) {
-    const props::V3GenOptions options = props::v3_gen_options(dialect, request);
-    if (!options.options) return usage_error(options.error);
-    spec = props::seeded_v3_spec(*seed, size.value_or(100), *options.options);
-  } else {
-    std::optional<props::V3CaseSpec> decoded = props::v3_spec_from_hex(spec_text);
-    if (!decoded) {
-      return usage_error("--spec takes the hex a property or rpa gen printed, whole (" +
-                         std::to_string(spec_text.size()) + " characters given)");
-    }
-    spec = std::move(*decoded);
-  }
-  const props::V3Materialized m = props::materialize_v3(spec);
-  Case c;
-  c.dialect = spec.dialect;
-  c.v3_inputs = m.inputs;
-  c.v3_params = m.params;
-  if (std::string err; !write_case_file(output, c, &err)) {
-    std::fprintf(stderr, "rpa: %s\n", err.c_str());
-    return kExitUnreadable;
-  }
-  // A long-tier call is past the codec's bounds: its case file is what replays it.
-  const std::string hex = props::v3_spec_encodes(spec)
-                              ? props::v3_spec_hex(spec)
-                              : "none (past the codec's bounds: the case file replays it)";
-  std::printf("%s\n  spec: %s\n  expected strict: %s\n  expected native: %s\nwrote %s\n",
-              props::describe(spec).c_str(), hex.c_str(),
-              v3_verdict_text(v3_validate(spec.dialect, m.inputs, m.params, Mode::kStrict)).c_str(),
-              v3_verdict_text(v3_validate(spec.dialect, m.inputs, m.params, Mode::kJax)).c_str(),
-              output.c_str());
-  print_features(c, features);
-  return kExitOk;
+namespace {
+
+// The first rule the case fails in the mode, "rule: message", or "valid".
+std::string verdict_text(const Case& c, Mode mode) {
+  const std::vector<RuleReport> f = dialect_ops(c.dialect).failures(c, {.mode = mode}, false);
+  return f.empty() ? "valid" : std::string(f.front().rule) + ": " + f.front().message;
 }
 
 // The production profile: a recipe from the seed or its prod: hex, the call of its dialect,
@@ -103,29 +65,15 @@ int gen_production(Dialect dialect, bool dialect_given, std::optional<uint64_t> 
     }
     dialect = spec.dialect;
   }
-  Case c;
-  c.dialect = dialect;
-  std::string strict, native;
-  if (is_v3(dialect)) {
-    const props::V3Materialized m = props::materialize_v3(props::production_v3_case(spec));
-    strict = v3_verdict_text(v3_validate(dialect, m.inputs, m.params, Mode::kStrict));
-    native = v3_verdict_text(v3_validate(dialect, m.inputs, m.params, Mode::kJax));
-    c.v3_inputs = m.inputs;
-    c.v3_params = m.params;
-  } else {
-    const props::Materialized m = props::materialize(props::production_case(spec));
-    strict = props::verdict_text(validate(m.inputs, m.params, {.mode = Mode::kStrict}));
-    native = props::verdict_text(validate(m.inputs, m.params, {.mode = Mode::kJax}));
-    c.inputs = m.inputs;
-    c.params = m.params;
-  }
+  const Case c = props::dialect_generator(dialect).production_call(spec);
+  const std::string strict = verdict_text(c, Mode::kStrict), native = verdict_text(c, Mode::kJax);
   if (std::string err; !write_case_file(output, c, &err)) {
     std::fprintf(stderr, "rpa: %s\n", err.c_str());
     return kExitUnreadable;
   }
   std::printf("%s\n  spec: %s\n  strict: %s\n  %s: %s\nwrote %s\n", props::describe(spec).c_str(),
               props::production_spec_hex(spec).c_str(), strict.c_str(),
-              is_v3(dialect) ? "native" : "jax", native.c_str(), output.c_str());
+              std::string(dialect_ops(dialect).native_mode).c_str(), native.c_str(), output.c_str());
   print_features(c, features);
   return kExitOk;
 }
@@ -186,8 +134,8 @@ int gen_command(const std::vector<std::string_view>& args) {
     } else if (a == "--head-dim") {
       int64_t d = 0;
       const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), d);
-      if (ec != std::errc() || end != v.data() + v.size() || d < 1 || d > props::kMaxHeadDim) {
-        return usage_error("--head-dim takes 1 to " + std::to_string(props::kMaxHeadDim));
+      if (ec != std::errc() || end != v.data() + v.size() || d < 1 || d > props::kGenMaxHeadDim) {
+        return usage_error("--head-dim takes 1 to " + std::to_string(props::kGenMaxHeadDim));
       }
       head_dim = d;
     } else {
@@ -211,52 +159,22 @@ int gen_command(const std::vector<std::string_view>& args) {
     return gen_production(dialect.value_or(Dialect::kJax), dialect.has_value(), seed, spec_text,
                           output, features);
   }
-  // A v3 spec names its dialect; --dialect, if given, must agree.
-  if (has_spec && spec_text.starts_with(props::kV3SpecPrefix)) {
-    const std::optional<props::V3CaseSpec> decoded = props::v3_spec_from_hex(spec_text);
-    if (decoded && dialect && *dialect != decoded->dialect) {
-      return usage_error("--spec names dialect " + std::string(dialect_name(decoded->dialect)) +
-                         ", not " + std::string(dialect_name(*dialect)));
+  // A spec in a dialect's tagged form ('v3:') goes to that dialect's part, which checks it
+  // against --dialect; any other goes to --dialect's (jax without one).
+  Dialect d = dialect.value_or(Dialect::kJax);
+  for (Dialect e : kDialects) {
+    const std::string_view prefix = dialect_commands(e).gen_spec_prefix;
+    if (has_spec && !prefix.empty() && spec_text.starts_with(prefix)) {
+      d = e;
+      break;
     }
-    return gen_v3(decoded ? decoded->dialect : Dialect::kTpuInferenceV3, seed, size, spec_text,
-                  {.profile = profile, .head_dim = head_dim}, output, features);
   }
-  if (dialect && is_v3(*dialect)) {
-    if (has_spec) {
-      return usage_error("--spec for dialect " + std::string(dialect_name(*dialect)) +
-                         " takes the 'v3:' hex rpa gen printed");
-    }
-    return gen_v3(*dialect, seed, size, spec_text, {.profile = profile, .head_dim = head_dim},
-                  output, features);
-  }
-  const props::GenOptions options = props::gen_options({.profile = profile, .head_dim = head_dim});
-  if (!options.options) return usage_error(options.error);
-
-  props::CaseSpec spec;
-  if (seed) {
-    spec = props::seeded_spec(*seed, size.value_or(100), *options.options);
-  } else {
-    std::optional<props::CaseSpec> decoded = props::spec_from_hex(spec_text);
-    if (!decoded) {
-      return usage_error("--spec takes the hex a property or rpa gen printed, whole (" +
-                         std::to_string(spec_text.size()) + " characters given)");
-    }
-    spec = std::move(*decoded);
-  }
-  const props::Materialized m = props::materialize(spec);
-  Case c;
-  c.inputs = m.inputs;
-  c.params = m.params;
-  if (std::string err; !write_case_file(output, c, &err)) {
-    std::fprintf(stderr, "rpa: %s\n", err.c_str());
-    return kExitUnreadable;
-  }
-  std::printf("%s\n  spec: %s\n  expected strict: %s\n  expected jax: %s\nwrote %s\n",
-              props::describe(spec).c_str(), props::spec_hex(spec).c_str(),
-              props::verdict_text(props::expected_failure(m, Mode::kStrict)).c_str(),
-              props::verdict_text(props::expected_failure(m, Mode::kJax)).c_str(), output.c_str());
-  print_features(c, features);
-  return kExitOk;
+  return dialect_commands(d).gen(dialect, {.seed = seed,
+                                           .size = size,
+                                           .spec_text = spec_text,
+                                           .request = {.profile = profile, .head_dim = head_dim},
+                                           .output = output,
+                                           .features = features});
 }
 
 }  // namespace rpa

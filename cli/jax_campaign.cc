@@ -27,6 +27,7 @@
 #include "casegen/jax_build_case.h"
 #include "casegen/jax_materialize.h"
 #include "casegen/jax_spec_model.h"
+#include "casegen/jax_production.h"
 #include "casegen/production.h"
 #include "casegen/random_source.h"
 #include "reference/jax_reference.h"

@@ -17,6 +17,8 @@
 #include "oracle/v3_compare.h"
 #include "casegen/generate.h"
 #include "casegen/production.h"
+#include "casegen/v3_generate.h"
+#include "casegen/v3_production.h"
 #include "casegen/random_source.h"
 #include "casegen/v3_build_case.h"
 #include "casegen/v3_case_spec.h"

@@ -18,8 +18,7 @@
 int rpa::fuzz::fuzz_validate(const uint8_t* data, size_t size) {
   const std::span<const uint8_t> bytes(data, size);
   if (const auto production = production_payload(bytes)) {
-    const ProductionValidateInput v = decode_production_validate(*production);
-    family_of(v.spec.dialect).production(v);
+    family_of(production_dialect(*production)).production(*production);
     return 0;
   }
   const FamilyInput in = input_family(bytes);

@@ -31,8 +31,11 @@ struct InputFamily {
   void (*validate)(std::span<const uint8_t> payload) = nullptr;
   void (*differential)(std::span<const uint8_t> payload) = nullptr;
   RawCheck (*raw)(std::span<const uint8_t> payload) = nullptr;
-  // fuzz_validate's check of a production call of a dialect the family owns; aborts.
-  void (*production)(const ProductionValidateInput& v) = nullptr;
+  // fuzz_validate's check of a production call of a dialect the family owns (the payload after
+  // kProductionTag, which opens with the dialect: production_dialect); decodes the call and
+  // its mutations in the family's format (harness/jax_target_inputs.h,
+  // harness/v3_target_inputs.h); aborts.
+  void (*production)(std::span<const uint8_t> payload) = nullptr;
 
   // --- rpa bench's production calls (harness/production_bench.h; issue 48) ---
   // Times a production call of a dialect the family owns (harness/jax_production_bench.h,

@@ -18,12 +18,13 @@
 #include "casegen/jax_materialize.h"
 #include "casegen/jax_spec_model.h"
 #include "casegen/production.h"
+#include "casegen/jax_production.h"
 #include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "harness/jax_production_bench.h"
 #include "harness/jax_raw_check.h"
 #include "harness/jax_validation_check.h"
-#include "harness/target_inputs.h"
+#include "harness/jax_target_inputs.h"
 #include "kernel/jax_kernel.h"
 #include "oracle/compare.h"
 #include "oracle/jax_tolerance.h"
@@ -133,12 +134,13 @@ void jax_differential(std::span<const uint8_t> bytes) {
 
 RawCheck jax_raw(std::span<const uint8_t> bytes) { return check_raw_call(decode_raw_call(bytes)); }
 
-void jax_production(const fuzz::ProductionValidateInput& v) {
-  const std::string replay = fuzz::production_replay(v);
+void jax_production(std::span<const uint8_t> payload) {
+  const fuzz::JaxProductionInput v = fuzz::decode_jax_production(payload);
+  const std::string replay = fuzz::production_replay(v.spec);
   props::CaseSpec c = props::production_case(v.spec);
   c.mutations = v.mutations;
   props::Materialized m = props::materialize_valid(c, props::Contents::kZeros);
-  check_held_bytes(v.spec, m.inputs, replay);
+  check_held_bytes(v.spec, props::held_bytes(m.inputs), replay);
   props::apply_mutations(c, m);
   for (Mode mode : {Mode::kStrict, Mode::kJax}) {
     const std::optional<Failure> want = props::expected_failure(m, mode);

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "casegen/jax_materialize.h"
+#include "casegen/jax_production.h"
 #include "core/jax_kv_view.h"
 #include "core/paged_kv_view.h"
 #include "harness/production_stages.h"

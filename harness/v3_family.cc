@@ -11,12 +11,14 @@
 #include <string>
 
 #include "casegen/production.h"
+#include "casegen/v3_production.h"
 #include "casegen/v3_build_case.h"
 #include "casegen/v3_materialize.h"
 #include "casegen/v3_mutation.h"
 #include "casegen/v3_spec_model.h"
 #include "harness/target_inputs.h"
 #include "harness/v3_production_bench.h"
+#include "harness/v3_target_inputs.h"
 #include "harness/v3_raw_check.h"
 #include "kernel/v3_kernel.h"
 #include "oracle/v3_compare.h"
@@ -75,16 +77,17 @@ RawCheck v3_raw(std::span<const uint8_t> payload) {
   return check_v3_raw_call(decode_v3_raw_call(payload));
 }
 
-void v3_production(const fuzz::ProductionValidateInput& v) {
-  const std::string replay = fuzz::production_replay(v);
+void v3_production(std::span<const uint8_t> payload) {
+  const fuzz::V3ProductionInput v = fuzz::decode_v3_production(payload);
+  const std::string replay = fuzz::production_replay(v.spec);
   const props::V3CaseSpec c = props::production_v3_case(v.spec);
   props::V3MutatedCase m{props::materialize_v3(c, props::Contents::kZeros), {}};
-  check_held_bytes(v.spec, m.call.inputs, replay);
-  for (const props::V3Mutation& mutation : v.v3_mutations) {
+  check_held_bytes(v.spec, props::held_bytes(m.call.inputs), replay);
+  for (const props::V3Mutation& mutation : v.mutations) {
     props::apply_v3_mutation(mutation, c, m.call, m.declared);
   }
   std::string why;
-  if (!props::check_v3_mutated(c, v.v3_mutations, m, &why)) {
+  if (!props::check_v3_mutated(c, v.mutations, m, &why)) {
     std::fprintf(stderr, "fuzz_validate (production): %s%s", why.c_str(), replay.c_str());
     std::abort();
   }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "casegen/v3_materialize.h"
+#include "casegen/v3_production.h"
 #include "harness/production_stages.h"
 #include "kernel/v3_kernel.h"
 #include "oracle/v3_compare.h"

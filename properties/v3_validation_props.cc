@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "casegen/generate.h"
+#include "casegen/v3_generate.h"
 #include "casegen/v3_build_case.h"
 #include "casegen/v3_mutation.h"
 #include "properties/v3_rc_case.h"

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cli/dialect_commands.h"
+#include "casegen/dialect_generator.h"
 #include "harness/input_families.h"
 #include "service/dialect_ops.h"
 #include "service/path_features.h"
@@ -43,6 +44,11 @@ TEST(DialectRegistry, EveryEntryHasEveryPiece) {
     EXPECT_NE(dialect_commands(d).campaign_case, nullptr);
     EXPECT_NE(dialect_commands(d).campaign_production, nullptr);
     EXPECT_NE(dialect_commands(d).write_finding_file, nullptr);
+    // rpa gen's part and the generator registry's entry (casegen/dialect_generator.h).
+    EXPECT_NE(dialect_commands(d).gen, nullptr);
+    EXPECT_EQ(props::dialect_generator(d).dialect, d);
+    EXPECT_NE(props::dialect_generator(d).production_cache_token_bytes, nullptr);
+    EXPECT_NE(props::dialect_generator(d).production_call, nullptr);
     EXPECT_EQ(mode_label(d, Mode::kStrict), "strict");
     EXPECT_EQ(mode_label(d, Mode::kJax), ops.native_mode);
   }

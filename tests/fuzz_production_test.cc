@@ -7,14 +7,19 @@
 #include <cstdint>
 #include <random>
 #include <set>
+#include <span>
 #include <vector>
 
+#include "harness/jax_target_inputs.h"
 #include "harness/target_inputs.h"
+#include "harness/v3_target_inputs.h"
 #include "harness/targets.h"
 #include "casegen/generate.h"
 #include "casegen/jax_materialize.h"
 #include "casegen/jax_spec_model.h"
 #include "casegen/production.h"
+#include "casegen/v3_production.h"
+#include "casegen/jax_production.h"
 #include "casegen/v3_materialize.h"
 #include "casegen/v3_mutation.h"
 #include "casegen/v3_spec_model.h"
@@ -24,6 +29,28 @@
 
 namespace rpa::fuzz {
 namespace {
+
+// A production payload decoded by the family its dialect picks (production_dialect): the
+// recipe and that family's mutations (the other family's list empty), and its encoding.
+struct ProductionValidateInput {
+  props::ProductionSpec spec;
+  std::vector<props::MutationSpec> mutations;   // a jax call's
+  std::vector<props::V3Mutation> v3_mutations;  // a v3 call's
+};
+
+ProductionValidateInput decode_production_validate(std::span<const uint8_t> payload) {
+  if (production_dialect(payload) == Dialect::kJax) {
+    const JaxProductionInput v = decode_jax_production(payload);
+    return {v.spec, v.mutations, {}};
+  }
+  const V3ProductionInput v = decode_v3_production(payload);
+  return {v.spec, {}, v.mutations};
+}
+
+std::vector<uint8_t> encode_production_validate(const ProductionValidateInput& v) {
+  return v.spec.dialect == Dialect::kJax ? encode_jax_production({v.spec, v.mutations})
+                                         : encode_v3_production({v.spec, v.v3_mutations});
+}
 
 std::vector<uint8_t> random_bytes(std::mt19937_64& rng, size_t n) {
   std::vector<uint8_t> out(n);
@@ -49,6 +76,7 @@ TEST(FuzzProduction, RandomBytesReachEveryDialectAndMutationsAndRoundTrip) {
     const std::vector<uint8_t> bytes = random_bytes(rng, 16 + static_cast<size_t>(rng() % 200));
     const ProductionValidateInput v = decode_production_validate(bytes);
     dialects.insert(v.spec.dialect);
+    EXPECT_EQ(v.spec.dialect, production_dialect(bytes));
     jax_mutated += !v.mutations.empty();
     v3_mutated += !v.v3_mutations.empty();
     edges += v.spec.edge != props::ProductionEdge::kNone;

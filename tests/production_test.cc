@@ -24,6 +24,8 @@
 #include "casegen/jax_mutation.h"
 #include "casegen/jax_spec_model.h"
 #include "casegen/production.h"
+#include "casegen/v3_production.h"
+#include "casegen/jax_production.h"
 #include "casegen/production_reach.h"
 #include "properties/sanitized.h"
 #include "casegen/v3_materialize.h"

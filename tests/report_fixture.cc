@@ -15,6 +15,7 @@
 #include "casegen/jax_raw_call.h"
 #include "casegen/jax_case_codec.h"
 #include "casegen/generate.h"
+#include "casegen/v3_generate.h"
 #include "casegen/jax_build_case.h"
 #include "casegen/jax_materialize.h"
 #include "casegen/random_source.h"

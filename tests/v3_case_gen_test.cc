@@ -10,6 +10,8 @@
 
 #include "core/v3_cache_layout.h"
 #include "casegen/generate.h"
+#include "casegen/v3_generate.h"
+#include "casegen/jax_generate.h"
 #include "casegen/v3_build_case.h"
 #include "casegen/v3_materialize.h"
 #include "casegen/v3_mutation.h"

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "casegen/generate.h"
+#include "casegen/v3_generate.h"
 #include "casegen/v3_build_case.h"
 #include "casegen/v3_materialize.h"
 #include "validation/v3_validate.h"
