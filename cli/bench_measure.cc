@@ -46,7 +46,11 @@ double quantile(std::vector<double> v, double q) {
 std::vector<Row> measure(const Subject& sb, const Preset& preset, const std::vector<int>& sweep,
                          int index, int total) {
   using Clock = std::chrono::steady_clock;
-  const std::string tag = "[" + std::to_string(index) + "/" + std::to_string(total) + "] " + sb.label;
+  // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on the inlined
+  // chain of operator+ here.
+  std::string tag = "[";
+  tag.append(std::to_string(index)).append("/").append(std::to_string(total)).append("] ");
+  tag.append(sb.label);
   std::vector<double> ref_s;
   while (static_cast<int>(ref_s.size()) < preset.reference_runs) {
     double spent = 0;

@@ -143,7 +143,8 @@ void run_pallas_checks(uint64_t n, uint64_t seed, bool production, const std::st
                        const std::optional<std::string>& report, Stats& st) {
   const std::filesystem::path dir =
       report ? std::filesystem::path(*report) : std::filesystem::temp_directory_path();
-  const std::string tag = report ? "" : "-" + std::to_string(getpid());
+  // Appended, not "-" + ...: GCC 12 warns (-Wrestrict, a false positive) on that inlined.
+  const std::string tag = report ? std::string() : std::string("-").append(std::to_string(getpid()));
   const std::pair<PallasCheck, std::string> checks[] = {
       {jax_pallas_check(n, seed, production, ray), "pallas" + tag + ".log"},
       {v3_pallas_check(n, seed, production, ray), "pallas-v3" + tag + ".log"}};
