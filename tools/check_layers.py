@@ -54,8 +54,8 @@ LEVELS = {
 DIALECT_PREFIXES = ("jax_", "v3_")
 # The dialect registries: the files that list every dialect's entry of an interface
 # (service/dialect_ops.h, casegen/dialect_generator.h, cli/dialect_commands.h,
-# harness/input_families.h), the case's members (casefile/case.h) and the Python module's
-# binding functions (python/bindings.cc), the one place each names them (docs/layout.md).
+# harness/input_families.h, python/marshal.h), the case's members (casefile/case.h), the one
+# place each names them (docs/layout.md).
 REGISTRIES = {
     "casefile/case.h",
     "casegen/dialect_generators.cc",
