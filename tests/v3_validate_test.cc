@@ -483,6 +483,40 @@ TEST(V3Validate, WindowSkipsCacheWrite) {
   EXPECT_EQ(rule_of(defaults, kStrict), "OK");
 }
 
+// A window no kernel can hold (sliding_window_nonpositive, sliding_window_too_large) is still
+// an int64 the later window rules read when every failure is reported: fuzz_case_file's
+// crash-ea821c3b (CI, 2026-12-07) took window_skips_cache_write's `last - w` past INT64_MIN
+// with sliding_window = INT64_MIN (UBSan: signed overflow). They saturate now, at both ends,
+// and in masked_block_overflow's `processed - w` and `position - w + 1` too.
+TEST(V3Validate, WindowRulesSaturateAtTheInt64Ends) {
+  const auto with = [](int64_t window) {
+    Case c = make(Spec{.pages = 12, .ps = 2, .pps = 5, .kv_lens = {5, 9}, .cu = {0, 1, 5}});
+    c.p.sliding_window = window;
+    c.p.update_kv_cache = true;
+    c.p.mask_value = -1e30;
+    c.p.d_block_sizes = V3BlockSizes{1, 2, 1, 2};
+    c.p.m_block_sizes = V3BlockSizes{1, 2, 1, 2};
+    return c;
+  };
+  const auto names = [](const Case& c) {
+    std::vector<std::string> out;
+    for (const V3Failure& f : v3_validate_all(c.d, c.in, c.p, kStrict)) {
+      out.emplace_back(v3_rule_info(f.rule).name);
+    }
+    return out;
+  };
+  const int64_t lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+  // The first failure is the window's own rule; the window rules after it run without UB.
+  EXPECT_EQ(rule_of(with(lo), kStrict), "sliding_window_nonpositive");
+  EXPECT_EQ(rule_of(with(lo), kNative), "sliding_window_nonpositive");
+  EXPECT_EQ(names(with(lo)).front(), "sliding_window_nonpositive");
+  EXPECT_EQ(rule_of(with(hi), kStrict), "sliding_window_too_large");
+  EXPECT_EQ(names(with(hi)).front(), "sliding_window_too_large");
+  // One step in from each end reads the same.
+  EXPECT_EQ(rule_of(with(lo + 1), kStrict), "sliding_window_nonpositive");
+  EXPECT_EQ(rule_of(with(hi - 1), kStrict), "sliding_window_too_large");
+}
+
 // Finding 25: on TPU v6 and later kernel.py holds mask positions in int16 when q is packed and
 // pages_per_seq * page_size <= 32767 (here 3 x 4 = 12), and its window test q < k + W wraps
 // where k + W > 32767: a key the definition keeps is masked (measured in TPU interpret mode:

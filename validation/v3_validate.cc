@@ -61,6 +61,19 @@ int64_t sat_mul(int64_t a, int64_t b) {
   int64_t r = 0;
   return __builtin_mul_overflow(a, b, &r) ? std::numeric_limits<int64_t>::max() : r;
 }
+// a - b, saturated at INT64_MIN and INT64_MAX (a sliding window may be any int64 where its
+// own rules already failed and every failure is reported).
+int64_t sat_sub(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (!__builtin_sub_overflow(a, b, &r)) return r;
+  return b < 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+}
+// a + b, saturated likewise.
+int64_t sat_add(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (!__builtin_add_overflow(a, b, &r)) return r;
+  return b > 0 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int64_t>::min();
+}
 bool finite_as_float32(double v) { return std::isfinite(static_cast<float>(v)); }
 bool is_float8(DType t) { return t == DType::kFloat8E4M3FN || t == DType::kFloat8E5M2; }
 
@@ -786,7 +799,7 @@ class Walk {
       if (actual <= 0 || bkv_sz <= 0) continue;
       const int64_t rows = b.static_q_len ? *b.static_q_len : q_len;
       const int64_t last = gap + (rows + actual - 1) / actual * actual - actual;
-      const int64_t start = std::max<int64_t>(last - w, 0) / bkv_sz * bkv_sz;
+      const int64_t start = std::max<int64_t>(sat_sub(last, w), 0) / bkv_sz * bkv_sz;
       if (gap / bkv_sz * bkv_sz < start) {
         return "sliding_window=" + I(w) + ": kernel.py writes sequence " + I(i) +
                "'s new tokens to the cache only from the KV blocks its last query block reads, "
@@ -823,14 +836,14 @@ class Walk {
       if (actual <= 0 || bkv_sz <= 0 || bkv_csz <= 0) continue;
       for (int64_t row = 0; row < q_len; ++row) {
         const int64_t processed = gap + row / actual * actual;  // its query block's first row
-        const int64_t k0 = std::max<int64_t>(processed - w, 0) / bkv_sz * bkv_sz;
+        const int64_t k0 = std::max<int64_t>(sat_sub(processed, w), 0) / bkv_sz * bkv_sz;
         const int64_t position = gap + row;
-        if (std::max<int64_t>(position - w + 1, 0) >= k0 + bkv_csz) {
+        if (std::max<int64_t>(sat_sub(position + 1, w), 0) >= sat_add(k0, bkv_csz)) {
           return "mask_value=" + F(*p_.mask_value) + " rounds away from zero in bfloat16 (to " +
                  F(rounded) + "), the out_dtype kernel.py rounds each KV compute block's row " +
                  "max to: row " + I(row) + " of sequence " + I(i) + " (position " + I(position) +
                  ") sees no key in its first KV compute block [" + I(k0) + ", " +
-                 I(k0 + bkv_csz) + ") under sliding_window=" + I(w) + tag +
+                 I(sat_add(k0, bkv_csz)) + ") under sliding_window=" + I(w) + tag +
                  ", so exp(mask_value - max) overflows and the row is NaN.";
         }
       }
