@@ -22,6 +22,7 @@
 #include "properties/jax_kernel_check.h"
 #include "casegen/jax_materialize.h"
 #include "properties/jax_rc_case.h"
+#include "properties/sanitized.h"
 #include "casegen/jax_row_softmax.h"
 #include "reference/jax_reference.h"
 #include "validation/jax_validate.h"
@@ -201,7 +202,7 @@ void assert_can_fail(const CaseSpec& spec) {
 RC_GTEST_PROP(Tolerance, CanFail, ()) { assert_can_fail(*gen_valid_case()); }
 
 RC_GTEST_PROP(Tolerance, CanFailAtLongContext, ()) {
-  assert_can_fail(*gen_valid_case(long_context_options()));
+  assert_can_fail(*gen_valid_case(sanitized_long(long_context_options())));
 }
 
 // The power each check states (Comparison::min_detectable_key_weight), by dropping a key.
@@ -311,7 +312,7 @@ RC_GTEST_PROP(Tolerance, DetectableKeyWeightIsNotVacuous, ()) {
 // which there is about kv_len float32 ulps of max |V| (the reference semantics' was kv_len *
 // 2^-9 of it).
 RC_GTEST_PROP(TiledKernel, MatchesReferenceAtLongContext, ()) {
-  const CaseSpec spec = *gen_valid_case(long_context_options());
+  const CaseSpec spec = *gen_valid_case(sanitized_long(long_context_options()));
   const Materialized m = materialize(spec);
   const Tensor got = tiled_attention(m.inputs, m.params, {.threads = 2});
   assert_agrees(m.inputs, m.params, got, dense_reference(m.inputs, m.params, Semantics::kKernel));

@@ -20,6 +20,7 @@
 #include "properties/v3_kernel_check.h"
 #include "casegen/v3_materialize.h"
 #include "properties/v3_rc_case.h"
+#include "properties/sanitized.h"
 #include "reference/v3_reference.h"
 #include "schedule/v3_program.h"
 #include "validation/v3_validate.h"
@@ -49,7 +50,7 @@ void check_matches_reference(const V3CaseSpec& spec) {
 RC_GTEST_PROP(V3Kernel, MatchesReference, ()) { check_matches_reference(*gen_v3_case()); }
 
 RC_GTEST_PROP(V3Kernel, MatchesReferenceAtLongContext, ()) {
-  check_matches_reference(*gen_v3_case(v3_long_options()));
+  check_matches_reference(*gen_v3_case(sanitized_long(v3_long_options())));
 }
 
 RC_GTEST_PROP(V3Kernel, MatchesReferenceAtTheEdges, ()) {

@@ -13,6 +13,7 @@ packages=(
   python3-venv                                    # scripts/python_venv.sh: JAX, the rpa package
   llvm-14                                         # llvm-cov, llvm-profdata for fuzz/coverage.sh
   zip unzip                                       # fuzz/build.sh seed zips, fuzz/check_build.sh
+  ccache                                          # scripts/test.sh: one compile of the libraries
   chromium fonts-dejavu-core                      # ctest cli.report renders report.html headless
 )
 

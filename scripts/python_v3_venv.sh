@@ -7,7 +7,7 @@
 # tpu-inference 0.32.0's metadata, with numpy and ml_dtypes), pytest, hypothesis, Ray (the v3
 # cross-check's --ray), nanobind, scikit-build-core; then tpu-inference==0.32.0 without its dependencies (vllm, torch, libtpu:
 # rpa.jax.tpu_inference loads only its kernel modules), then the rpa package from this checkout
-# (built in build/pip/{wheel_tag}, apart from the Python 3.11 build of scripts/python_venv.sh).
+# (built in build/pip-shared, as scripts/python_venv.sh builds it: scripts/venv_lib.sh).
 # A failed install or build fails (exit 1), never skips. Idempotent. Extra arguments go to
 # pip install . (e.g. --config-settings=cmake.define.RPA_WERROR=ON).
 # Prints DIR/bin/python (absolute) on stdout; pip's output goes to stderr.

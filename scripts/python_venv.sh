@@ -3,7 +3,7 @@
 # run in, with Debian's python3 -m venv (package python3-venv), from PyPI: the CPU JAX the jax
 # tests are pinned to (jax==0.10.2, with its jaxlib, numpy and ml_dtypes), pytest, hypothesis,
 # Ray (campaigns on a cluster), the package's build requirements (nanobind, scikit-build-core), and then the rpa package
-# itself from this checkout (`pip install .`, built incrementally in build/pip/). A failed
+# itself from this checkout (`pip install .`, built incrementally in build/pip-shared/). A failed
 # install or build fails (exit 1), never skips. Idempotent: what is installed already is not
 # fetched again. Extra arguments go to pip install . (e.g. -C cmake.define.RPA_WERROR=ON).
 # Prints DIR/bin/python (absolute) on stdout; pip's output goes to stderr.

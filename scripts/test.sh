@@ -9,21 +9,36 @@ cd "$(dirname "$0")/.."
 
 scripts/install_deps.sh
 jobs=$(nproc)
+# ccache, its cache in build/ccache (a fresh clone starts empty): the package builds and the
+# release build compile the libraries with the same flags (position-independent, as the
+# Python module needs them, and the same compiler, g++), in build directories two levels
+# below the checkout (build/pip-shared, build/release), so with CCACHE_BASEDIR making the
+# paths relative the release build takes their objects from the cache instead of compiling
+# them a third time.
+export CCACHE_DIR="$PWD/build/ccache" CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
 
 echo "== the Python package (pip install . into build/venv and build/v3venv, -Werror)"
+# The virtualenv of the ctest label "jax_v3" (release build only): Python >= 3.12, the JAX
+# tpu-inference 0.32.0 pins (jax==0.11.2), tpu-inference without its dependencies, and the
+# rpa package built from this checkout for that Python. Its requirements install in the
+# background while the first virtualenv's install and package build run (pip waits on the
+# disk and the index, the build on the cores); the package then builds for it in the same
+# CMake directory (scripts/venv_lib.sh), which recompiles only its module.
+RPA_VENV_REQUIREMENTS_ONLY=1 scripts/python_v3_venv.sh build/v3venv &
+v3_requirements=$!
 # The virtualenv of the ctest labels "python" and "jax" (release build only): the pinned CPU
 # JAX, pytest, hypothesis, and the rpa package built from this checkout. A failed install or
 # build stops here.
-python=$(scripts/python_venv.sh build/venv --config-settings=cmake.define.RPA_WERROR=ON)
-# The virtualenv of the ctest label "jax_v3" (release build only): Python >= 3.12, the JAX
-# tpu-inference 0.32.0 pins (jax==0.11.2), tpu-inference without its dependencies, and the
-# rpa package built from this checkout for that Python.
+python=$(scripts/python_venv.sh build/venv --config-settings=cmake.define.RPA_WERROR=ON) ||
+  { wait "$v3_requirements" || true; exit 1; }
+wait "$v3_requirements"
 v3_python=$(scripts/python_v3_venv.sh build/v3venv --config-settings=cmake.define.RPA_WERROR=ON)
 
 echo "== release build (g++, -Werror)"
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DRPA_WERROR=ON \
-  -DCMAKE_CXX_COMPILER=g++ -DRPA_JAX_PYTHON="$python" -DRPA_PACKAGE_PYTHON="$python" \
-  -DRPA_V3_PYTHON="$v3_python" >/dev/null
+  -DCMAKE_CXX_COMPILER=g++ -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
+  -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DRPA_JAX_PYTHON="$python" \
+  -DRPA_PACKAGE_PYTHON="$python" -DRPA_V3_PYTHON="$v3_python" >/dev/null
 cmake --build build/release -j "$jobs"
 ctest --test-dir build/release --output-on-failure -j "$jobs" "$@"
 

@@ -42,11 +42,24 @@ install_requirements() {
     { echo "$name: $dir lacks ${reqs[*]} after the install" >&2; exit 1; }
 }
 
-# The package, from this checkout: no build isolation (the build requirements are installed,
-# and build/pip/{wheel_tag} keeps the CMake build between installs, one per Python), no
-# dependencies (numpy and ml_dtypes came with jax). Arguments: pip install options.
+# The package, from this checkout: no build isolation (the build requirements are installed),
+# no dependencies (numpy and ml_dtypes came with jax). Both scripts build in one CMake
+# directory, build/pip-shared, with one compiler named (g++; Debian's Python 3.11 would pick
+# x86_64-linux-gnu-g++ and pyenv's 3.12 g++, and a changed compiler empties the CMake cache):
+# the libraries compile once, and the other Python rebuilds only nanobind and the module
+# (pyproject.toml's build/pip/{wheel_tag} stays the default of a plain `pip install .`).
+# Through ccache where there is one (scripts/test.sh: the release build reuses the objects).
+# Arguments: pip install options. With RPA_VENV_REQUIREMENTS_ONLY=1 (scripts/test.sh installs
+# the second virtualenv's requirements while the first builds) it returns before the package.
 install_rpa() {
+  [ "${RPA_VENV_REQUIREMENTS_ONLY:-}" = 1 ] && return 0
+  local launcher=()
+  if command -v ccache >/dev/null 2>&1; then
+    launcher=(--config-settings=cmake.define.CMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  fi
   "$dir/bin/pip" install --disable-pip-version-check --quiet --no-build-isolation --no-deps \
+    --config-settings=build-dir=build/pip-shared \
+    --config-settings=cmake.define.CMAKE_CXX_COMPILER=g++ "${launcher[@]}" \
     "$@" . >&2 || { echo "$name: pip install . into $dir failed" >&2; exit 1; }
   "$dir/bin/python" -c "import rpa" >&2 ||
     { echo "$name: $dir/bin/python cannot import rpa after the install" >&2; exit 1; }
