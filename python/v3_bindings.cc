@@ -226,9 +226,10 @@ nb::list v3_validate_case(const ArrayMap& arrays, const ParamMap& params, const 
 }
 
 // The case's out and kv_cache_out against the v3 dense reference in `semantics`
-// (oracle/v3_compare.h; precondition: strict validation accepted the case), or with oracle
+// (oracle/v3_compare.h; precondition: strict validation accepts the case), or with oracle
 // "literal" against the literal v3 schedule on `target`'s generation under the schedule
-// tolerance (precondition: native validation accepted it): the comparison's fields and its
+// tolerance (precondition: native validation accepts it; rpa.check validates first, and a
+// case that breaks the precondition is a ValueError here, never a read past its arrays): the comparison's fields and its
 // one-line description; "kernel_stop" ("KIND: why") where the literal schedule says the kernel
 // does not return (then nothing is compared); against the reference, the check's power
 // (rejects_zero, min_detectable_key_weight, key_weight_every_row, and "power", the phrase rpa
@@ -245,11 +246,17 @@ nb::dict v3_check_case(const ArrayMap& arrays, const ParamMap& params,
   const BorrowedCase b = to_case(arrays, params);
   const Case& c = b.c;
   if (!c.out || !c.kv_cache_out) throw std::invalid_argument("the case has no out and kv_cache_out");
+  const bool literal = oracle == "literal";
+  if (const auto f = v3_validate(c.dialect, c.v3_inputs, c.v3_params, literal ? Mode::kJax : Mode::kStrict)) {
+    throw std::invalid_argument(std::string("the ") + oracle + " oracle needs a case " +
+                                (literal ? "native" : "strict") + " validation accepts; " +
+                                std::string(v3_rule_info(f->rule).name) + ": " + f->message);
+  }
   V3OutCheck r;
   std::string line;
   {
     nb::gil_scoped_release release;
-    r = v3_check_out(c, s, oracle == "literal", V3ProgramOptions{.tpu_version = tpu_generation(*profile)});
+    r = v3_check_out(c, s, literal, V3ProgramOptions{.tpu_version = tpu_generation(*profile)});
     line = r.kernel_stop ? v3_kernel_stop_line(*r.kernel_stop) : describe_v3_comparison(r.cmp);
   }
   const V3Comparison& cmp = r.cmp;

@@ -106,6 +106,26 @@ def test_reference_and_check(dialect):
         rpa.reference(case.replace(soft_cap=0.0))
 
 
+def test_the_private_check_refuses_a_case_its_oracle_cannot_take():
+    """rpa.check validates before it compares; rpa._rpa.v3_check, which it calls, checks the
+    same precondition itself: a case strict validation rejects (k_scale inf: native accepts
+    it) is a ValueError naming the rule for the reference oracle, never a comparison against a
+    reference the definition does not give, and the literal oracle, whose precondition is
+    native validation, still takes it."""
+    case = rpa.Case.from_v3_call(*small_call(V3), dialect=V3)
+    out, cache = rpa.kernel(case, schedule="literal", mode="native")
+    bad = case.replace(k_scale=float("inf"), out=np.asarray(out), kv_cache_out=np.asarray(cache))
+    assert rpa.validate(bad, mode="native").valid
+    assert rpa.validate(bad, mode="strict").rule == "k_scale_nonfinite"
+    arrays, params = bad._native()
+    with pytest.raises(ValueError, match="reference oracle needs a case strict validation "
+                                         "accepts; k_scale_nonfinite: "):
+        rpa._rpa.v3_check(arrays, params, "kernel", "reference", "v6e")
+    assert rpa.check(bad).verdict == "rejected"
+    literal = rpa._rpa.v3_check(arrays, params, "kernel", "literal", "v6e")
+    assert isinstance(literal["agree"], bool)
+
+
 def test_gen_dialect():
     case = rpa.gen(seed=3, dialect=HD64)
     assert case.dialect == HD64 and case.spec.startswith("v3:")
