@@ -53,6 +53,8 @@ cmake --build build/asan -j "$jobs"
 # RC_PARAMS says otherwise): the sanitizers look for memory and undefined behaviour on the paths
 # the cases take, which 100 cases of each property already walk; the release stage's 300 search
 # for wrong answers. That leaves CI's time for the jax_v3 label's interpret-mode kernel runs.
+# For the same reason the long-context members keep to a quarter of the length there
+# (properties/sanitized.h) and cli.bench times one run (RPA_BENCH_RUNS=1, tests/CMakeLists.txt).
 RC_PARAMS=${RC_PARAMS:-max_success=100} \
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   ctest --test-dir build/asan --output-on-failure -j "$jobs" "$@"
