@@ -4,6 +4,8 @@
 // same loops at a quarter of the length walk as well, in a quarter of the time).
 #pragma once
 
+#include <cstdint>
+
 namespace rpa::props {
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -17,6 +19,11 @@ inline constexpr bool kSanitized = false;
 #else
 inline constexpr bool kSanitized = false;
 #endif
+
+// The longest member a test at production lengths runs under ASan (longer ones run in the
+// release build), and whether it skips one of `len` tokens.
+inline constexpr int64_t kSanitizedMaxLen = 8192;
+constexpr bool sanitized_skip(int64_t len) { return kSanitized && len > kSanitizedMaxLen; }
 
 // A long-context generator's options (long_context_options(), v3_long_options()) with their
 // kv_len bound cut to a quarter under ASan, unchanged elsewhere.

@@ -3,7 +3,7 @@
 // 32768 weighted toward long ones (its bound grows with RapidCheck's size: 32768 at the
 // default max_size 100), a head_dim in 1..256, a soft cap or none, dtypes, decode rows and
 // heads, and every member of the float32 family must agree with the dense reference under
-// tolerance_for_case in both semantics. Under ASan the bound is 8192 (properties/sanitized.h).
+// tolerance_for_case in both semantics. Under ASan the bound is kSanitizedMaxLen, 8192 (properties/sanitized.h).
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/gtest.h>
@@ -29,7 +29,7 @@
 namespace rpa::testing {
 namespace {
 
-constexpr int64_t kMaxKvLen = props::kSanitized ? 32768 / 4 : 32768;
+constexpr int64_t kMaxKvLen = props::kSanitized ? props::kSanitizedMaxLen : 32768;
 
 // Uniform in [lo, hi] whatever RapidCheck's size (inRange alone scales with it).
 rc::Gen<int64_t> uniform(int64_t lo, int64_t hi) {
