@@ -3,6 +3,8 @@
 # tests under AddressSanitizer + UndefinedBehaviorSanitizer (clang, so both compilers'
 # warnings are checked), where the label "fuzz" also builds the libFuzzer targets with
 # fuzz/build.sh as OSS-Fuzz calls it and fuzzes each for RPA_FUZZ_SECONDS (default 60).
+# RPA_INTERPRET_BUDGET=full runs jax_v3's sweeps with all their calls (tests/CMakeLists.txt;
+# the default, ci, sends fewer calls that reach the same features).
 # Usage: scripts/test.sh [extra ctest arguments, e.g. -L unit, or -LE fuzz to skip fuzzing]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +40,7 @@ echo "== release build (g++, -Werror)"
 cmake -S . -B build/release -G Ninja -DCMAKE_BUILD_TYPE=Release -DRPA_WERROR=ON \
   -DCMAKE_CXX_COMPILER=g++ -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
   -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DRPA_JAX_PYTHON="$python" \
+  -DRPA_INTERPRET_BUDGET="${RPA_INTERPRET_BUDGET:-ci}" \
   -DRPA_PACKAGE_PYTHON="$python" -DRPA_V3_PYTHON="$v3_python" >/dev/null
 cmake --build build/release -j "$jobs"
 

@@ -183,3 +183,49 @@ def test_a_wait_nothing_can_signal_is_a_hang_in_seconds_not_the_whole_timeout():
     assert time.monotonic() - start < 120
     out, _ = v3_pallas.run_v3_pallas(small_case("tpu_inference_v3", seed=9), tpu_version=6)
     assert np.isfinite(out.astype(np.float32)).any()
+
+
+def _reach(cases, heads: bool = False) -> set:
+    """What a set of calls exercises (v3_cross_check.features and the TPU generation; with
+    heads, the q and KV head counts too), counting only the calls tpu-inference's validators
+    accept, which run."""
+    from rpa.jax import v3_cross_check  # pylint: disable=import-outside-toplevel
+    found = set()
+    for case, version in cases:
+        if tpu_inference.validate(case) is not None:
+            continue
+        found |= {(case.dialect, f) for f in v3_cross_check.features(case)}
+        found.add((case.dialect, f"v{version}"))
+        if heads:
+            found.add((case.dialect, "heads", np.asarray(case.queries).shape[1],
+                       np.asarray(case.keys).shape[1]))
+    return found
+
+
+def test_the_ci_budget_of_the_generated_calls_reaches_what_the_full_one_does():
+    """ctest's budget "ci" (tests/CMakeLists.txt) runs jax_v3.pallas_b with 16 calls of seed 2
+    instead of 48: with pallas_a's 48 of seed 1 they exercise every feature and TPU generation
+    the 96 calls of the budget "full" do, the features rpa.jax.v3_cross_check prints for a run
+    (seed 2's first 12 would miss kernel.py's head_dim 32)."""
+    from rpa.jax.v3_cross_check import pallas_items  # pylint: disable=import-outside-toplevel
+    first = [(case, version) for case, _, version in pallas_items(48, 1)]
+    second = [(case, version) for case, _, version in pallas_items(48, 2)]
+    assert _reach(first + second[:16]) == _reach(first + second)
+    assert _reach(first + second[:12]) != _reach(first + second)
+
+
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_the_cover_scenarios_reach_what_the_quick_ones_do(dialect):
+    """--scenarios cover (the budget "ci" of jax_v3.scenarios and jax_v3.pallas_scenarios) keeps
+    every feature, head count, head_dim and dtype of --scenarios quick in at most 2/3 of the calls,
+    and every window and soft cap of the package's tests."""
+    quick = dict(v3_cases.scenarios(dialect, quick=True))
+    cover = dict(v3_cases.scenarios(dialect, cover=True))
+    assert set(cover) < set(quick) and len(cover) <= len(quick) * 2 // 3
+    assert _reach(((build(), 6) for build in cover.values()), heads=True) == \
+        _reach(((build(), 6) for build in quick.values()), heads=True)
+    for name in quick:
+        if not name.startswith("complex["):
+            test = name.split("[")[0]
+            windows = {n.split("[")[1].split(",")[0] for n in quick if n.startswith(test)}
+            assert windows == {n.split("[")[1].split(",")[0] for n in cover if n.startswith(test)}

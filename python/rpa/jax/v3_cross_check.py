@@ -19,7 +19,8 @@ rpa.gen(dialect=...) in turn, or with --fixed-shapes reference_case alone, whose
 let the eager reference reuse its compilations; rpa.validate(mode="strict") accepts them, the
 generators' other cases are counted, not checked) and the package's test scenarios
 (v3_cases.scenarios: every parametrization of its two test files that computes an output,
-rebuilt step for step as its harness builds them; --scenarios quick keeps the small ones)
+rebuilt step for step as its harness builds them; --scenarios quick keeps the small ones,
+--scenarios cover a covering set of those, every feature in fewer calls)
 through tpu-inference's ``ref_ragged_paged_attention(_hd64)`` (eager, as its tests call it)
 and ``rpa.check(case, (out, kv_cache), semantics="reference")``: the updated cache must be
 bit-equal to rpa's and the defined output rows inside the tolerance of oracle/v3_compare.h.
@@ -292,7 +293,8 @@ def run_reference(count: int, seed: int, scenarios: str, tally: Tally,
     if scenarios == "none":
         return
     for dialect in v3_cases.DIALECTS:
-        for name, build in v3_cases.scenarios(dialect, quick=scenarios == "quick"):
+        for name, build in v3_cases.scenarios(dialect, quick=scenarios == "quick",
+                                               cover=scenarios == "cover"):
             start = time.perf_counter()
             case = build()
             verdict = rpa.validate(case, mode="strict")
@@ -503,13 +505,9 @@ def pallas_chunk(items: list) -> tuple[Tally, PallasTally]:
     return tally, pallas
 
 
-def run_pallas(count: int, seed: int, scenarios: str, tally: Tally, pallas: PallasTally,
-               ray: Optional[str] = None) -> None:
-    """count cases through the kernels: v3_cases.reference_case (a few fixed shapes, so most
-    runs reuse a compilation) and random_case (every option, new shapes) in turn, both
-    dialects, TPU generations 5, 6, 7 in turn; then the package's scenarios. ray: the count
-    cases as Ray tasks on that cluster ("ray" or an address; rpa._cluster.map_in_order), with
-    the same lines in the same order and the same tallies."""
+def pallas_items(count: int, seed: int) -> list:
+    """run_pallas's count calls of seed, as (case, label, TPU generation): reference_case's
+    fixed shapes and random_case in turn, both dialects, generations 5, 6, 7 in turn."""
     from rpa.jax import v3_cases, v3_pallas  # pylint: disable=import-outside-toplevel
     rng = np.random.default_rng([seed, 2])
     items = []
@@ -523,6 +521,18 @@ def run_pallas(count: int, seed: int, scenarios: str, tally: Tally, pallas: Pall
             case = v3_cases.reference_case(rng, dialect)
             label = f"pallas #{i} ({dialect}, v{version}, fixed shapes)"
         items.append((case, label, version))
+    return items
+
+
+def run_pallas(count: int, seed: int, scenarios: str, tally: Tally, pallas: PallasTally,
+               ray: Optional[str] = None) -> None:
+    """count cases through the kernels: v3_cases.reference_case (a few fixed shapes, so most
+    runs reuse a compilation) and random_case (every option, new shapes) in turn, both
+    dialects, TPU generations 5, 6, 7 in turn; then the package's scenarios. ray: the count
+    cases as Ray tasks on that cluster ("ray" or an address; rpa._cluster.map_in_order), with
+    the same lines in the same order and the same tallies."""
+    from rpa.jax import v3_cases  # pylint: disable=import-outside-toplevel
+    items = pallas_items(count, seed)
     if ray is None:
         for case, label, version in items:
             check_pallas(case, label, tally, pallas, version)
@@ -541,7 +551,8 @@ def run_pallas(count: int, seed: int, scenarios: str, tally: Tally, pallas: Pall
     if scenarios == "none":
         return
     for dialect in v3_cases.DIALECTS:
-        for name, build in v3_cases.scenarios(dialect, quick=scenarios == "quick"):
+        for name, build in v3_cases.scenarios(dialect, quick=scenarios == "quick",
+                                               cover=scenarios == "cover"):
             start = time.perf_counter()
             check_pallas(build(), f"package test {name} ({dialect})", tally, pallas, 6,
                          scenario=True)
@@ -608,16 +619,19 @@ def main(argv: Optional[list[str]] = None) -> int:
                         help="validation cases, both dialects (default 600)")
     parser.add_argument("--reference", type=int, default=100,
                         help="strict-valid generated cases through both references (default 100)")
-    parser.add_argument("--scenarios", choices=("all", "quick", "none"), default="all",
-                        help="the package's test scenarios through both references")
+    parser.add_argument("--scenarios", choices=("all", "quick", "cover", "none"), default="all",
+                        help="the package's test scenarios through both references (cover: "
+                        "quick's cross products as covering sets, v3_cases.scenarios)")
     parser.add_argument("--fixed-shapes", action="store_true",
                         help="draw the reference cases from v3_cases.reference_case's few "
                         "shapes only (the eager reference then reuses its compilations)")
     parser.add_argument("--pallas", type=int, default=0,
                         help="generated cases through tpu-inference's v3 kernels in TPU "
                         "interpret mode (default 0)")
-    parser.add_argument("--pallas-scenarios", choices=("all", "quick", "none"), default="none",
-                        help="the package's test scenarios through its v3 kernels")
+    parser.add_argument("--pallas-scenarios", choices=("all", "quick", "cover", "none"),
+                        default="none",
+                        help="the package's test scenarios through its v3 kernels (cover: "
+                        "quick's cross products as covering sets, v3_cases.scenarios)")
     parser.add_argument("--pallas-layouts", type=int, default=0, metavar="K",
                         help="K strict-valid calls of each batch layout (decode only, prefill "
                         "only with chunk_prefill_size, mixed) and dialect from rpa.gen through "
